@@ -1,0 +1,11 @@
+"""Built-in check plugins, one module per area.
+
+The order of ``BUILTIN_MODULES`` is the order checks run and are reported in: root
+causes (the driver, the torch install) before what depends on them.
+"""
+
+BUILTIN_MODULES: tuple[str, ...] = (
+    "gpu_doctor.checks.driver",
+    "gpu_doctor.checks.torch_build",
+    "gpu_doctor.checks.host",
+)

@@ -1,0 +1,152 @@
+"""Driver checks: is an NVIDIA kernel driver loaded and answering?
+
+Sources for the symptoms and fixes:
+- NVIDIA driver installation guide (https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/)
+- "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver" after a
+  kernel update without a DKMS rebuild: negativo17/nvidia-driver#56,
+  GoogleCloudPlatform/compute-gpu-installation#18
+- nouveau holding the GPU ("NVRM: The NVIDIA probe routine was not called"):
+  negativo17/nvidia-driver#171
+- Containers need the NVIDIA Container Toolkit and ``--gpus``:
+  https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
+- WSL2 gets its driver from Windows: https://docs.nvidia.com/cuda/wsl-user-guide/index.html
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpu_doctor.categories import Category
+from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
+from gpu_doctor.registry import Summary, check
+
+DRIVER_MISSING = Code(
+    id="DRV001",
+    category=Category.DRIVER_MISSING,
+    summary="No usable NVIDIA driver",
+    what=(
+        "NVML, the driver's management library, could not talk to an NVIDIA kernel driver: "
+        "the driver is not installed, its kernel module is not loaded, the open-source "
+        "nouveau driver holds the GPU, or (in a container) the GPU was not passed in."
+    ),
+    why=(
+        "Without a driver, CUDA finds no device: torch.cuda.is_available() is False and "
+        "every GPU job fails with 'Found no NVIDIA driver on your system' or falls back "
+        "to the CPU."
+    ),
+    fix=(
+        "Install the NVIDIA driver for your GPU (or rebuild its kernel module for the "
+        "running kernel), blacklist nouveau, reboot, and confirm with `nvidia-smi`. In a "
+        "container, install the NVIDIA Container Toolkit on the host and start the "
+        "container with `--gpus all`. On WSL2, install or update the driver on Windows."
+    ),
+    docs_url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/",
+)
+
+
+def _driver_evidence(nvml: dict[str, Any], drv: dict[str, Any]) -> list[Evidence]:
+    pci = drv.get("pci_gpus") or []
+    return [
+        Evidence("NVML", nvml.get("error") or "not initialised", "nvmlInit()"),
+        Evidence(
+            "NVIDIA GPUs on the PCI bus",
+            ", ".join(f"{g['address']} (driver: {g.get('driver') or 'none'})" for g in pci)
+            or "none",
+            "/sys/bus/pci/devices",
+        ),
+        Evidence("kernel module", drv.get("module_version") or "not loaded",
+                 "/proc/driver/nvidia/version"),
+        Evidence("loaded modules", ", ".join(drv.get("modules_loaded") or []) or "none",
+                 "/proc/modules"),
+        Evidence("device nodes", ", ".join(drv.get("device_nodes") or []) or "none", "/dev"),
+    ]
+
+
+def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
+    """Fix steps for the likeliest cause here: WSL, no GPU at all, a container, or the host."""
+    wsl = os_fact.get("wsl") or {}
+    container = os_fact.get("container") or {}
+    if wsl.get("is_wsl"):
+        return [
+            Step("WSL gets its GPU driver from Windows: install or update the NVIDIA driver "
+                 "on Windows, not inside Linux.", url="https://www.nvidia.com/Download/index.aspx"),
+            Step("Restart the WSL virtual machine so it picks up the driver.",
+                 command="wsl --shutdown"),
+            Step("Check that /usr/lib/wsl/lib holds libcuda.so and nvidia-smi works.",
+                 command="ls /usr/lib/wsl/lib && /usr/lib/wsl/lib/nvidia-smi"),
+        ]
+    steps: list[Step] = []
+    no_gpu_on_bus = drv.get("pci_scan_ok") and not drv.get("pci_gpus")
+    if no_gpu_on_bus:
+        steps.append(Step(
+            "No NVIDIA GPU is on this machine's PCI bus: run on a machine or VM with an "
+            "NVIDIA GPU attached (on a cloud VM, choose a GPU instance type).",
+            command="lspci | grep -i nvidia",
+        ))
+    if container.get("in_container"):
+        steps += [
+            Step("If the host has GPUs: install the NVIDIA Container Toolkit on the host "
+                 "and configure Docker for it.",
+                 command="sudo nvidia-ctk runtime configure --runtime=docker && "
+                         "sudo systemctl restart docker",
+                 url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+                     "install-guide.html"),
+            Step("Start the container with the GPUs passed in.",
+                 command="docker run --gpus all --ipc=host ..."),
+            Step("In Kubernetes, request GPUs from the NVIDIA device plugin.",
+                 command="resources: {limits: {nvidia.com/gpu: 1}}"),
+        ]
+        return steps
+    if no_gpu_on_bus:
+        return steps
+    if drv.get("nouveau_loaded"):
+        steps.append(Step(
+            "The open-source nouveau driver is loaded and holds the GPU: blacklist it and "
+            "rebuild the initramfs.",
+            command="printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
+                    "sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
+                    "sudo update-initramfs -u",
+        ))
+    steps += [
+        Step("See whether a driver module is built for the running kernel "
+             "(a kernel update without a DKMS rebuild is the usual cause).",
+             command="dkms status; uname -r"),
+        Step("Install the recommended driver (Ubuntu; other distributions: see the link).",
+             command="sudo ubuntu-drivers install",
+             url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"),
+        Step("Reboot, then confirm the driver answers.", command="sudo reboot  # then: nvidia-smi"),
+    ]
+    return steps
+
+
+@check(
+    id="driver.present",
+    title="NVIDIA driver",
+    area="driver",
+    requires=("nvml", "driver", "os"),
+    codes=(DRIVER_MISSING,),
+)
+def driver_present(facts: Any) -> Iterator[Finding | Summary]:
+    nvml = facts["nvml"]
+    drv = facts["driver"]
+    if nvml.get("initialized"):
+        gpus = nvml.get("gpus") or []
+        yield Summary(
+            f"driver {nvml.get('driver_version')} (supports CUDA {nvml.get('cuda_driver_version')}),"
+            f" {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+        )
+        return
+    pci = drv.get("pci_gpus") or []
+    if pci:
+        title = f"{len(pci)} NVIDIA GPU{'s are' if len(pci) > 1 else ' is'} installed but no driver answers"
+    else:
+        title = "No NVIDIA GPU or driver found: GPU training cannot run on this machine"
+    yield Finding(
+        code=DRIVER_MISSING,
+        title=title,
+        severity=Severity.ERROR,
+        evidence=tuple(_driver_evidence(nvml, drv)),
+        remediation=tuple(_steps(facts["os"], drv)),
+        affects=tuple(f"pci:{g['address']}" for g in pci),
+    )

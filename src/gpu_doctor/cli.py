@@ -1,0 +1,287 @@
+"""The ``gpu-doctor`` command: parse, call, render, exit. No diagnosis logic lives here.
+
+Exit codes: 0 ready, 1 problems found, 2 bad invocation or unreadable input, 3 the
+doctor itself failed. Expected failures (a bad path, a foreign facts file) print one
+line on stderr and exit 2; only a bug in the doctor prints a traceback, and then only
+with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpu_doctor import __version__
+from gpu_doctor.codes_doc import render_code_text
+from gpu_doctor.facts.snapshot import Facts, FactsFileError, load_facts, save_facts, write_text_atomic
+from gpu_doctor.model import Report
+from gpu_doctor.registry import Catalogue, load_catalogue
+
+EXIT_READY, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+app = typer.Typer(
+    name="gpu-doctor",
+    help=(
+        "Find why multi-GPU PyTorch training will not start, before the real job does.\n\n"
+        "Run with no command to diagnose this machine (same as `gpu-doctor doctor`). "
+        "Exit codes: 0 ready, 1 problems found, 2 bad invocation or unreadable input, "
+        "3 the doctor itself failed."
+    ),
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported in one line, exit code 2."""
+
+
+@dataclass
+class RunOptions:
+    json_out: Optional[str] = None
+    markdown_out: Optional[str] = None
+    strict: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    python: Optional[str] = None
+    facts_file: Optional[Path] = None
+    save_facts_file: Optional[Path] = None
+    probe_timeout: float = 90.0
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"gpu-doctor {__version__}")
+        raise typer.Exit(EXIT_READY)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Diagnose GPU training environments."""
+
+
+# Options shared by `doctor` and `check`.
+JSON_OPT = typer.Option(None, "--json", metavar="PATH|-",
+                        help="Write the JSON report to PATH, or to stdout with '-'.")
+MD_OPT = typer.Option(None, "--markdown", metavar="PATH|-",
+                      help="Write a Markdown report (for a support ticket) to PATH or stdout.")
+STRICT_OPT = typer.Option(False, "--strict", help="Treat warnings as problems (exit code 1).")
+QUIET_OPT = typer.Option(False, "--quiet", "-q", help="Show only findings and the verdict.")
+VERBOSE_OPT = typer.Option(False, "--verbose", "-v",
+                           help="Show every check, evidence sources, timings and tracebacks.")
+PYTHON_OPT = typer.Option(None, "--python", metavar="PATH",
+                          help="Diagnose the torch of another interpreter (e.g. a venv's python).")
+FACTS_OPT = typer.Option(None, "--facts", metavar="FILE",
+                         help="Run the checks on a saved facts snapshot; touches nothing here.")
+SAVE_FACTS_OPT = typer.Option(None, "--save-facts", metavar="FILE",
+                              help="Also save the gathered facts as JSON, for --facts later.")
+PROBE_TIMEOUT_OPT = typer.Option(90.0, "--probe-timeout", metavar="SECONDS", min=1.0,
+                                 help="Deadline for the torch probe (import, CUDA init).")
+
+
+@app.command()
+def doctor(
+    json_out: Optional[str] = JSON_OPT,
+    markdown_out: Optional[str] = MD_OPT,
+    strict: bool = STRICT_OPT,
+    quiet: bool = QUIET_OPT,
+    verbose: bool = VERBOSE_OPT,
+    python: Optional[str] = PYTHON_OPT,
+    facts_file: Optional[Path] = FACTS_OPT,
+    save_facts_file: Optional[Path] = SAVE_FACTS_OPT,
+    probe_timeout: float = PROBE_TIMEOUT_OPT,
+) -> None:
+    """Diagnose this machine before training (the default command)."""
+    _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
+                    save_facts_file, probe_timeout))
+
+
+@app.command()
+def check(
+    json_out: Optional[str] = JSON_OPT,
+    markdown_out: Optional[str] = MD_OPT,
+    strict: bool = STRICT_OPT,
+    quiet: bool = QUIET_OPT,
+    verbose: bool = VERBOSE_OPT,
+    python: Optional[str] = PYTHON_OPT,
+    facts_file: Optional[Path] = FACTS_OPT,
+    save_facts_file: Optional[Path] = SAVE_FACTS_OPT,
+    probe_timeout: float = PROBE_TIMEOUT_OPT,
+) -> None:
+    """Gather facts and run the checks only (the pre-flight step for CI)."""
+    _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
+                    save_facts_file, probe_timeout))
+
+
+@app.command("checks")
+def list_checks() -> None:
+    """List every check and the codes it can report."""
+    catalogue = load_catalogue()
+    table = Table(title="gpu-doctor checks", show_lines=False)
+    for column in ("Area", "Check", "Title", "Needs facts", "Codes"):
+        table.add_column(column)
+    for spec in catalogue.specs:
+        table.add_row(spec.area, spec.id, spec.title, ", ".join(spec.requires),
+                      ", ".join(f"{c.id} ({c.category.value})" for c in spec.codes))
+    console = Console()
+    console.print(table)
+    for failure in catalogue.failures:
+        console.print(f"[magenta]plugin {failure.plugin} failed to load[/magenta]")
+    raise typer.Exit(EXIT_INTERNAL if catalogue.failures else EXIT_READY)
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code, e.g. DRV001.")
+            ) -> None:
+    """Explain a finding code: what it means, why it matters, how to fix it."""
+    codes = load_catalogue().codes()
+    found = codes.get(code.strip().upper())
+    if found is None:
+        _fail_usage(f"unknown code {code!r}; `gpu-doctor checks` lists them all "
+                    f"({', '.join(sorted(codes))})")
+    typer.echo(render_code_text(found))
+
+
+def _fail_usage(message: str) -> None:
+    typer.echo(f"gpu-doctor: error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def _check_output_path(value: Optional[str], option: str) -> None:
+    """Refuse an unwritable output path before any work is done."""
+    if value is None or value == "-":
+        return
+    path = Path(value)
+    if path.is_dir():
+        raise UsageError(f"{option} {value}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {value}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {value}: not writable")
+
+
+def _validate(options: RunOptions) -> None:
+    _check_output_path(options.json_out, "--json")
+    _check_output_path(options.markdown_out, "--markdown")
+    _check_output_path(str(options.save_facts_file) if options.save_facts_file else None,
+                       "--save-facts")
+    if options.json_out == "-" and options.markdown_out == "-":
+        raise UsageError("--json and --markdown cannot both write to stdout ('-')")
+    if options.facts_file and options.python:
+        raise UsageError("--facts replays saved facts; it cannot be combined with --python")
+    if options.facts_file and options.save_facts_file:
+        raise UsageError("--facts replays saved facts; there is nothing new to --save-facts")
+    if options.quiet and options.verbose:
+        raise UsageError("--quiet and --verbose contradict each other")
+
+
+def _gather_or_load(options: RunOptions) -> tuple[Facts, str]:
+    if options.facts_file is not None:
+        try:
+            return load_facts(options.facts_file), str(options.facts_file)
+        except FactsFileError as exc:
+            raise UsageError(str(exc)) from None
+    from gpu_doctor.facts.env import RealEnv
+    from gpu_doctor.facts.gather import GatherOptions, gather
+    from gpu_doctor.facts.interpreter import InterpreterError, validate_interpreter
+
+    env = RealEnv()
+    python = sys.executable
+    if options.python:
+        try:
+            python = validate_interpreter(env, options.python)
+        except InterpreterError as exc:
+            raise UsageError(str(exc)) from None
+    facts = gather(env, GatherOptions(python=python, torch_timeout_s=options.probe_timeout))
+    return facts, "live"
+
+
+def _write(target: str, text: str, option: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        write_text_atomic(Path(target), text)
+    except OSError as exc:
+        raise UsageError(f"{option} {target}: cannot write: {exc.strerror or exc}") from None
+
+
+def _render(report: Report, options: RunOptions) -> None:
+    from gpu_doctor.render.console import render_console
+    from gpu_doctor.render.json import render_json
+    from gpu_doctor.render.markdown import render_markdown
+
+    if options.json_out:
+        _write(options.json_out, render_json(report, options.strict), "--json")
+    if options.markdown_out:
+        _write(options.markdown_out, render_markdown(report, options.strict), "--markdown")
+    if "-" not in (options.json_out, options.markdown_out):
+        render_console(report, Console(highlight=False), verbose=options.verbose,
+                       quiet=options.quiet, strict=options.strict)
+
+
+def _run(options: RunOptions) -> None:
+    from gpu_doctor.runner import build_report
+
+    try:
+        _validate(options)
+        catalogue: Catalogue = load_catalogue()
+        facts, source = _gather_or_load(options)
+        if options.save_facts_file is not None:
+            try:
+                save_facts(facts, options.save_facts_file)
+            except OSError as exc:
+                raise UsageError(f"--save-facts {options.save_facts_file}: cannot write: "
+                                 f"{exc.strerror or exc}") from None
+        report = build_report(catalogue, facts, facts_source=source)
+        _render(report, options)
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    raise typer.Exit(report.exit_code(options.strict))
+
+
+_ROOT_FLAGS = {"-h", "--help", "--version"}
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Make ``doctor`` the default command: ``gpu-doctor --json -`` means ``doctor --json -``."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in _ROOT_FLAGS):
+        return ["doctor", *argv]
+    return argv
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    args = normalize_argv(list(sys.argv[1:] if argv is None else argv))
+    try:
+        app(args=args, prog_name="gpu-doctor", standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        typer.echo("gpu-doctor: interrupted", err=True)
+        raise SystemExit(130) from None
+    except Exception as exc:  # a bug in the doctor itself
+        if os.environ.get("GPU_DOCTOR_DEBUG") or "--verbose" in args or "-v" in args:
+            import traceback
+
+            traceback.print_exc()
+        typer.echo(f"gpu-doctor: internal error: {type(exc).__name__}: {exc} "
+                   f"(set GPU_DOCTOR_DEBUG=1 for the traceback)", err=True)
+        raise SystemExit(EXIT_INTERNAL) from None

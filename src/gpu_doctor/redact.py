@@ -1,0 +1,48 @@
+"""Secret removal for everything gpu-doctor writes.
+
+Reports and facts end up in support tickets, so secrets are removed when data is
+gathered, not when it is printed: variables whose names look secret lose their value,
+credentials inside URLs are cut out, and well-known token shapes are replaced
+wherever they appear.
+"""
+
+from __future__ import annotations
+
+import re
+
+REDACTED = "<redacted>"
+
+_SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|AUTH|API_?KEY|ACCESS_?KEY|PRIVATE|_KEY$|^KEY$|COOKIE|SESSION",
+    re.IGNORECASE,
+)
+
+# Token shapes (public formats): Hugging Face "hf_", GitHub "ghp_/gho_/ghu_/ghs_/ghr_"
+# and fine-grained "github_pat_", AWS access key ids "AKIA/ASIA", Slack "xox?-",
+# OpenAI-style "sk-", and PEM private-key blocks.
+_TOKEN_PATTERNS = (
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"),
+    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
+)
+# scheme://user:password@host -> scheme://<redacted>@host
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@")
+
+
+def is_secret_name(name: str) -> bool:
+    """True for environment-variable names whose values must never be shown."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_text(text: str) -> str:
+    """Remove URL credentials and known token shapes from free text."""
+    if not text:
+        return text
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    for pattern in _TOKEN_PATTERNS:
+        text = pattern.sub(REDACTED, text)
+    return text
