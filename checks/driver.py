@@ -133,13 +133,15 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
     if nvml.get("initialized"):
         gpus = nvml.get("gpus") or []
         yield Summary(
-            f"driver {nvml.get('driver_version')} (supports CUDA {nvml.get('cuda_driver_version')}),"
-            f" {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+            f"driver {nvml.get('driver_version')} "
+            f"(supports CUDA {nvml.get('cuda_driver_version')}), "
+            f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
         )
         return
     pci = drv.get("pci_gpus") or []
     if pci:
-        title = f"{len(pci)} NVIDIA GPU{'s are' if len(pci) > 1 else ' is'} installed but no driver answers"
+        are = "GPUs are" if len(pci) > 1 else "GPU is"
+        title = f"{len(pci)} NVIDIA {are} installed but no driver answers"
     else:
         title = "No NVIDIA GPU or driver found: GPU training cannot run on this machine"
     yield Finding(

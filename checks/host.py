@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.categories import Category
 from gpu_doctor.checks._util import GIB, MIB, human_bytes
+
+from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
@@ -82,7 +83,9 @@ def shared_memory(facts: Any) -> Iterator[Finding | Summary]:
     shm = facts["host"].get("shm") or {}
     container = facts["os"].get("container") or {}
     steps = tuple(shm_steps(container))
-    where = f" inside a {container.get('kind') or 'container'}" if container.get("in_container") else ""
+    where = ""
+    if container.get("in_container"):
+        where = f" inside a {container.get('kind') or 'container'}"
     if shm.get("missing") or shm.get("total") is None:
         yield Finding(
             code=SHM_TOO_SMALL,

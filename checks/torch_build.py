@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.categories import Category
 from gpu_doctor.checks._util import nvidia_gpus_present, wheel_advice, wheel_for_machine
+
+from gpu_doctor.categories import Category
 from gpu_doctor.knowledge.wheels import INSTALL_GUIDE, install_command
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check

@@ -20,7 +20,13 @@ from rich.table import Table
 
 from gpu_doctor import __version__
 from gpu_doctor.codes_doc import render_code_text
-from gpu_doctor.facts.snapshot import Facts, FactsFileError, load_facts, save_facts, write_text_atomic
+from gpu_doctor.facts.snapshot import (
+    Facts,
+    FactsFileError,
+    load_facts,
+    save_facts,
+    write_text_atomic,
+)
 from gpu_doctor.model import Report
 from gpu_doctor.registry import Catalogue, load_catalogue
 

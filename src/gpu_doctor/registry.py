@@ -58,7 +58,7 @@ class CheckSpec:
 
 def check(
     *,
-    id: str,  # noqa: A002 - "id" is the natural name in the declaration
+    id: str,
     title: str,
     area: str,
     requires: Iterable[str] = (),

@@ -55,7 +55,7 @@ def record_exception(where, exc):
 def attempt(where, fn, default=None):
     try:
         return fn()
-    except BaseException as exc:  # noqa: BLE001 - SystemExit from a broken import counts too
+    except BaseException as exc:  # SystemExit from a broken import counts too
         record_exception(where, exc)
         return default
 
@@ -174,7 +174,7 @@ def cuda_facts(torch):
     stage("cuda.init")
     try:
         torch.cuda.init()  # raises the real reason when is_available() is quietly False
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         cuda["init_error"] = "%s: %s" % (type(exc).__name__, exc)
         record_exception("cuda.init", exc)
         put("cuda", cuda)
@@ -184,7 +184,8 @@ def cuda_facts(torch):
     put("cuda", cuda)
     for index in range(cuda["device_count"] or 0):
         stage("cuda.device_properties:%d" % index)
-        dev = attempt("cuda.device_properties:%d" % index, lambda: device_facts(torch, index))
+        dev = attempt("cuda.device_properties:%d" % index,
+                      lambda i=index: device_facts(torch, i))
         if dev is not None:
             cuda["devices"].append(dev)
             put("cuda", cuda)
@@ -200,7 +201,7 @@ def main():
     stage("import torch")
     try:
         import torch
-    except BaseException as exc:  # noqa: BLE001 - ImportError, OSError (missing .so), SystemExit
+    except BaseException as exc:  # ImportError, OSError (a missing .so), SystemExit
         put("import_error", {"type": type(exc).__name__, "message": str(exc)[:4000]})
         record_exception("import torch", exc)
         stage("done")

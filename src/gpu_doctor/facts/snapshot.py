@@ -87,7 +87,9 @@ class Facts:
     @classmethod
     def from_dict(cls, data: Any) -> Facts:
         if not isinstance(data, dict) or data.get("format") != FACTS_FORMAT:
-            raise FactsFileError("not a gpu-doctor facts file (no \"format\": \"gpu-doctor-facts\")")
+            raise FactsFileError(
+                f"not a gpu-doctor facts file (no \"format\": \"{FACTS_FORMAT}\")"
+            )
         version = data.get("schema_version")
         if version != FACTS_SCHEMA_VERSION:
             raise FactsFileError(

@@ -86,7 +86,8 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
             line = Text("  ")
             line.append(STATUS_GLYPH[Status.SKIP], style="dim")
             noun = "check" if len(titles) == 1 else "checks"
-            line.append(f" {len(titles)} {noun} skipped, {reason}: {', '.join(titles)}", style="dim")
+            line.append(f" {len(titles)} {noun} skipped, {reason}: {', '.join(titles)}",
+                        style="dim")
             out.append(line)
     return out
 

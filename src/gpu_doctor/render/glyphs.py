@@ -19,7 +19,11 @@ STATUS_STYLE = {
     Status.ERROR: "magenta",
 }
 SEVERITY_GLYPH = {Severity.ERROR: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
-SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "cyan"}
+SEVERITY_STYLE = {
+    Severity.ERROR: "bold red",
+    Severity.WARNING: "bold yellow",
+    Severity.INFO: "cyan",
+}
 AREA_TITLES = {
     "driver": "Driver",
     "cuda": "CUDA",
