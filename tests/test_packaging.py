@@ -1,0 +1,43 @@
+"""The layout installs as documented: checks/ and train_smoke/ become gpu_doctor.* packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import gpu_doctor.checks
+import gpu_doctor.train_smoke
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_editable_install_maps_top_level_folders():
+    assert Path(gpu_doctor.checks.__file__).resolve() == REPO / "checks" / "__init__.py"
+    assert Path(gpu_doctor.train_smoke.__file__).resolve() == REPO / "train_smoke" / "__init__.py"
+
+
+def test_built_wheel_contains_and_imports_every_package(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        check=True, capture_output=True, timeout=300,
+    )
+    wheel = next(tmp_path.glob("gpu_doctor-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+        metadata = next(zf.read(n).decode() for n in names if n.endswith("/METADATA"))
+        zf.extractall(tmp_path / "site")
+    for member in ("gpu_doctor/checks/driver.py", "gpu_doctor/train_smoke/__init__.py",
+                   "gpu_doctor/facts/python_probe_script.py", "gpu_doctor/render/console.py"):
+        assert member in names
+    assert "gpu-doctor = gpu_doctor.cli:main" in entry_points
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist")]
+    assert not [r for r in requires if r.startswith("Requires-Dist: torch") and "extra" not in r]
+    code = ("import gpu_doctor.checks.driver, gpu_doctor.train_smoke, gpu_doctor.cli; "
+            "print(gpu_doctor.checks.driver.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True, env={"PYTHONPATH": str(tmp_path / "site"),
+                                                     "PATH": "/usr/bin:/bin"}).stdout
+    assert out.strip().startswith(str(tmp_path / "site"))
