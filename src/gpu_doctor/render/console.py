@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 
 from gpu_doctor.model import CheckResult, Finding, Report, Severity, Status
@@ -57,14 +58,23 @@ def _header(report: Report) -> Text:
     return text
 
 
-def _check_line(result: CheckResult, verbose: bool) -> Text:
-    line = Text("  ")
-    line.append(STATUS_GLYPH[result.status], style=STATUS_STYLE[result.status])
-    line.append(f" {result.title}", style="bold" if result.status is not Status.PASS else "")
-    line.append(f"  {result.summary}", style="dim" if result.status is Status.SKIP else "")
+def _checks_grid(title_width: int) -> Table:
+    """One grid per area; the shared title width keeps summaries aligned across areas."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=1)  # the indent
+    grid.add_column(width=1)  # the status glyph
+    grid.add_column(no_wrap=True, min_width=title_width)  # the check title
+    grid.add_column(overflow="fold")  # the summary, wrapped (paths folded, never cut)
+    return grid
+
+
+def _add_check_row(grid: Table, result: CheckResult, verbose: bool) -> None:
+    summary = Text(result.summary, style="dim" if result.status is Status.SKIP else "")
     if verbose:
-        line.append(f"  [{result.check_id}, {result.duration_s * 1000:.0f} ms]", style="dim")
-    return line
+        summary.append(f"  [{result.check_id}, {result.duration_s * 1000:.0f} ms]", style="dim")
+    grid.add_row("", Text(STATUS_GLYPH[result.status], style=STATUS_STYLE[result.status]),
+                 Text(result.title, style="bold" if result.status is not Status.PASS else ""),
+                 summary)
 
 
 def _checks_section(report: Report, verbose: bool) -> list[Any]:
@@ -72,24 +82,43 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
     for result in report.results:
         by_area[result.area].append(result)
     out: list[Any] = []
+    title_width = max((len(r.title) for r in report.results), default=10)
+    title_width = max(title_width, len("99 checks skipped"))
     for area, results in by_area.items():
         out.append(Text(area_title(area), style="bold underline"))
+        grid = _checks_grid(title_width)
         skipped: dict[str, list[str]] = defaultdict(list)
+        tracebacks: list[Any] = []
         for result in results:
             if result.status is Status.SKIP and not verbose:
                 skipped[result.skip_reason or "skipped"].append(result.title)
                 continue
-            out.append(_check_line(result, verbose))
+            _add_check_row(grid, result, verbose)
             if result.status is Status.ERROR and verbose and result.error:
-                out.append(_indent(Text(result.error.rstrip(), style="magenta"), 6))
+                tracebacks.append(_indent(Text(result.error.rstrip(), style="magenta"), 6))
         for reason, titles in skipped.items():
-            line = Text("  ")
-            line.append(STATUS_GLYPH[Status.SKIP], style="dim")
             noun = "check" if len(titles) == 1 else "checks"
-            line.append(f" {len(titles)} {noun} skipped, {reason}: {', '.join(titles)}",
-                        style="dim")
-            out.append(line)
+            grid.add_row("", Text(STATUS_GLYPH[Status.SKIP], style="dim"),
+                         Text(f"{len(titles)} {noun} skipped", style="dim"),
+                         Text(f"{reason}: {', '.join(titles)}", style="dim"))
+        out.append(grid)
+        out.extend(tracebacks)
     return out
+
+
+def _steps_grid(finding: Finding, verbose: bool) -> Table:
+    """Numbered steps with a hanging indent, each command on its own line beneath."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=8, justify="right")
+    grid.add_column()
+    for number, step in enumerate(finding.remediation, 1):
+        body = Text(step.text)
+        if step.command:
+            body.append("\n$ " + step.command, style="cyan")
+        if step.url and verbose:
+            body.append("\n" + step.url, style="blue underline")
+        grid.add_row(f"{number}.", body)
+    return grid
 
 
 def _finding_block(finding: Finding, verbose: bool) -> Group:
@@ -110,12 +139,7 @@ def _finding_block(finding: Finding, verbose: bool) -> Group:
         parts.append(_indent(line, 4))
     if finding.remediation:
         parts.append(_indent(Text("How to fix:", style="bold"), 4))
-    for number, step in enumerate(finding.remediation, 1):
-        parts.append(_indent(Text(f"{number}. {step.text}"), 6))
-        if step.command:
-            parts.append(_indent(Text(f"$ {step.command}", style="cyan"), 9))
-        if step.url and verbose:
-            parts.append(_indent(Text(step.url, style="blue underline"), 9))
+        parts.append(_steps_grid(finding, verbose))
     docs = finding.docs_url or finding.code.docs_url
     more = f"More: gpu-doctor explain {finding.code.id}" + (f" · {docs}" if docs else "")
     parts.append(_indent(Text(more, style="dim"), 4))

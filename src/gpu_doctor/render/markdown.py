@@ -31,7 +31,7 @@ def _finding(finding: Finding) -> list[str]:
                 text += f" ([link]({step.url}))"
             lines.append(text)
             if step.command:
-                lines += ["", "   ```sh", f"   {step.command}", "   ```"]
+                lines += ["", "   ```sh", f"   {step.command}", "   ```", ""]
         lines.append("")
     docs = finding.docs_url or finding.code.docs_url
     lines.append(f"Run `gpu-doctor explain {finding.code.id}` for details"

@@ -1,0 +1,25 @@
+"""docs/codes.md is generated from the checks' Code objects and must stay current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpu_doctor.codes_doc import render_code_text, render_codes_markdown
+from gpu_doctor.registry import load_catalogue
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_codes_md_is_current():
+    expected = render_codes_markdown(load_catalogue(entry_points=[]).codes().values())
+    actual = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
+    assert actual == expected, "docs/codes.md is stale: run python -m gpu_doctor.codes_doc"
+
+
+def test_every_code_documented_with_the_text_explain_prints():
+    doc = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
+    for code in load_catalogue(entry_points=[]).codes().values():
+        assert f"## {code.id}" in doc
+        text = render_code_text(code)
+        for section in (code.what, code.why, code.fix):
+            assert section in doc and section in text
