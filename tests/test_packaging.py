@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,8 +20,14 @@ def test_editable_install_maps_top_level_folders():
 
 
 def test_built_wheel_contains_and_imports_every_package(tmp_path):
+    # Build from a clean copy: setuptools reuses an in-tree build/ directory, whose stale
+    # files would hide a package missing from pyproject.toml.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache", ".ruff_cache"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path),
+         str(source)],
         check=True, capture_output=True, timeout=300,
     )
     wheel = next(tmp_path.glob("gpu_doctor-*.whl"))
@@ -29,14 +36,18 @@ def test_built_wheel_contains_and_imports_every_package(tmp_path):
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
         metadata = next(zf.read(n).decode() for n in names if n.endswith("/METADATA"))
         zf.extractall(tmp_path / "site")
-    for member in ("gpu_doctor/checks/driver.py", "gpu_doctor/train_smoke/__init__.py",
-                   "gpu_doctor/facts/python_probe_script.py", "gpu_doctor/render/console.py"):
-        assert member in names
+    expected = {f"gpu_doctor/{p.relative_to(REPO / 'src' / 'gpu_doctor')}"
+                for p in (REPO / "src" / "gpu_doctor").rglob("*.py")}
+    expected |= {f"gpu_doctor/checks/{p.name}" for p in (REPO / "checks").glob("*.py")}
+    expected |= {f"gpu_doctor/train_smoke/{p.name}" for p in (REPO / "train_smoke").glob("*.py")}
+    missing = sorted(expected - names)
+    assert not missing, f"modules left out of the wheel: {missing}"
     assert "gpu-doctor = gpu_doctor.cli:main" in entry_points
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist")]
     assert not [r for r in requires if r.startswith("Requires-Dist: torch") and "extra" not in r]
-    code = ("import gpu_doctor.checks.driver, gpu_doctor.train_smoke, gpu_doctor.cli; "
-            "print(gpu_doctor.checks.driver.__file__)")
+    code = ("from gpu_doctor.registry import load_catalogue; import gpu_doctor.checks as c; "
+            "cat = load_catalogue(entry_points=[]); assert not cat.failures, cat.failures; "
+            "print(c.__file__)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True, env={"PYTHONPATH": str(tmp_path / "site"),
                                                      "PATH": "/usr/bin:/bin"}).stdout

@@ -49,7 +49,7 @@ class CheckSpec:
     requires: tuple[str, ...] = ()
     codes: tuple[Code, ...] = ()
     blocked_by: tuple[str, ...] = ()
-    plugin: str = "builtin"
+    plugin: str = "builtin"  # "builtin MODULE" or "NAME (MODULE)" for an entry point
 
     @property
     def code_ids(self) -> frozenset[str]:
@@ -156,7 +156,7 @@ def load_catalogue(
         entry_points = _entry_points()
     catalogue = Catalogue()
     for name in builtin_modules:
-        catalogue.add_module("builtin", lambda name=name: importlib.import_module(name))
+        catalogue.add_module(f"builtin {name}", lambda name=name: importlib.import_module(name))
     for ep in entry_points:
         catalogue.add_module(f"{ep.name} ({ep.value})", ep.load)
     return catalogue
