@@ -63,7 +63,7 @@ class FakePsutil:
                 return _Disk(total, total - free, free, 0.0)
         raise FileNotFoundError(path)
 
-    def Process(self) -> Any:  # noqa: N802 - mirrors psutil's API
+    def Process(self) -> Any:  # mirrors psutil's API
         fake = self
 
         class _Proc:

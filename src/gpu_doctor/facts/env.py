@@ -9,6 +9,7 @@ was not told about, so no test silently depends on this machine.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import signal
@@ -144,6 +145,15 @@ class RealEnv:
         }
 
 
+_DRAIN_S = 1.0
+
+
+def _decode(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):  # TimeoutExpired carries raw bytes even with text=True
+        return data.decode("utf-8", "replace")
+    return data or ""
+
+
 def run_with_deadline(
     argv: Sequence[str],
     timeout: float,
@@ -174,12 +184,23 @@ def run_with_deadline(
         timed_out = False
     except subprocess.TimeoutExpired:
         kill_process_group(proc)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=_DRAIN_S)
+        except subprocess.TimeoutExpired as exc:
+            # Something we cannot kill still holds the pipes: a process in uninterruptible
+            # sleep inside a wedged driver, or a grandchild that left the group. Keep what
+            # was read and stop waiting: the deadline is the promise.
+            out, err = _decode(exc.stdout), _decode(exc.stderr)
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
         timed_out = True
     finally:
         if proc.poll() is None:
             kill_process_group(proc)
-            proc.wait()
+            # An unkillable process (uninterruptible sleep) leaves returncode None.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_DRAIN_S)
     return CommandResult(
         argv=tuple(argv),
         returncode=proc.returncode,

@@ -41,8 +41,9 @@ def _timed(name: str, fn: Callable[[], Any]) -> list[FactRecord]:
     try:
         value = fn()
     except Exception as exc:
-        tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
-        return [FactRecord(name, ok=False, error=f"{type(exc).__name__}: {exc} ({tail})",
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        location = f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}"
+        return [FactRecord(name, ok=False, error=f"{type(exc).__name__}: {exc} (at {location})",
                            duration_s=time.monotonic() - start)]
     return [FactRecord(name, ok=True, value=value, duration_s=time.monotonic() - start)]
 

@@ -66,7 +66,10 @@ def collect_nvml(nvml: Any) -> dict[str, Any]:
 
 
 def _collect_gpu(nvml: Any, index: int) -> dict[str, Any]:
-    h = nvml.nvmlDeviceGetHandleByIndex(index)
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception as exc:  # a lost GPU: "Unable to determine the device handle"
+        return {"index": index, "error": _text(exc), "error_type": type(exc).__name__}
     mem = _try(lambda: nvml.nvmlDeviceGetMemoryInfo(h))
     cc = _try(lambda: nvml.nvmlDeviceGetCudaComputeCapability(h))
     mig = _try(lambda: nvml.nvmlDeviceGetMigMode(h))

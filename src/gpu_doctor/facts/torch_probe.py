@@ -61,7 +61,8 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
         "packages": values.get("packages") or {},
         "torch_locations": values.get("torch_locations") or [],
     }
-    stderr_tail = redact_text("\n".join(result.stderr.strip().splitlines()[-20:]))
+    # Redact before cutting: a key block whose BEGIN line is cut off would escape.
+    stderr_tail = "\n".join(redact_text(result.stderr).strip().splitlines()[-20:])
     torch_fact: dict[str, Any] = {
         "probe": {
             "completed": completed,
@@ -81,10 +82,12 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
         "exceptions": values.get("exceptions") or [],
     }
     if "import_error" not in values and not completed:
-        # It died or hung inside "import torch" itself: that is the import error.
+        last = stages[-1] if stages else None
+        where = ("import torch did not finish" if last == "import torch"
+                 else f"the probe stopped at stage {last!r}, before import torch")
         torch_fact["import_error"] = {
             "type": "ProbeFailure",
-            "message": f"import torch did not finish: {result.describe_failure()}",
+            "message": f"{where}: {result.describe_failure()}",
         }
     return [
         FactRecord("python", ok=True, value=python_fact, duration_s=result.duration_s),
