@@ -63,6 +63,35 @@ def _driver_evidence(nvml: dict[str, Any], drv: dict[str, Any]) -> list[Evidence
     ]
 
 
+# How each distribution family rebuilds its initramfs, so the nouveau blacklist takes effect
+# at boot (NVIDIA driver installation guide, "Disabling Nouveau" per distribution).
+_DRACUT_DISTROS = frozenset({"fedora", "rhel", "centos", "rocky", "almalinux", "ol",
+                             "amzn", "opensuse-leap", "opensuse-tumbleweed", "sles"})
+_MKINITCPIO_DISTROS = frozenset({"arch", "manjaro", "endeavouros"})
+
+
+def _initramfs_command(os_fact: dict[str, Any]) -> str:
+    """The initramfs rebuild for this distribution (Debian/Ubuntu style when unknown)."""
+    distro_id = ((os_fact.get("distro") or {}).get("id") or "").lower()
+    if distro_id in _DRACUT_DISTROS:
+        return "sudo dracut --force"
+    if distro_id in _MKINITCPIO_DISTROS:
+        return "sudo mkinitcpio -P"
+    return "sudo update-initramfs -u"
+
+
+def _install_driver_step(os_fact: dict[str, Any]) -> Step:
+    """Ubuntu has a one-line installer; elsewhere NVIDIA's guide has a section per distro."""
+    distro_id = ((os_fact.get("distro") or {}).get("id") or "").lower()
+    guide = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
+    if distro_id in {"ubuntu", "pop", "linuxmint"}:
+        return Step("Install the recommended driver.", command="sudo ubuntu-drivers install",
+                    url=guide)
+    name = (os_fact.get("distro") or {}).get("name") or "your distribution"
+    return Step(f"Install the driver from NVIDIA's repository for {name}, as the "
+                "installation guide's section for it describes.", url=guide)
+
+
 def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
     """Fix steps for the likeliest cause here: WSL, no GPU at all, a container, or the host."""
     wsl = os_fact.get("wsl") or {}
@@ -94,8 +123,9 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
                      "install-guide.html"),
             Step("Start the container with the GPUs passed in.",
                  command="docker run --gpus all --ipc=host ..."),
-            Step("In Kubernetes, request GPUs from the NVIDIA device plugin.",
-                 command="resources: {limits: {nvidia.com/gpu: 1}}"),
+            Step("In Kubernetes, request GPUs from the NVIDIA device plugin: set "
+                 "`resources.limits` to `nvidia.com/gpu: 1` (or more) in the pod spec.",
+                 url="https://github.com/NVIDIA/k8s-device-plugin"),
         ]
         return steps
     if no_gpu_on_bus:
@@ -106,15 +136,13 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
             "rebuild the initramfs.",
             command="printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
                     "sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
-                    "sudo update-initramfs -u",
+                    + _initramfs_command(os_fact),
         ))
     steps += [
         Step("See whether a driver module is built for the running kernel "
              "(a kernel update without a DKMS rebuild is the usual cause).",
              command="dkms status; uname -r"),
-        Step("Install the recommended driver (Ubuntu; other distributions: see the link).",
-             command="sudo ubuntu-drivers install",
-             url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"),
+        _install_driver_step(os_fact),
         Step("Reboot, then confirm the driver answers.", command="sudo reboot  # then: nvidia-smi"),
     ]
     return steps
@@ -139,7 +167,11 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         )
         return
     pci = drv.get("pci_gpus") or []
-    if pci:
+    if (facts["os"].get("wsl") or {}).get("is_wsl"):
+        # WSL2 has no PCI view of the GPU (it is shared through /dev/dxg): absence on the
+        # bus says nothing there.
+        title = "No NVIDIA driver answers inside WSL"
+    elif pci:
         are = "GPUs are" if len(pci) > 1 else "GPU is"
         title = f"{len(pci)} NVIDIA {are} installed but no driver answers"
     else:

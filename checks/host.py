@@ -50,6 +50,15 @@ SHM_TOO_SMALL = Code(
 )
 
 
+_CONTAINER_PHRASES = {
+    "docker": "a Docker container",
+    "podman": "a Podman container",
+    "kubernetes": "a Kubernetes pod",
+    "lxc": "an LXC container",
+    "containerd": "a containerd container",
+}
+
+
 def shm_steps(container: dict[str, Any]) -> list[Step]:
     """Ways to enlarge /dev/shm, the one for this kind of machine first."""
     docker = Step("Docker: share the host's IPC namespace, or give the container a larger "
@@ -85,7 +94,7 @@ def shared_memory(facts: Any) -> Iterator[Finding | Summary]:
     steps = tuple(shm_steps(container))
     where = ""
     if container.get("in_container"):
-        where = f" inside a {container.get('kind') or 'container'}"
+        where = " inside " + _CONTAINER_PHRASES.get(container.get("kind") or "", "a container")
     if shm.get("missing") or shm.get("total") is None:
         yield Finding(
             code=SHM_TOO_SMALL,

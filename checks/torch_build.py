@@ -90,7 +90,7 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
     probe = torch.get("probe") or {}
     if probe.get("stderr_tail"):
         evidence.append(Evidence("stderr", probe["stderr_tail"][-1500:], "interpreter probe"))
-    if kind == "ModuleNotFoundError":
+    if kind == "ModuleNotFoundError" and message == "No module named 'torch'":
         title = "PyTorch is not installed in this interpreter"
         steps = [
             Step(f"Install a CUDA build of PyTorch: {wheel_advice(facts, variant)}.",
@@ -122,7 +122,12 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
     blocked_by=("torch.import",),
 )
 def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
-    build = facts["torch"].get("build") or {}
+    build = facts["torch"].get("build")
+    if not build:
+        # The probe imported torch but died (hang, crash) before reporting the build: an
+        # unknown build is not a CPU build; the probe's own failure is reported elsewhere.
+        yield Summary("torch build not reported by the probe: cannot tell whether it has CUDA")
+        return
     if build.get("cuda"):
         yield Summary(f"built for CUDA {build['cuda']}")
         return

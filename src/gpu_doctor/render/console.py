@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -31,7 +32,43 @@ def _indent(renderable: Any, spaces: int) -> Padding:
     return Padding(renderable, (0, 0, 0, spaces), expand=False)
 
 
-def _header(report: Report) -> Text:
+class _Trimmed:
+    """Render without the trailing spaces tables pad lines with, and never crop a line.
+
+    Printed with ``crop=False``, a line longer than the terminal (a command) is left for
+    the terminal to soft-wrap, so it copy-pastes as one line.
+    """
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        for line in Segment.split_lines(console.render(self.renderable, options)):
+            while line and not line[-1].control and not line[-1].text.rstrip(" "):
+                line.pop()
+            if line and not line[-1].control:
+                line[-1] = Segment(line[-1].text.rstrip(" "), line[-1].style)
+            yield from line
+            yield Segment.line()
+
+
+class _Line:
+    """One line printed as is at an indent: never wrapped, so a command stays whole."""
+
+    def __init__(self, text: Text, indent: int) -> None:
+        self.text, self.indent = text, indent
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        yield Segment(" " * self.indent)
+        yield from self.text.render(console, end="")
+        yield Segment.line()
+
+
+def _print(console: Console, renderable: Any) -> None:
+    console.print(_Trimmed(renderable), crop=False)
+
+
+def _header(report: Report, width: int) -> Text:
     env = report.environment
     gpus = env.get("gpus") or []
     if gpus:
@@ -52,9 +89,17 @@ def _header(report: Report) -> Text:
         parts.insert(1, f"in {env['container']}")
     text = Text()
     text.append(f"gpu-doctor {report.tool_version}", style="bold")
+    line_len = len(text) + 2
+    text.append("  ")
+    for number, part in enumerate(parts):  # wrap between parts, never inside one
+        sep = " · " if number else ""
+        if number and line_len + len(sep) + len(part) > width:
+            text.append(" ·\n  ")
+            sep, line_len = "", 2
+        text.append(sep + part)
+        line_len += len(sep) + len(part)
     if report.facts_source != "live":
-        text.append(f" (replaying {report.facts_source})", style="dim")
-    text.append("  " + " · ".join(parts))
+        text.append(f"\nreplaying facts saved in {report.facts_source}", style="dim")
     return text
 
 
@@ -71,7 +116,8 @@ def _checks_grid(title_width: int) -> Table:
 def _add_check_row(grid: Table, result: CheckResult, verbose: bool) -> None:
     summary = Text(result.summary, style="dim" if result.status is Status.SKIP else "")
     if verbose:
-        summary.append(f"  [{result.check_id}, {result.duration_s * 1000:.0f} ms]", style="dim")
+        timing = "" if result.status is Status.SKIP else f", {result.duration_s * 1000:.0f} ms"
+        summary.append(f"  [{result.check_id}{timing}]", style="dim")
     grid.add_row("", Text(STATUS_GLYPH[result.status], style=STATUS_STYLE[result.status]),
                  Text(result.title, style="bold" if result.status is not Status.PASS else ""),
                  summary)
@@ -95,30 +141,35 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
                 continue
             _add_check_row(grid, result, verbose)
             if result.status is Status.ERROR and verbose and result.error:
-                tracebacks.append(_indent(Text(result.error.rstrip(), style="magenta"), 6))
+                tracebacks.extend(_Line(Text(line, style="magenta"), 6)
+                                  for line in result.error.rstrip().splitlines())
         for reason, titles in skipped.items():
             noun = "check" if len(titles) == 1 else "checks"
             grid.add_row("", Text(STATUS_GLYPH[Status.SKIP], style="dim"),
                          Text(f"{len(titles)} {noun} skipped", style="dim"),
-                         Text(f"{reason}: {', '.join(titles)}", style="dim"))
+                         Text(f"{', '.join(titles)} — {reason}", style="dim"))
         out.append(grid)
         out.extend(tracebacks)
     return out
 
 
-def _steps_grid(finding: Finding, verbose: bool) -> Table:
-    """Numbered steps with a hanging indent, each command on its own line beneath."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=8, justify="right")
-    grid.add_column()
+def _steps(finding: Finding, verbose: bool) -> list[Any]:
+    """Numbered steps with a hanging indent, each command whole on its own line beneath.
+
+    A step's URL is shown when verbose, or when the step has no command to run.
+    """
+    parts: list[Any] = []
     for number, step in enumerate(finding.remediation, 1):
-        body = Text(step.text)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=8, justify="right")
+        grid.add_column()
+        grid.add_row(f"{number}.", Text(step.text))
+        parts.append(grid)
         if step.command:
-            body.append("\n$ " + step.command, style="cyan")
-        if step.url and verbose:
-            body.append("\n" + step.url, style="blue underline")
-        grid.add_row(f"{number}.", body)
-    return grid
+            parts.append(_Line(Text("$ " + step.command, style="cyan"), 9))
+        if step.url and (verbose or not step.command):
+            parts.append(_Line(Text(step.url, style="blue underline"), 9))
+    return parts
 
 
 def _finding_block(finding: Finding, verbose: bool) -> Group:
@@ -139,10 +190,10 @@ def _finding_block(finding: Finding, verbose: bool) -> Group:
         parts.append(_indent(line, 4))
     if finding.remediation:
         parts.append(_indent(Text("How to fix:", style="bold"), 4))
-        parts.append(_steps_grid(finding, verbose))
+        parts.extend(_steps(finding, verbose))
     docs = finding.docs_url or finding.code.docs_url
     more = f"More: gpu-doctor explain {finding.code.id}" + (f" · {docs}" if docs else "")
-    parts.append(_indent(Text(more, style="dim"), 4))
+    parts.append(_Line(Text(more, style="dim"), 4))
     return Group(*parts)
 
 
@@ -161,9 +212,10 @@ def verdict_line(report: Report, strict: bool) -> Text:
     style = {0: "bold green", 1: "bold red", 3: "bold magenta"}[code]
     label = {0: "Ready for training", 1: "Not ready: problems found",
              3: "The doctor itself failed"}[code]
-    text.append(label, style=style)
-    text.append(f" — {errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-                f" · {len(report.results)} checks: {counts} · exit code {code}")
+    text.append(f"{label} (exit code {code})", style=style)
+    text.append(f" — {errors} error{'s' * (errors != 1)}, "
+                f"{warnings} warning{'s' * (warnings != 1)}")
+    text.append(f"\n{len(report.results)} checks: {counts}", style="dim")
     return text
 
 
@@ -173,20 +225,20 @@ def render_console(
 ) -> None:
     """Print the report; ``quiet`` keeps only findings and the verdict."""
     if not quiet:
-        console.print(_header(report))
+        _print(console, _header(report, console.width))
         console.print()
         for item in _checks_section(report, verbose):
-            console.print(item)
+            _print(console, item)
         console.print()
     findings = report.findings
     if findings:
         console.print(Text(f"Findings ({len(findings)})", style="bold underline"))
         for finding in findings:
-            console.print(_finding_block(finding, verbose))
+            _print(console, _finding_block(finding, verbose))
             console.print()
     if verbose and report.probe_errors:
         console.print(Text("Probes that could not gather their facts", style="bold underline"))
         for name, error in report.probe_errors.items():
             console.print(Text(f"  {name}: {error}", style="magenta"))
         console.print()
-    console.print(verdict_line(report, strict))
+    _print(console, verdict_line(report, strict))

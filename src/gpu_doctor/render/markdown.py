@@ -32,7 +32,8 @@ def _finding(finding: Finding) -> list[str]:
             lines.append(text)
             if step.command:
                 lines += ["", "   ```sh", f"   {step.command}", "   ```", ""]
-        lines.append("")
+        if lines[-1]:
+            lines.append("")
     docs = finding.docs_url or finding.code.docs_url
     lines.append(f"Run `gpu-doctor explain {finding.code.id}` for details"
                  + (f"; see also {docs}." if docs else "."))
@@ -57,8 +58,9 @@ def render_markdown(report: Report, strict: bool = False) -> str:
         ("OS", env.get("os")), ("Kernel", env.get("kernel")),
         ("WSL", f"WSL{env['wsl']}" if env.get("wsl") else None),
         ("Container", env.get("container")), ("Python", env.get("python")),
-        ("torch", env.get("torch")), ("torch CUDA build", env.get("torch_cuda")),
-        ("Driver", env.get("driver")), ("Driver supports CUDA", env.get("driver_cuda")),
+        ("torch", env.get("torch") or "not importable"),
+        ("torch CUDA build", env.get("torch_cuda") or ("none" if env.get("torch") else None)),
+        ("Driver", env.get("driver") or "none"), ("Driver supports CUDA", env.get("driver_cuda")),
         ("GPUs", ", ".join(env.get("gpus") or []) or "none"),
         ("torch.cuda.is_available()", env.get("cuda_available")),
     ]
