@@ -11,6 +11,7 @@ import posixpath
 from collections import namedtuple
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Callable, Union
 
 from gpu_doctor.facts.env import CommandResult
@@ -43,8 +44,16 @@ class FakePsutil:
     affinity: int | None = None
     nofile: tuple[int, int] = (1024, 1048576)
     disks: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (total, free)
+    # The process table: pid -> (name, username); username None when access is denied.
+    processes: dict[int, tuple[str, str | None]] = field(default_factory=dict)
 
     RLIMIT_NOFILE = 7
+
+    class NoSuchProcess(Exception):
+        pass
+
+    class AccessDenied(Exception):
+        pass
 
     def virtual_memory(self) -> Any:
         used = self.memory_total - self.memory_available
@@ -63,8 +72,24 @@ class FakePsutil:
                 return _Disk(total, total - free, free, 0.0)
         raise FileNotFoundError(path)
 
-    def Process(self) -> Any:  # mirrors psutil's API
+    def process_iter(self, attrs: list[str] | None = None) -> Any:
+        for pid, (name, username) in sorted(self.processes.items()):
+            info = {"pid": pid, "name": name, "username": username}
+            yield SimpleNamespace(pid=pid, info={k: info[k] for k in (attrs or info)})
+
+    def Process(self, pid: int | None = None) -> Any:  # mirrors psutil's API
         fake = self
+        if pid is not None:
+            if pid not in self.processes:
+                raise FakePsutil.NoSuchProcess(pid)
+            name, username = self.processes[pid]
+
+            def _username() -> str:
+                if username is None:
+                    raise FakePsutil.AccessDenied(pid)
+                return username
+
+            return SimpleNamespace(pid=pid, name=lambda: name, username=_username)
 
         class _Proc:
             def rlimit(self, which: int) -> tuple[int, int]:

@@ -9,6 +9,7 @@ show at all.
 
 from __future__ import annotations
 
+import ctypes
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ COMPUTE_CAPABILITY = {
     "NVIDIA A100-SXM4-80GB": (8, 0),
     "A100-PCIE-40GB": (8, 0),
 }
+# nvmlGpuFabricState_t by the words nvidia-smi prints for it.
+_FABRIC_STATES = {"Not Supported": 0, "Not Started": 1, "In Progress": 2, "Completed": 3}
 COMPUTE_MODE_CODES = {"Default": 0, "Exclusive_Thread": 1, "Prohibited": 2,
                       "Exclusive_Process": 3}
 
@@ -160,6 +163,10 @@ class NVMLError_Unknown(NVMLError):
 
 class NVMLError_LibRmVersionMismatch(NVMLError):
     text = "Driver/library version mismatch"
+
+
+class NVMLError_GpuIsLost(NVMLError):
+    text = "GPU is lost"
 
 
 class NVMLError_LibraryNotFound(NVMLError):
@@ -340,6 +347,17 @@ class FakeNVML:
                 int(self._get(h, (section, "Uncorrectable Error"))),
                 self._yes(self._get(h, (section, "Pending"))),
                 self._yes(self._get(h, (section, "Remapping Failure Occurred"))))
+
+    class c_nvmlGpuFabricInfo_t(ctypes.Structure):  # the layout of pynvml's
+        _fields_ = [("clusterUuid", ctypes.c_uint8 * 16), ("status", ctypes.c_uint),
+                    ("cliqueId", ctypes.c_uint32), ("state", ctypes.c_uint)]
+
+    def nvmlDeviceGetGpuFabricInfo(self, h: FakeGpu, info: Any) -> int:
+        """``Fabric / State`` of ``nvidia-smi -q``; absent (pre-Hopper, R470) -> NotSupported."""
+        self._need_init("fabric")
+        state = self._get(h, ("Fabric", "State"))
+        info._obj.state = _FABRIC_STATES[state]
+        return 0
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: FakeGpu) -> list[SimpleNamespace]:
         self._need_init("processes")

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.facts.driver_files import nvidia_pci_gpus, parse_module_version, probe_driver_files
-from tests.fakes import FakeEnv
+from gpu_doctor.facts.driver_files import (
+    DKMS_TIMEOUT_S,
+    nvidia_pci_gpus,
+    parse_module_version,
+    probe_driver_files,
+)
+from gpu_doctor.facts.env import CommandResult
+from tests.fakes import FakeEnv, FakePsutil, ok
 
 # /proc/driver/nvidia/version as real drivers write it (two lines, double spaces kept).
 PROPRIETARY_550 = (
@@ -111,6 +117,13 @@ def test_probe_driver_files_on_a_server_with_the_driver_loaded():
             {"address": "0000:1d:00.0", "device_id": "0x1db6", "driver": None},
         ],
         "pci_scan_ok": True,
+        # FakeEnv's kernel; this machine keeps no /lib/modules tree, dkms, or NVSwitch.
+        "kernel_release": "6.8.0-45-generic",
+        "kernel_modules": {"modules_dir": False, "nvidia_module_files": []},
+        "dkms_status": None,
+        "userspace_versions": [],
+        "nvswitch_count": 0,
+        "fabric_manager_running": False,
     }
     assert env.calls == []
 
@@ -157,3 +170,105 @@ def test_wsl2_has_no_pci_devices_and_nvidia_smi_in_wsl_lib():
     assert facts["pci_scan_ok"] is False  # an empty PCI list proves nothing here
     assert facts["modules_loaded"] == []
     assert facts["device_nodes"] == []
+
+
+# ---------------------------------------------------------------- DKMS, libraries, fabric
+
+# `dkms status` after an Ubuntu kernel update without headers for the new kernel: the
+# module exists only for the old kernel (GoogleCloudPlatform/compute-gpu-installation#18).
+DKMS_OLD_KERNEL_ONLY = "nvidia/535.129.03, 5.15.0-88-generic, x86_64: installed\n"
+
+
+def test_module_missing_for_the_running_kernel_after_an_update():
+    env = FakeEnv(
+        files={"/lib/modules/5.15.0-88-generic/updates/dkms/nvidia.ko": "",
+               "/lib/modules/5.15.0-91-generic/kernel/drivers/net/e1000.ko": "",
+               "/usr/sbin/dkms": "", "/proc/modules": ""},
+        env={"PATH": "/usr/local/bin:/usr/sbin:/usr/bin"},
+        plat={"system": "Linux", "release": "5.15.0-91-generic", "version": "#101-Ubuntu SMP",
+              "machine": "x86_64", "node": "gpu-node", "python": "3.10.12"},
+        commands=[(("/usr/sbin/dkms", "status"), ok(DKMS_OLD_KERNEL_ONLY))],
+    )
+    facts = probe_driver_files(env)
+    assert facts["kernel_release"] == "5.15.0-91-generic"
+    assert facts["kernel_modules"] == {"modules_dir": True, "nvidia_module_files": []}
+    assert facts["dkms_status"] == DKMS_OLD_KERNEL_ONLY.strip()
+    assert env.calls == [("/usr/sbin/dkms", "status")]
+
+
+@pytest.mark.parametrize("path", [
+    "updates/dkms/nvidia.ko.zst",  # Ubuntu 24.04 DKMS compresses with zstd
+    "updates/dkms/nvidia.ko",
+    "kernel/drivers/video/nvidia.ko",  # Ubuntu's signed linux-modules-nvidia packages
+    "extra/nvidia.ko.xz",  # RHEL kmod / akmods
+])
+def test_module_built_for_the_running_kernel_is_found(path):
+    release = "6.8.0-45-generic"
+    env = FakeEnv(files={f"/lib/modules/{release}/{path}": ""})
+    facts = probe_driver_files(env)
+    assert facts["kernel_modules"] == {"modules_dir": True,
+                                       "nvidia_module_files": [f"/lib/modules/{release}/{path}"]}
+    assert facts["dkms_status"] is None  # no dkms binary: nothing run
+    assert env.calls == []
+
+
+def test_dkms_that_hangs_or_fails_is_none_with_a_short_deadline():
+    timeouts = []
+
+    def hung(argv):
+        return CommandResult(tuple(argv), None, "", "", timed_out=True,
+                             duration_s=DKMS_TIMEOUT_S)
+
+    class Env(FakeEnv):
+        def run(self, argv, timeout, env=None, input_text=None):
+            timeouts.append(timeout)
+            return super().run(argv, timeout, env=env, input_text=input_text)
+
+    env = Env(files={"/usr/sbin/dkms": ""}, commands=[(("/usr/sbin/dkms",), hung)])
+    assert probe_driver_files(env)["dkms_status"] is None
+    assert timeouts == [DKMS_TIMEOUT_S] and DKMS_TIMEOUT_S <= 10
+
+
+def test_userspace_library_versions_after_an_upgrade_without_reboot():
+    """NVIDIA/ubuntu-packaging-nvidia-driver#3: 535 libraries on disk, 470 module loaded."""
+    lib = "/usr/lib/x86_64-linux-gnu"
+    env = FakeEnv(files={
+        "/proc/driver/nvidia/version": PROPRIETARY_550.replace("550.54.15", "470.199.02"),
+        f"{lib}/libnvidia-ml.so.535.129.03": "", f"{lib}/libnvidia-ml.so.1": "",
+        f"{lib}/libcuda.so.535.129.03": "", f"{lib}/libcuda.so.1": "", f"{lib}/libcuda.so": "",
+        "/usr/lib/i386-linux-gnu/libcuda.so.470.199.02": "",  # not searched: 32-bit
+    })
+    facts = probe_driver_files(env)
+    assert facts["module_version"] == "470.199.02"
+    assert facts["userspace_versions"] == ["535.129.03"]
+
+
+def test_wsl_libcuda_1_1_is_not_a_driver_version():
+    env = FakeEnv(files={"/usr/lib/wsl/lib/libcuda.so.1.1": "",
+                         "/usr/lib/x86_64-linux-gnu/libcuda.so.1.1": ""})
+    assert probe_driver_files(env)["userspace_versions"] == []
+
+
+def test_nvswitches_counted_and_fabric_manager_found_by_process_name():
+    env = _machine([
+        ("0000:05:00.0", "0x10de", "0x068000", "0x22a3", "nvidia"),  # NVSwitch
+        ("0000:06:00.0", "0x10de", "0x068000", "0x22a3", "nvidia"),
+        ("0000:18:00.0", "0x10de", "0x030200", "0x2330", "nvidia"),  # H100 SXM
+        ("0000:00:00.0", "0x8086", "0x068000", "0x2020", None),  # an Intel bridge
+    ], fake_psutil=FakePsutil(processes={1: ("systemd", "root"),
+                                         2211: ("nv-fabricmanager", "root")}))
+    facts = probe_driver_files(env)
+    assert facts["nvswitch_count"] == 2
+    assert facts["fabric_manager_running"] is True
+
+
+def test_fabric_manager_not_running_and_unreadable_process_table():
+    env = FakeEnv(fake_psutil=FakePsutil(processes={1: ("systemd", "root")}))
+    assert probe_driver_files(env)["fabric_manager_running"] is False
+
+    class Broken(FakePsutil):
+        def process_iter(self, attrs=None):
+            raise PermissionError("hidepid=2")
+
+    env = FakeEnv(fake_psutil=Broken())
+    assert probe_driver_files(env)["fabric_manager_running"] is None

@@ -51,6 +51,7 @@ V100_GPU = {
     "ecc": {"enabled": True, "volatile_uncorrected": 0, "aggregate_uncorrected": 0},
     "retired_pages_pending": False,  # "Pending Page Blacklist: No"
     "remapped_rows": None,  # "Remapped Rows: N/A": row remapping is Ampere and newer
+    "fabric": None,  # no "Fabric" section: a PCIe V100 joins no NVSwitch fabric
     "processes": [],
 }
 
@@ -119,6 +120,7 @@ def test_wsl2_laptop_4070_without_ecc():
         "retired_pages_pending": None,  # "Pending Page Blacklist: N/A"
         "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False,
                           "failure": False},
+        "fabric": None,
         "processes": [],
     }
 
@@ -169,7 +171,9 @@ def test_h800_fragment_everything_unknown_is_none_not_a_crash():
         "index": 0, "name": None, "uuid": None, "pci_bus_id": None, "memory_total": None,
         "memory_used": None, "compute_capability": None, "mig_mode": None,
         "compute_mode": None, "persistence_mode": None, "ecc": None,
-        "retired_pages_pending": None, "remapped_rows": None, "processes": [],
+        "retired_pages_pending": None, "remapped_rows": None,
+        # "Fabric / State: In Progress": the NVSwitch fabric never finished registering.
+        "fabric": {"state": "in_progress"}, "processes": [],
     }
 
 
@@ -197,9 +201,9 @@ def test_eight_v100_server_from_its_table():
     assert all(g["persistence_mode"] is True for g in gpus)
     assert all(g["ecc"]["volatile_uncorrected"] == 0 for g in gpus)
     assert [g["processes"] for g in gpus] == [
-        [], [], [{"pid": 88420, "used_memory": 27064 * MIB}], [], [],
-        [{"pid": 230331, "used_memory": 32319 * MIB}],
-        [{"pid": 618979, "used_memory": 2161 * MIB}], [],
+        [], [], [{"pid": 88420, "used_memory": 27064 * MIB, "name": None, "username": None}],
+        [], [], [{"pid": 230331, "used_memory": 32319 * MIB, "name": None, "username": None}],
+        [{"pid": 618979, "used_memory": 2161 * MIB, "name": None, "username": None}], [],
     ]
     # GPU 1 is the one whose full `-q` output was captured.
     assert gpus[1] == V100_GPU | {"index": 1}
@@ -379,3 +383,55 @@ def test_real_probe_nvml_is_an_ok_fact_saying_no_driver():
     if not _nvml_library_loads():
         assert record.value["initialized"] is False
         assert record.value["error_type"] == "NVMLError_LibraryNotFound"
+
+
+# ---------------------------------------------------------------- process owners, fabric
+
+
+def test_processes_are_named_through_psutil_where_visible():
+    """The 8x V100 table names the three `python` jobs; psutil sees two of them here,
+    the third runs in another container's PID namespace (NoSuchProcess)."""
+    from tests.fakes import FakePsutil
+
+    nvml = nvml_from_smi_table("nvidia-smi-bsyonline-8xv100.txt",
+                               full_name="Tesla V100-PCIE-32GB")
+    ps = FakePsutil(processes={88420: ("python", "alice"), 230331: ("python", None)})
+    gpus = collect_nvml(nvml, ps)["gpus"]
+    assert gpus[2]["processes"] == [{"pid": 88420, "used_memory": 27064 * MIB,
+                                     "name": "python", "username": "alice"}]
+    # AccessDenied on the user: the name is still known.
+    assert gpus[5]["processes"] == [{"pid": 230331, "used_memory": 32319 * MIB,
+                                     "name": "python", "username": None}]
+    assert gpus[6]["processes"] == [{"pid": 618979, "used_memory": 2161 * MIB,
+                                     "name": None, "username": None}]
+
+
+@pytest.mark.parametrize(("state", "fact"), [
+    ("In Progress", {"state": "in_progress"}),
+    ("Not Started", {"state": "not_started"}),
+    ("Completed", {"state": "completed"}),
+    ("Not Supported", None),
+    ("N/A", None),
+])
+def test_fabric_state_of_an_nvswitch_gpu(state, fact):
+    """DCGM#120: the H800 capture's "Fabric / State" line, and the other states NVML has."""
+    nvml = nvml_from_smi_q(H800_FRAGMENT_Q)
+    nvml.gpus[0].values[("Fabric", "State")] = state
+    assert collect_nvml(nvml)["gpus"][0]["fabric"] == fact
+
+
+def test_fabric_query_missing_from_old_bindings_is_none():
+    nvml = nvml_from_smi_q(H800_FRAGMENT_Q)
+    nvml.c_nvmlGpuFabricInfo_t = None  # nvidia-ml-py before R530 had no fabric struct
+    assert collect_nvml(nvml)["gpus"][0]["fabric"] is None
+
+
+def test_lost_gpu_keeps_its_error_type():
+    """Xid 79 "GPU has fallen off the bus": NVML answers GPU_IS_LOST for its handle."""
+    from tests.smi_captures import NVMLError_GpuIsLost
+
+    nvml = nvml_from_smi_table("nvidia-smi-bsyonline-8xv100.txt",
+                               full_name="Tesla V100-PCIE-32GB")
+    nvml.gpus[4].handle_error = NVMLError_GpuIsLost()
+    gpu = collect_nvml(nvml)["gpus"][4]
+    assert gpu == {"index": 4, "error": "GPU is lost", "error_type": "NVMLError_GpuIsLost"}

@@ -7,10 +7,17 @@ parses the JSON it prints. ``collect_nvml`` takes the bindings as an argument so
 tests can hand it a fake built from captured ``nvidia-smi -q`` output.
 
 NVML reference: https://docs.nvidia.com/deploy/nvml-api/
+
+Per GPU this also reads the NVSwitch fabric state (``nvmlDeviceGetGpuFabricInfo``: on
+Hopper and newer HGX boards the state stays "not started" or "in progress" until the
+Fabric Manager has registered the GPU; DCGM#120 shows "Fabric State: In Progress" on an
+H800 whose CUDA never initialised), and names the processes that hold a GPU through
+psutil, so a "GPU busy" finding can say whose job it is.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 from typing import Any, Callable
@@ -43,8 +50,12 @@ def decode_cuda_driver_version(value: int | None) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def collect_nvml(nvml: Any) -> dict[str, Any]:
-    """Query the driver through ``nvml`` (pynvml or a fake) and return plain data."""
+def collect_nvml(nvml: Any, psutil: Any = None) -> dict[str, Any]:
+    """Query the driver through ``nvml`` (pynvml or a fake) and return plain data.
+
+    ``psutil`` (the module or a fake) names the processes NVML lists; without it their
+    ``name`` and ``username`` are None.
+    """
     try:
         nvml.nvmlInit()
     except Exception as exc:
@@ -59,13 +70,13 @@ def collect_nvml(nvml: Any) -> dict[str, Any]:
                 _try(nvml.nvmlSystemGetCudaDriverVersion)
             ),
             "nvml_version": _try(lambda: _text(nvml.nvmlSystemGetNVMLVersion())),
-            "gpus": [_collect_gpu(nvml, i) for i in range(count)],
+            "gpus": [_collect_gpu(nvml, i, psutil) for i in range(count)],
         }
     finally:
         _try(nvml.nvmlShutdown)
 
 
-def _collect_gpu(nvml: Any, index: int) -> dict[str, Any]:
+def _collect_gpu(nvml: Any, index: int, psutil: Any = None) -> dict[str, Any]:
     try:
         h = nvml.nvmlDeviceGetHandleByIndex(index)
     except Exception as exc:  # a lost GPU: "Unable to determine the device handle"
@@ -94,10 +105,42 @@ def _collect_gpu(nvml: Any, index: int) -> dict[str, Any]:
             lambda: bool(nvml.nvmlDeviceGetRetiredPagesPendingStatus(h))
         ),
         "remapped_rows": _collect_remapped_rows(nvml, h),
+        "fabric": _collect_fabric(nvml, h),
         "processes": [
-            {"pid": p.pid, "used_memory": getattr(p, "usedGpuMemory", None)} for p in procs
+            {"pid": p.pid, "used_memory": getattr(p, "usedGpuMemory", None),
+             **_process_owner(psutil, p.pid)}
+            for p in procs
         ],
     }
+
+
+def _process_owner(psutil: Any, pid: int) -> dict[str, str | None]:
+    """The process's name and user where psutil can see it (not in another PID namespace)."""
+    if psutil is None:
+        return {"name": None, "username": None}
+    try:
+        proc = psutil.Process(pid)
+    except Exception:  # gone, or in another container's PID namespace
+        return {"name": None, "username": None}
+    return {"name": _try(proc.name), "username": _try(proc.username)}
+
+
+# nvmlGpuFabricState_t (nvml.h): the GPU's registration with the NVSwitch fabric.
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+def _collect_fabric(nvml: Any, h: Any) -> dict[str, Any] | None:
+    """The GPU's NVSwitch fabric state; None where the GPU or driver has no fabric to join."""
+    struct = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
+    if struct is None:  # bindings older than R530
+        return None
+    info = struct()
+    if _try(lambda: nvml.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))) is None:
+        return None
+    state = FABRIC_STATES.get(int(info.state), str(info.state))
+    if state == "not_supported":
+        return None
+    return {"state": state}
 
 
 def _collect_ecc(nvml: Any, h: Any) -> dict[str, Any] | None:
@@ -153,7 +196,11 @@ def _main() -> None:
         print(json.dumps({"initialized": False, "error": f"pynvml not importable: {exc}",
                           "error_type": "ImportError"}))
         return
-    print(json.dumps(collect_nvml(pynvml)))
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    print(json.dumps(collect_nvml(pynvml, psutil)))
 
 
 if __name__ == "__main__":
