@@ -6,6 +6,8 @@ causes (the driver, the torch install) before what depends on them.
 
 BUILTIN_MODULES: tuple[str, ...] = (
     "gpu_doctor.checks.driver",
+    "gpu_doctor.checks.driver_compat",
+    "gpu_doctor.checks.hardware",
     "gpu_doctor.checks.torch_build",
     "gpu_doctor.checks.host",
 )

@@ -10,12 +10,23 @@ Sources for the symptoms and fixes:
 - Containers need the NVIDIA Container Toolkit and ``--gpus``:
   https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html
 - WSL2 gets its driver from Windows: https://docs.nvidia.com/cuda/wsl-user-guide/index.html
+- The module-not-built-for-this-kernel and driver/library mismatch cases: see
+  ``_driver_kernel``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+from gpu_doctor.checks._driver_kernel import (
+    LIBRARY_MISMATCH,
+    kernel_evidence,
+    mismatch_finding,
+    mismatch_versions,
+    module_not_built,
+    rebuild_steps,
+)
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
@@ -130,6 +141,7 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
         return steps
     if no_gpu_on_bus:
         return steps
+    not_built = module_not_built(drv)
     if drv.get("nouveau_loaded"):
         steps.append(Step(
             "The open-source nouveau driver is loaded and holds the GPU: blacklist it and "
@@ -138,6 +150,12 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
                     "sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
                     + _initramfs_command(os_fact),
         ))
+    if not_built:
+        return steps + rebuild_steps(drv, os_fact) + [
+            Step("If the rebuild fails (no DKMS package, a kernel too new for this driver), "
+                 "reinstall the driver.", command=_install_driver_step(os_fact).command,
+                 url=_install_driver_step(os_fact).url),
+        ]
     steps += [
         Step("See whether a driver module is built for the running kernel "
              "(a kernel update without a DKMS rebuild is the usual cause).",
@@ -153,11 +171,15 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
     title="NVIDIA driver",
     area="driver",
     requires=("nvml", "driver", "os"),
-    codes=(DRIVER_MISSING,),
+    codes=(DRIVER_MISSING, LIBRARY_MISMATCH),
 )
 def driver_present(facts: Any) -> Iterator[Finding | Summary]:
     nvml = facts["nvml"]
     drv = facts["driver"]
+    mismatch, library = mismatch_versions(nvml, drv)
+    if mismatch:
+        yield mismatch_finding(nvml, drv, facts["os"], library)
+        return
     if nvml.get("initialized"):
         gpus = nvml.get("gpus") or []
         yield Summary(
@@ -171,16 +193,23 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         # WSL2 has no PCI view of the GPU (it is shared through /dev/dxg): absence on the
         # bus says nothing there.
         title = "No NVIDIA driver answers inside WSL"
+    elif pci and module_not_built(drv) and not (facts["os"].get("container") or {}).get(
+            "in_container"):
+        title = (f"The NVIDIA kernel module is not built for the running kernel "
+                 f"{drv.get('kernel_release')}: no driver answers")
     elif pci:
         are = "GPUs are" if len(pci) > 1 else "GPU is"
         title = f"{len(pci)} NVIDIA {are} installed but no driver answers"
     else:
         title = "No NVIDIA GPU or driver found: GPU training cannot run on this machine"
+    evidence = _driver_evidence(nvml, drv)
+    if pci and module_not_built(drv):
+        evidence += kernel_evidence(drv)
     yield Finding(
         code=DRIVER_MISSING,
         title=title,
         severity=Severity.ERROR,
-        evidence=tuple(_driver_evidence(nvml, drv)),
+        evidence=tuple(evidence),
         remediation=tuple(_steps(facts["os"], drv)),
         affects=tuple(f"pci:{g['address']}" for g in pci),
     )

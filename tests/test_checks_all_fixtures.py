@@ -68,7 +68,9 @@ def test_fixture_facts_have_the_probes_shape(name):
             assert set(gpu) == {
                 "index", "name", "uuid", "pci_bus_id", "memory_total", "memory_used",
                 "compute_capability", "mig_mode", "compute_mode", "persistence_mode", "ecc",
-                "retired_pages_pending", "remapped_rows", "processes"}
+                "retired_pages_pending", "remapped_rows", "fabric", "processes"}
+            for proc in gpu["processes"]:
+                assert set(proc) == {"pid", "used_memory", "name", "username"}
     else:
         assert set(nvml) == set(live["nvml"])
     torch = facts["torch"]

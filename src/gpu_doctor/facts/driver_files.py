@@ -55,7 +55,7 @@ def nvidia_pci_gpus(env: Env) -> list[dict[str, str]]:
 
 
 # Where distributions and DKMS put the module, relative to /lib/modules/<release>/.
-_MODULE_SUBDIRS = ("updates/dkms", "updates", "extra", "kernel/drivers/video",
+_MODULE_SUBDIRS = ("updates/dkms", "updates", "extra", "extramodules", "kernel/drivers/video",
                    "kernel/drivers/video/nvidia", "extra/nvidia", "misc", "video")
 _MODULE_NAMES = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
 

@@ -1,0 +1,333 @@
+"""Driver checks that need a working driver: is it new enough for torch's CUDA build, and
+has an NVSwitch board's fabric come up?
+
+Sources:
+- CUDA toolkit/driver tables and minor-version compatibility: see
+  ``gpu_doctor.knowledge.cuda_driver``. torch does not fail at import on an old driver;
+  ``torch.cuda.is_available()`` is False with "The NVIDIA driver on your system is too old
+  (found version 12080)" (pytorch/pytorch ``torch/cuda/__init__.py``; e.g. pytorch#131742
+  and the collect_env of pytorch#28321: driver 410.104 under a CUDA 10.1 build).
+- PTX JIT is outside minor-version compatibility ("the provided PTX was compiled with an
+  unsupported toolchain"): https://docs.nvidia.com/deploy/cuda-compatibility/ and
+  NVIDIA/cccl#268. cubins (sm_XY) run on GPUs of the same major with minor >= Y:
+  https://docs.nvidia.com/cuda/cuda-c-programming-guide/#binary-compatibility
+- Fabric Manager on NVSwitch systems (HGX/DGX A100, H100, H800, H200, B200): without it
+  CUDA fails with error 802 "system not yet initialized" (pytorch/pytorch#35710,
+  google/jax#34113); its package must match the driver version exactly, restarting it may
+  need a GPU reset (NVIDIA/nccl#1488); "Fabric State: In Progress" on an H800 whose CUDA
+  never came up: NVIDIA/DCGM#120. Guide:
+  https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from gpu_doctor.categories import Category
+from gpu_doctor.knowledge.cuda_driver import (
+    MVC_DOC,
+    RELEASE_NOTES,
+    Compatibility,
+    Verdict,
+    compatibility,
+)
+from gpu_doctor.knowledge.wheels import choose_variant, install_command
+from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
+from gpu_doctor.registry import Summary, check
+
+DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
+
+DRIVER_TOO_OLD = Code(
+    id="DRV002",
+    category=Category.DRIVER_TOO_OLD,
+    summary="The driver is too old for the CUDA version torch was built with",
+    what=(
+        "The installed NVIDIA driver supports an older CUDA major version than the one the "
+        "installed torch was built with (or, for CUDA 10 and older and below the "
+        "minor-version-compatibility minimum, an older CUDA version at all)."
+    ),
+    why=(
+        "CUDA cannot initialise: torch.cuda.is_available() is False with 'The NVIDIA driver "
+        "on your system is too old', and other CUDA programs fail with 'CUDA driver version "
+        "is insufficient for CUDA runtime version' (error 35)."
+    ),
+    fix=(
+        "Install a driver of the branch the CUDA build needs (on WSL2: update the Windows "
+        "driver), or install the torch wheel built for the CUDA version this driver supports."
+    ),
+    docs_url=RELEASE_NOTES,
+)
+
+MINOR_COMPAT_ONLY = Code(
+    id="DRV003",
+    category=Category.DRIVER_TOO_OLD,
+    summary="torch's CUDA build runs on this driver only through minor-version compatibility",
+    what=(
+        "The driver supports an older CUDA minor version of the same major than torch was "
+        "built with. CUDA minor-version compatibility lets such builds run, with a limited "
+        "feature set: PTX cannot be JIT-compiled by the older driver, and APIs that need the "
+        "newer driver fail."
+    ),
+    why=(
+        "A GPU for which torch ships only PTX (no cubin for its architecture) fails at the "
+        "first kernel with 'the provided PTX was compiled with an unsupported toolchain'; "
+        "newer-driver APIs fail with cudaErrorCallRequiresNewerDriver."
+    ),
+    fix=(
+        "Upgrade the driver to the branch of torch's CUDA version, or install the torch "
+        "wheel built for the CUDA version this driver supports."
+    ),
+    severity=Severity.WARNING,
+    docs_url=MVC_DOC,
+)
+
+FABRIC_NOT_READY = Code(
+    id="DRV005",
+    category=Category.CUDA_INIT_FAILURE,
+    summary="NVSwitch system without a working Fabric Manager",
+    what=(
+        "This board connects its GPUs through NVSwitch chips, which the nvidia-fabricmanager "
+        "service must configure before CUDA can use any GPU. The service is not running, or "
+        "the GPUs have not finished joining the NVSwitch fabric."
+    ),
+    why=(
+        "CUDA fails with error 802 'system not yet initialized': torch.cuda.is_available() "
+        "is False although nvidia-smi lists every GPU."
+    ),
+    fix=(
+        "Install the nvidia-fabricmanager package of exactly the driver's version, enable and "
+        "start the service, and reset the GPUs if they stay 'in progress'."
+    ),
+    docs_url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/",
+)
+
+
+# --------------------------------------------------------------------------- CUDA build
+
+
+def _capability(text: Any) -> tuple[int, int] | None:
+    match = re.fullmatch(r"(\d+)\.(\d+)", str(text or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _arch(entry: str, prefix: str) -> tuple[int, int] | None:
+    """'sm_86' -> (8, 6), 'sm_120' -> (12, 0); suffixed ('sm_90a') and other entries -> None."""
+    match = re.fullmatch(prefix + r"_(\d+)(\d)", entry)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def needs_ptx_jit(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """True when torch has no cubin this GPU runs but has PTX it could JIT-compile.
+
+    A cubin for sm_XY runs on compute capability X.Z for Z >= Y; PTX for compute_XY is
+    JIT-compiled for any GPU of capability >= X.Y.
+    """
+    cubins = [a for a in (_arch(e, "sm") for e in arch_list) if a]
+    if any(a[0] == capability[0] and a[1] <= capability[1] for a in cubins):
+        return False
+    ptx = [a for a in (_arch(e, "compute") for e in arch_list) if a]
+    return any(a <= capability for a in ptx)
+
+
+def _driver_os(facts: Any) -> str:
+    """WSL2 runs on the Windows driver, whose version numbers are Windows ones."""
+    return "windows" if (facts["os"].get("wsl") or {}).get("is_wsl") else "linux"
+
+
+def _evidence(facts: Any, compat: Compatibility) -> list[Evidence]:
+    nvml, build = facts["nvml"], facts["torch"].get("build") or {}
+    supported = compat.driver_cuda or "unknown"
+    if compat.driver_cuda_derived:
+        supported += " (from the release notes' driver table; the driver did not say)"
+    return [
+        Evidence("driver", nvml.get("driver_version") or "unknown", "nvmlSystemGetDriverVersion"),
+        Evidence("newest CUDA the driver supports", supported, "nvmlSystemGetCudaDriverVersion"),
+        Evidence("torch", f"{build.get('version')} (built with CUDA {build.get('cuda')})",
+                 "torch.version.cuda"),
+    ]
+
+
+def _upgrade_steps(facts: Any, compat: Compatibility) -> list[Step]:
+    os_fact = facts["os"]
+    if _driver_os(facts) == "windows":
+        return [
+            Step(f"Update the NVIDIA driver on Windows to {compat.needed_driver} or newer "
+                 f"(CUDA {compat.build_cuda}); WSL2 uses the Windows driver.",
+                 url=DRIVER_DOWNLOAD),
+            Step("Restart WSL so it picks up the new driver.", command="wsl --shutdown"),
+        ]
+    branch = compat.branch or "a newer"
+    number = branch.lstrip("R")
+    text = (f"Install driver branch {branch} ({compat.full_driver} or newer), the branch of "
+            f"CUDA {compat.build_cuda}")
+    if compat.needed_driver and compat.needed_driver != compat.full_driver:
+        text += (f"; any driver from {compat.needed_driver} runs this build through "
+                 f"minor-version compatibility")
+    if (os_fact.get("container") or {}).get("in_container"):
+        return [Step(text + ". The driver belongs to the host: upgrade it there, not in the "
+                     "container.", url=RELEASE_NOTES)]
+    distro = ((os_fact.get("distro") or {}).get("id") or "").lower()
+    if distro in {"ubuntu", "pop", "linuxmint"} and number.isdigit():
+        return [Step(text + ".", command=f"sudo apt install nvidia-driver-{number}",
+                     url=RELEASE_NOTES),
+                Step("Reboot to load the new kernel module.", command="sudo reboot")]
+    return [Step(text + ", from your distribution's or NVIDIA's repository.",
+                 url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"),
+            Step("Reboot to load the new kernel module.", command="sudo reboot")]
+
+
+def _wheel_step(facts: Any, compat: Compatibility) -> list[Step]:
+    caps = [float(g["compute_capability"]) for g in facts["nvml"].get("gpus") or []
+            if _capability(g.get("compute_capability"))]
+    variant = choose_variant(compat.driver_cuda, caps or None)
+    if variant is None or variant.cuda == compat.build_cuda:
+        return []
+    return [Step(f"Or keep the driver and install the torch build for CUDA {variant.cuda}, "
+                 f"which this driver runs.", command=install_command(variant),
+                 url="https://pytorch.org/get-started/locally/")]
+
+
+@check(
+    id="driver.cuda_compat",
+    title="Driver vs torch CUDA",
+    area="driver",
+    requires=("nvml", "torch", "os"),
+    codes=(DRIVER_TOO_OLD, MINOR_COMPAT_ONLY),
+    blocked_by=("driver.present", "torch.import"),
+)
+def driver_cuda_compat(facts: Any) -> Iterator[Finding | Summary]:
+    nvml, torch = facts["nvml"], facts["torch"]
+    build = torch.get("build") or {}
+    if not build.get("cuda"):
+        yield Summary("torch has no CUDA build to compare with the driver")
+        return
+    compat = compatibility(build["cuda"], nvml.get("driver_version"),
+                           nvml.get("cuda_driver_version"), _driver_os(facts))
+    driver = nvml.get("driver_version")
+    if compat.verdict is Verdict.UNKNOWN:
+        yield Summary(f"cannot tell: driver {driver} does not say which CUDA it supports")
+        return
+    if compat.verdict is Verdict.SUPPORTED:
+        yield Summary(f"driver {driver} supports CUDA {compat.driver_cuda} >= torch's "
+                      f"CUDA {compat.build_cuda}")
+        return
+    evidence = _evidence(facts, compat)
+    steps = _upgrade_steps(facts, compat) + _wheel_step(facts, compat)
+    if compat.verdict is Verdict.TOO_OLD:
+        yield Finding(
+            code=DRIVER_TOO_OLD,
+            title=(f"Driver {driver} supports CUDA {compat.driver_cuda}, but torch "
+                   f"{build.get('version')} needs CUDA {compat.build_cuda} (driver "
+                   f"{compat.needed_driver} or newer): CUDA cannot initialise"),
+            evidence=tuple(evidence),
+            remediation=tuple(steps),
+        )
+        return
+    # Minor-version compatibility: fine for cubins, fatal for PTX JIT.
+    arch_list = build.get("arch_list") or []
+    gpus = [(g, _capability(g.get("compute_capability"))) for g in nvml.get("gpus") or []]
+    known = [(g, cap) for g, cap in gpus if cap]
+    jit = [(g, cap) for g, cap in known if needs_ptx_jit(cap, arch_list)]
+    mvc = (f"torch's CUDA {compat.build_cuda} build runs on driver {driver} (CUDA "
+           f"{compat.driver_cuda}) through minor-version compatibility")
+    if known and not jit:
+        yield Summary(f"{mvc}; it has cubins for every GPU, so no PTX JIT is needed")
+        return
+    evidence.append(Evidence("torch architectures", " ".join(arch_list) or "unknown",
+                             "torch.cuda.get_arch_list()"))
+    if jit:
+        names = ", ".join(f"GPU {g.get('index')} ({g.get('name')}, sm_{c[0]}{c[1]})"
+                          for g, c in jit)
+        yield Finding(
+            code=MINOR_COMPAT_ONLY,
+            title=(f"{names}: torch has only PTX for it, which driver {driver} (CUDA "
+                   f"{compat.driver_cuda}) cannot JIT-compile from CUDA {compat.build_cuda}"),
+            severity=Severity.ERROR,
+            evidence=tuple(evidence),
+            remediation=tuple(steps),
+            affects=tuple(f"gpu:{g.get('index')}" for g, _ in jit),
+        )
+        return
+    yield Finding(
+        code=MINOR_COMPAT_ONLY,
+        title=f"{mvc} only: PTX JIT and newer-driver APIs will fail",
+        evidence=tuple(evidence),
+        remediation=tuple(steps),
+    )
+
+
+# --------------------------------------------------------------------------- fabric
+
+
+_WAITING = ("not_started", "in_progress")
+
+
+@check(
+    id="driver.fabric_manager",
+    title="NVSwitch fabric",
+    area="driver",
+    requires=("nvml", "driver", "os"),
+    codes=(FABRIC_NOT_READY,),
+    blocked_by=("driver.present",),
+)
+def fabric_manager(facts: Any) -> Iterator[Finding | Summary]:
+    nvml, drv = facts["nvml"], facts["driver"]
+    in_container = bool((facts["os"].get("container") or {}).get("in_container"))
+    switches = drv.get("nvswitch_count") or 0
+    gpus = [g for g in nvml.get("gpus") or [] if not g.get("error")]
+    waiting = [g for g in gpus if (g.get("fabric") or {}).get("state") in _WAITING]
+    # Inside a container the daemon runs on the host, out of sight of the process list.
+    daemon_down = (switches > 0 and drv.get("fabric_manager_running") is False
+                   and not in_container)
+    if not waiting and not daemon_down:
+        if switches or any(g.get("fabric") for g in gpus):
+            yield Summary(f"{switches} NVSwitch(es); fabric ready")
+        else:
+            yield Summary("no NVSwitch fabric")
+        return
+    driver = nvml.get("driver_version") or "unknown"
+    branch = driver.split(".")[0]
+    evidence = [
+        Evidence("NVSwitches on the PCI bus", str(switches), "/sys/bus/pci/devices (class 0680)"),
+        Evidence("nv-fabricmanager process", {True: "running", False: "not running",
+                                              None: "unknown"}[drv.get("fabric_manager_running")]
+                 if not in_container else "not visible from a container", "process list"),
+        Evidence("driver", driver, "nvmlSystemGetDriverVersion"),
+    ]
+    if waiting:
+        evidence.append(Evidence(
+            "GPU fabric state",
+            ", ".join(f"GPU {g.get('index')}: {g['fabric']['state'].replace('_', ' ')}"
+                      for g in waiting),
+            "nvmlDeviceGetGpuFabricInfo (nvidia-smi -q: Fabric / State)"))
+    init_error = ((facts.get("torch") or {}).get("cuda") or {}).get("init_error")
+    if init_error:
+        evidence.append(Evidence("torch CUDA init", init_error, "torch.cuda.is_available()"))
+    if daemon_down:
+        title = (f"NVSwitch system ({switches} NVSwitches) without a running Fabric Manager: "
+                 "CUDA fails with error 802 'system not yet initialized'")
+    else:
+        title = (f"{len(waiting)} GPU(s) have not joined the NVSwitch fabric (state: "
+                 f"{waiting[0]['fabric']['state'].replace('_', ' ')}): CUDA fails with error "
+                 "802 'system not yet initialized'")
+    steps = [
+        Step(f"Install the Fabric Manager of exactly the driver's version ({driver}); the "
+             f"package version must equal the driver's, so hold both against upgrades.",
+             command=f"sudo apt install nvidia-fabricmanager-{branch}={driver}-1 && "
+                     f"sudo apt-mark hold nvidia-fabricmanager-{branch}",
+             url=FABRIC_NOT_READY.docs_url),
+        Step("Enable and start the service, then read its log if it stops.",
+             command="sudo systemctl enable --now nvidia-fabricmanager && "
+                     "systemctl status nvidia-fabricmanager"),
+        Step("Check that every GPU reports 'Fabric State: Completed'; if they stay 'In "
+             "Progress' after a restart of the service, reset the idle GPUs or reboot.",
+             command="nvidia-smi -q | grep -A 2 Fabric"),
+    ]
+    if in_container:
+        steps.insert(0, Step("The Fabric Manager runs on the host, not in the container: "
+                             "run these steps on the host."))
+    yield Finding(code=FABRIC_NOT_READY, title=title, evidence=tuple(evidence),
+                  remediation=tuple(steps),
+                  affects=tuple(f"gpu:{g.get('index')}" for g in waiting))
