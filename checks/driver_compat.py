@@ -195,11 +195,14 @@ def _wheel_step(facts: Any, compat: Compatibility) -> list[Step]:
     area="driver",
     requires=("nvml", "torch", "os"),
     codes=(DRIVER_TOO_OLD, MINOR_COMPAT_ONLY),
-    blocked_by=("driver.present", "torch.import"),
+    blocked_by=("driver.present",),
 )
 def driver_cuda_compat(facts: Any) -> Iterator[Finding | Summary]:
     nvml, torch = facts["nvml"], facts["torch"]
     build = torch.get("build") or {}
+    if not torch.get("importable"):
+        yield Summary("torch cannot be imported: no CUDA build to compare with the driver")
+        return
     if not build.get("cuda"):
         yield Summary("torch has no CUDA build to compare with the driver")
         return

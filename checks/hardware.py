@@ -229,5 +229,5 @@ def gpu_health(facts: Any) -> Iterator[Finding | Summary]:
     yield from found
     if not found:
         ecc_on = sum(1 for g in gpus if (g.get("ecc") or {}).get("enabled"))
-        yield Summary(f"{len(gpus)} GPU(s) healthy: no uncorrectable ECC errors, nothing "
-                      f"pending a reset (ECC on for {ecc_on})")
+        yield Summary(f"{len(gpus)} GPU(s): no uncorrectable ECC errors, nothing pending a "
+                      f"reset (ECC enabled on {ecc_on} of {len(gpus)})")
