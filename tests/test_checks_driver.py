@@ -194,3 +194,117 @@ def test_skipped_with_the_probe_error_when_nvml_could_not_be_gathered():
     assert result.findings == ()
     assert result.skip_reason == ("fact 'nvml' could not be gathered: NVML query failed: "
                                   "python: no answer within 20s, killed")
+
+
+# ---------------------------------------------------------------- DKMS: not built for this kernel
+
+
+def _kernel_updated(distro_id="ubuntu", dkms="nvidia/495.46, 5.13.0-1023-gcp, x86_64: installed"):
+    """GoogleCloudPlatform/compute-gpu-installation#18 / negativo17/nvidia-driver#56: after a
+    kernel update the module exists only for the previous kernel. The GCP A100 VM of no_driver,
+    rebooted into 5.13.0-1024-gcp, whose /lib/modules has no nvidia module."""
+    return variant("no_driver", {
+        "driver.kernel_modules": {"modules_dir": True, "nvidia_module_files": []},
+        "driver.dkms_status": dkms,
+        "os.distro.id": distro_id,
+    })
+
+
+def test_module_not_built_for_the_running_kernel_says_so_and_rebuilds_first():
+    finding = only_finding(run(_kernel_updated())["driver.present"])
+    assert finding.code.id == "DRV001"
+    assert finding.title == ("The NVIDIA kernel module is not built for the running kernel "
+                             "5.13.0-1024-gcp: no driver answers")
+    ev = evidence(finding)
+    assert ev["running kernel"] == "5.13.0-1024-gcp"
+    assert ev["nvidia module for this kernel"] == "none"
+    assert evidence_sources(finding)["nvidia module for this kernel"] == (
+        "/lib/modules/5.13.0-1024-gcp")
+    assert ev["dkms status"] == "nvidia/495.46, 5.13.0-1023-gcp, x86_64: installed"
+    assert commands(finding) == [
+        "sudo apt install linux-headers-$(uname -r) && sudo dkms autoinstall -k $(uname -r)",
+        "sudo modprobe nvidia && nvidia-smi",
+        "sudo ubuntu-drivers install",
+    ]
+
+
+def test_module_not_built_on_fedora_with_akmods():
+    finding = only_finding(run(_kernel_updated("fedora", dkms=None))["driver.present"])
+    assert commands(finding)[0] == ("sudo dnf install kernel-devel-$(uname -r) && "
+                                    "sudo akmods --force --kernels $(uname -r)")
+    assert evidence(finding)["dkms status"] == "dkms not installed"
+
+
+def test_module_present_for_the_kernel_keeps_the_generic_title():
+    """no_driver as recorded: the .run installer's module is there, just not loaded."""
+    finding = only_finding(run(load_fixture_facts("no_driver"))["driver.present"])
+    assert finding.title == "1 NVIDIA GPU is installed but no driver answers"
+    assert "running kernel" not in evidence(finding)
+
+
+# ---------------------------------------------------------------- DRV004: library mismatch
+
+
+def _upgraded_without_reboot(distro_id="ubuntu"):
+    """NVIDIA/ubuntu-packaging-nvidia-driver#3, oddmario/NVIDIA-Ubuntu-Driver-Guide#4:
+    unattended-upgrades moved the V100 server's libraries to 470.199.02 while the
+    470.129.06 module stays loaded; NVML fails with the mismatch."""
+    return variant("healthy_8x_v100_pcie", {
+        "nvml": {"initialized": False, "error": "Driver/library version mismatch",
+                 "error_type": "NVMLError_LibRmVersionMismatch"},
+        "driver.userspace_versions": ["470.199.02"],
+        "os.distro.id": distro_id,
+    })
+
+
+def test_driver_library_mismatch_after_an_upgrade_without_reboot():
+    result = run(_upgraded_without_reboot())["driver.present"]
+    assert result.status is Status.FAIL
+    finding = only_finding(result)
+    assert finding.code.id == "DRV004"
+    assert finding.category is Category.DRIVER_LIBRARY_MISMATCH
+    assert finding.title == ("Kernel module 470.129.06 is loaded but the driver libraries are "
+                             "470.199.02: driver/library version mismatch (upgraded without a "
+                             "reboot)")
+    assert evidence(finding) == {
+        "NVML": "Driver/library version mismatch",
+        "loaded kernel module": "470.129.06",
+        "driver libraries on disk": "470.199.02",
+    }
+    assert commands(finding) == [
+        "sudo reboot",
+        "sudo lsof /dev/nvidia*",
+        "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia && "
+        "sudo modprobe nvidia_uvm && nvidia-smi",
+        "dpkg-query -W -f='${binary:Package}\\n' 'nvidia-*' 'libnvidia-*' | "
+        "xargs sudo apt-mark hold",
+    ]
+    # The checks that need a working driver wait for this one.
+    results = run(_upgraded_without_reboot())
+    assert results["gpu.health"].status is Status.SKIP
+    assert "DRV004" in results["gpu.health"].skip_reason
+
+
+def test_mismatch_reported_by_nvml_without_library_files_found():
+    facts = _upgraded_without_reboot("rocky")
+    facts["driver"]["userspace_versions"] = []
+    finding = only_finding(run(facts)["driver.present"])
+    assert finding.code.id == "DRV004"
+    assert finding.title.startswith("NVML reports a driver/library version mismatch: the loaded "
+                                    "kernel module (470.129.06)")
+    assert commands(finding)[-1] == "sudo dnf versionlock add 'nvidia-driver*' 'kmod-nvidia*'"
+
+
+def test_libraries_newer_than_the_module_are_caught_before_nvml_breaks():
+    """The same upgrade seen while the old NVML still answered (the running doctor loaded
+    the library before the upgrade replaced it)."""
+    facts = variant("healthy_8x_v100_pcie", {"driver.userspace_versions": ["470.199.02"]})
+    finding = only_finding(run(facts)["driver.present"])
+    assert finding.code.id == "DRV004"
+    assert evidence(finding)["NVML"] == "driver 470.129.06"
+
+
+def test_wsl_and_no_module_never_count_as_a_mismatch():
+    assert run(load_fixture_facts("wsl2_rtx4070"))["driver.present"].status is Status.PASS
+    facts = variant("no_driver", {"driver.userspace_versions": ["470.199.02"]})
+    assert only_finding(run(facts)["driver.present"]).code.id == "DRV001"
