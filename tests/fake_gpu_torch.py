@@ -78,7 +78,7 @@ class FakeTorch:
         self.leaves: list[FakeTensor] = []
         owner = self
 
-        class cuda:  # noqa: N801 - mirrors torch.cuda
+        class cuda:
             @staticmethod
             def synchronize(device: str) -> None:
                 owner.fault(int(device.split(":")[1]), "synchronize")
@@ -101,11 +101,11 @@ class FakeTorch:
                 owner.leaves.append(x)
                 return FakeTensor(owner, x.value * 2, self.device)
 
-        class nn:  # noqa: N801 - mirrors torch.nn
+        class nn:
             Conv2d = _Conv
 
-        class backends:  # noqa: N801 - mirrors torch.backends
-            class cudnn:  # noqa: N801
+        class backends:
+            class cudnn:
                 enabled = False
 
         self.cuda = cuda
@@ -121,7 +121,7 @@ class FakeTorch:
         elif what != "wrong":
             raise RuntimeError(what)
 
-    def Generator(self) -> _Generator:  # noqa: N802 - mirrors torch.Generator
+    def Generator(self) -> _Generator:
         return _Generator()
 
     def rand(self, *shape: int, generator: Any = None) -> FakeTensor:
