@@ -389,7 +389,7 @@ def torchvision_facts():
     facts["cuda"] = attempt("torchvision cuda", lambda: getattr(tv.version, "cuda", None))
     try:
         import torch
-        torch.ops.torchvision.nms  # resolving the op loads it, or says why not
+        _ = torch.ops.torchvision.nms  # resolving the op loads it, or says why not
     except BaseException as exc:
         facts["ops_error"] = error_text(exc)
     return facts
