@@ -9,5 +9,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gpu_doctor.checks.driver_compat",
     "gpu_doctor.checks.hardware",
     "gpu_doctor.checks.torch_build",
+    "gpu_doctor.checks.cuda",
+    "gpu_doctor.checks.cudnn",
     "gpu_doctor.checks.host",
 )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_doctor.facts import python_probe_script as probe_script
 from gpu_doctor.facts.env import CommandResult, RealEnv
 from gpu_doctor.facts.interpreter import InterpreterError, validate_interpreter
 from gpu_doctor.facts.torch_probe import (
@@ -63,7 +64,8 @@ BUILD = {
     "file": "/opt/venv/lib/python3.11/site-packages/torch/__init__.py", "cxx11_abi": False,
     "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
 }
-LIBRARIES = {"cudnn_available": True, "cudnn_version": 90100, "nccl_version": "2.20.5"}
+LIBRARIES = {"cudnn_available": True, "cudnn_version": 90100, "cudnn_compile_version": "9.1.0",
+             "nccl_version": "2.20.5"}
 DISTRIBUTED = {"available": True, "nccl_available": True, "gloo_available": True}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "total_memory": 85045870592,
         "multi_processor_count": 132}
@@ -150,6 +152,8 @@ def test_healthy_cuda_run_two_gpus():
         "libraries": LIBRARIES,
         "distributed": DISTRIBUTED,
         "cuda": CUDA_DONE,
+        "numpy": None,
+        "torchvision": None,
         "exceptions": [],
     }
     assert python.duration_s == torch.duration_s == 4.2
@@ -306,9 +310,17 @@ def test_real_probe_in_the_dev_interpreter():
     if version.endswith("+cpu"):
         assert torch.value["build"]["cuda"] is None
         assert torch.value["libraries"] == {"cudnn_available": False, "cudnn_version": None,
+                                            "cudnn_compile_version": None,
                                             "nccl_version": None}
         assert torch.value["cuda"] == {"available": False, "device_count": 0,
-                                       "init_error": None, "devices": []}
+                                       "init_error": None, "devices": [], "functional": [],
+                                       "cudnn_test": [], "p2p": None}
+    numpy = torch.value["numpy"]
+    try:
+        assert numpy["version"] == importlib.metadata.version("numpy")
+        assert numpy["bridge_error"] is None
+    except importlib.metadata.PackageNotFoundError:  # the dev venv has no numpy
+        assert numpy["import_error"] == "ModuleNotFoundError: No module named 'numpy'"
 
 
 @pytest.fixture(scope="module")
@@ -369,6 +381,41 @@ class version:
 class _C:
     _GLIBCXX_USE_CXX11_ABI = False
 
+    class _cudnn:
+        @staticmethod
+        def getCompileVersion():
+            return (9, 1, 0)
+
+
+class Generator:
+    def manual_seed(self, seed):
+        return self
+
+
+class Tensor:
+    def __init__(self, value, device="cpu"):
+        self.value, self.device = value, device
+
+    def to(self, device):
+        return Tensor(self.value, device)
+
+    def cpu(self):
+        return Tensor(self.value)
+
+
+def rand(*shape, **kwargs):
+    return Tensor(0.5)
+
+
+def matmul(a, b):
+    if MODE == "hang_in_matmul_gpu1" and a.device == "cuda:1":
+        time.sleep(60)
+    return Tensor(a.value * b.value, a.device)
+
+
+def allclose(a, b, rtol, atol):
+    return a.value == b.value
+
 class _Props:
     def __init__(self, index):
         self.name = "NVIDIA H100 80GB HBM3"
@@ -403,6 +450,14 @@ class cuda:
     @staticmethod
     def get_arch_list():
         return ["sm_80", "sm_90"]
+
+    @staticmethod
+    def synchronize(device):
+        pass
+
+    @staticmethod
+    def can_device_access_peer(i, j):
+        return True
 
 class backends:
     class cudnn:
@@ -450,7 +505,34 @@ def test_real_probe_cuda_path_with_a_stand_in_torch(bare_venv, fake_torch_path):
         (0, "NVIDIA H100 80GB HBM3", "9.0", "a4b1c2d3-0f2e-4c5b-9a8d-7e6f5a4b3c20"),
         (1, "NVIDIA H100 80GB HBM3", "9.0", "a4b1c2d3-0f2e-4c5b-9a8d-7e6f5a4b3c21"),
     ]
+    assert [(r["index"], r["ok"]) for r in cuda["functional"]] == [(0, True), (1, True)]
+    # The stand-in has no torch.nn: the cuDNN test fails on both, and says so.
+    assert [(r["ok"], r["error"]) for r in cuda["cudnn_test"]] == [
+        (False, "AttributeError: module 'torch' has no attribute 'nn'")] * 2
+    assert cuda["p2p"] == {"matrix": [[None, True], [True, None]], "error": None,
+                           "timed_out": False}
     assert torch.value["exceptions"] == []
+
+
+def test_real_probe_gpu_hung_in_matmul_is_named_and_the_probe_finishes(
+        bare_venv, fake_torch_path, monkeypatch):
+    """GPU 1's matmul never returns: its deadline names it, the report still completes,
+    and the child leaves its stuck thread behind instead of waiting on it."""
+    monkeypatch.setenv("FAKE_TORCH_MODE", "hang_in_matmul_gpu1")
+    source = probe_script_source().replace(
+        f"GPU_DEADLINE_S = {probe_script.GPU_DEADLINE_S}", "GPU_DEADLINE_S = 0.5")
+    assert source != probe_script_source()
+    interpreter = str(bare_venv / "bin" / "python")
+    start = time.monotonic()
+    result = RealEnv().run([interpreter, "-c", source], timeout=30)
+    assert time.monotonic() - start < 20
+    _, torch = interpret_probe(result, interpreter)
+    assert torch.value["probe"]["completed"] is True
+    assert torch.value["probe"]["returncode"] == 0
+    functional = torch.value["cuda"]["functional"]
+    assert [(r["index"], r["ok"], r["timed_out"]) for r in functional] == [
+        (0, True, False), (1, False, True)]
+    assert functional[1]["error"] == "no answer within 0.5s"
 
 
 def test_real_probe_hang_in_cuda_init_keeps_partial_results(bare_venv, fake_torch_path,

@@ -15,12 +15,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpu_doctor.facts import python_probe_script as probe_script
 from gpu_doctor.facts.env import CommandResult, Env
 from gpu_doctor.facts.snapshot import FactRecord
 from gpu_doctor.redact import redact_text
 
 MARK = "@@gpu-doctor@@ "
-TORCH_PROBE_TIMEOUT_S = 90.0
+# The child runs each GPU's tests under its own deadline, so the parent's deadline is a
+# base (interpreter start, import torch, CUDA init) plus room for 8 GPUs and the P2P
+# queries: a machine with every GPU hung still reports within about three minutes.
+TORCH_PROBE_BASE_S = 60.0
+BUDGETED_GPUS = 8
+TORCH_PROBE_TIMEOUT_S = (TORCH_PROBE_BASE_S + BUDGETED_GPUS * probe_script.GPU_DEADLINE_S
+                         + probe_script.P2P_DEADLINE_S)
+GPU_STAGES = ("cuda.functional:", "cuda.cudnn_test:")
 SCRIPT_PATH = Path(__file__).with_name("python_probe_script.py")
 
 
@@ -44,6 +52,30 @@ def parse_probe_output(stdout: str) -> tuple[dict[str, Any], list[str]]:
         elif "key" in item:
             values[str(item["key"])] = item.get("value")
     return values, stages
+
+
+def _blame_gpu_stage(cuda: dict[str, Any] | None, last: str | None,
+                     result: CommandResult) -> dict[str, Any] | None:
+    """When the whole child died or hung inside one GPU's test, record it against that GPU.
+
+    The child's own per-GPU deadline covers a hung kernel; this covers what it cannot:
+    a segfault, or the parent's deadline striking first.
+    """
+    if not cuda or not last or not last.startswith(GPU_STAGES):
+        return cuda
+    name, _, index_text = last.partition(":")
+    key = name.split(".", 1)[1]
+    try:
+        index = int(index_text)
+    except ValueError:
+        return cuda
+    results = list(cuda.get(key) or [])
+    if any(r.get("index") == index for r in results):
+        return cuda
+    results.append({"index": index, "ok": False, "timed_out": result.timed_out,
+                    "error": f"the probe stopped here: {result.describe_failure()}",
+                    "duration_s": 0.0})
+    return {**cuda, key: results}
 
 
 def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
@@ -79,8 +111,13 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
         "libraries": values.get("libraries"),
         "distributed": values.get("distributed"),
         "cuda": values.get("cuda"),
+        "numpy": values.get("numpy"),
+        "torchvision": values.get("torchvision"),
         "exceptions": values.get("exceptions") or [],
     }
+    if not completed:
+        torch_fact["cuda"] = _blame_gpu_stage(values.get("cuda"),
+                                              stages[-1] if stages else None, result)
     if "import_error" not in values and not completed:
         last = stages[-1] if stages else None
         where = ("import torch did not finish" if last == "import torch"

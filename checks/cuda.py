@@ -1,0 +1,316 @@
+"""CUDA checks: does CUDA initialise, and does every visible GPU actually compute?
+
+``torch.cuda.is_available()`` can be False with a driver present, and True while the
+first kernel fails; the torch probe runs a matmul on every GPU to tell.
+
+Sources:
+- CUDA runtime error codes (cudaErrorInsufficientDriver = 35, cudaErrorNoDevice = 100,
+  cudaErrorSystemDriverMismatch = 803, cudaErrorUnknown = 999, cudaErrorDevicesUnavailable
+  = 46 "all CUDA-capable devices are busy or unavailable"):
+  https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html
+- Error 999 / "CUDA unknown error" after suspend/resume, fixed by reloading nvidia_uvm:
+  pytorch/pytorch#49081, #88639; pop-os/default-settings#64.
+- Compute modes (Default, Exclusive_Process, Prohibited) and ``nvidia-smi -c``:
+  https://docs.nvidia.com/deploy/nvml-api/ (nvmlComputeMode_t), ``nvidia-smi --help``.
+- "no CUDA-capable device is detected" with CUDA_VISIBLE_DEVICES hiding every GPU:
+  https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpu_doctor.categories import Category
+from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
+from gpu_doctor.registry import Summary, check
+
+RUNTIME_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
+
+CUDA_UNKNOWN_ERROR = Code(
+    id="CUD001",
+    category=Category.CUDA_INIT_FAILURE,
+    summary="CUDA cannot initialise although the driver answers",
+    what="NVML talks to the driver, but torch's CUDA initialisation fails (error 999, "
+         "'CUDA unknown error', or another init error).",
+    why="torch.cuda.is_available() is False: training silently runs on the CPU or stops.",
+    fix="After a suspend/resume, reload the nvidia_uvm kernel module (or reboot); otherwise "
+        "follow the error text shown in the evidence.",
+    docs_url=RUNTIME_ERRORS,
+)
+CUDA_NO_DEVICE = Code(
+    id="CUD002",
+    category=Category.GPU_NOT_VISIBLE,
+    summary="CUDA sees no device although the driver lists GPUs",
+    what="CUDA initialisation says 'no CUDA-capable device is detected' (error 100) while "
+         "NVML lists GPUs: CUDA_VISIBLE_DEVICES hides them, or the container got no device "
+         "nodes.",
+    why="The process gets zero GPUs; every rank fails with 'invalid device ordinal'.",
+    fix="Unset or correct CUDA_VISIBLE_DEVICES; in a container, pass the GPUs in.",
+    docs_url="https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars",
+)
+CUDA_DEVICES_BUSY = Code(
+    id="CUD003",
+    category=Category.CUDA_INIT_FAILURE,
+    summary="All CUDA devices are busy or unavailable",
+    what="CUDA initialisation fails with 'all CUDA-capable devices are busy or unavailable': "
+         "the GPUs are in Exclusive_Process compute mode with another process holding them, "
+         "or in Prohibited mode.",
+    why="No rank can create a CUDA context.",
+    fix="Set the compute mode back to Default (`sudo nvidia-smi -i N -c DEFAULT`) or stop the "
+        "process holding the GPU.",
+    docs_url="https://docs.nvidia.com/deploy/nvml-api/",
+)
+CUDA_DRIVER_TOO_OLD = Code(
+    id="CUD004",
+    category=Category.DRIVER_TOO_OLD,
+    summary="CUDA init: the driver is too old for torch's CUDA runtime",
+    what="CUDA initialisation fails with 'CUDA driver version is insufficient for CUDA "
+         "runtime version' (error 35).",
+    why="torch's CUDA runtime needs a newer driver: no GPU can be used.",
+    fix="Upgrade the NVIDIA driver, or install a torch build for an older CUDA.",
+    docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/",
+)
+CUDA_DRIVER_MISMATCH = Code(
+    id="CUD005",
+    category=Category.DRIVER_LIBRARY_MISMATCH,
+    summary="CUDA init: the driver's user-space and kernel parts disagree",
+    what="CUDA initialisation fails with 'system has unsupported display driver / cuda "
+         "driver combination' (error 803): libcuda and the kernel module are from different "
+         "driver versions, or a forward-compatibility libcuda is used on an unsupported GPU.",
+    why="No CUDA context can be created until both parts match.",
+    fix="Reboot after a driver upgrade; remove a stray cuda-compat libcuda from "
+        "LD_LIBRARY_PATH.",
+    docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/",
+)
+GPU_FUNCTIONAL_FAILED = Code(
+    id="CUD006",
+    category=Category.CUDA_INIT_FAILURE,
+    summary="A GPU fails a small matmul",
+    what="The torch probe allocated two matrices on the GPU, multiplied them, synchronised "
+         "and compared with the CPU; on this GPU that failed or gave wrong numbers.",
+    why="Training on this GPU crashes at its first kernel or computes garbage, though "
+        "torch.cuda.is_available() is True.",
+    fix="Read the error: an illegal memory access or an Xid in `dmesg` points at the GPU "
+        "(reset it or drain the node); wrong numbers mean faulty hardware.",
+    docs_url=RUNTIME_ERRORS,
+)
+GPU_FUNCTIONAL_HUNG = Code(
+    id="CUD007",
+    category=Category.CUDA_INIT_FAILURE,
+    summary="A GPU did not finish a small matmul before its deadline",
+    what="The torch probe's matmul on this GPU never completed: the device or its driver "
+         "is wedged.",
+    why="Any job that touches this GPU hangs; with DDP every other rank then waits in the "
+        "first collective until the watchdog kills the job.",
+    fix="Look for Xid errors in the kernel log, stop processes on the GPU and reset it, or "
+        "exclude it with CUDA_VISIBLE_DEVICES until it is repaired.",
+    docs_url=RUNTIME_ERRORS,
+)
+COMPUTE_MODE_NOT_DEFAULT = Code(
+    id="CUD008",
+    category=Category.CUDA_INIT_FAILURE,
+    summary="A GPU's compute mode is not Default",
+    what="Exclusive_Process allows one CUDA process per GPU; Prohibited allows none.",
+    why="Prohibited: every rank fails at CUDA init. Exclusive_Process: a second process on "
+        "the GPU (a monitor, a DataLoader worker touching CUDA, two ranks on one GPU) fails "
+        "with 'all CUDA-capable devices are busy or unavailable'.",
+    fix="Set the compute mode to Default with `sudo nvidia-smi -i N -c DEFAULT`.",
+    severity=Severity.WARNING,
+    docs_url="https://docs.nvidia.com/deploy/nvml-api/",
+)
+
+
+def _gpus_nvml(facts: Any) -> list[dict[str, Any]]:
+    return list((facts.get("nvml") or {}).get("gpus") or [])
+
+
+def _compute_mode_steps(gpus: list[dict[str, Any]]) -> list[Step]:
+    steps = [Step(f"Set GPU {g.get('index')} ({g.get('name')}) back to the Default compute "
+                  "mode.", command=f"sudo nvidia-smi -i {g.get('index')} -c DEFAULT")
+             for g in gpus]
+    steps.append(Step("See which processes hold the GPUs.",
+                      command="nvidia-smi --query-compute-apps=pid,process_name,gpu_uuid "
+                              "--format=csv"))
+    return steps
+
+
+def _init_finding(facts: Any, error: str) -> Finding:
+    """Map the exact init error text to its cause and fix."""
+    low = error.lower()
+    nvml = facts.get("nvml") or {}
+    evidence = [Evidence("torch.cuda.init()", error, "interpreter probe"),
+                Evidence("NVML", f"driver {nvml.get('driver_version')}, "
+                         f"{len(_gpus_nvml(facts))} GPU(s)", "nvmlInit()")]
+    if "busy or unavailable" in low:
+        odd = [g for g in _gpus_nvml(facts) if g.get("compute_mode") not in (None, "Default")]
+        evidence += [Evidence(f"GPU {g.get('index')} compute mode", str(g.get("compute_mode")),
+                              "NVML") for g in odd]
+        return Finding(code=CUDA_DEVICES_BUSY,
+                       title="CUDA init fails: all CUDA-capable devices are busy or unavailable",
+                       evidence=tuple(evidence),
+                       remediation=tuple(_compute_mode_steps(odd or _gpus_nvml(facts))),
+                       affects=tuple(f"gpu:{g.get('index')}" for g in odd))
+    if "no cuda-capable device" in low or "error 100" in low:
+        visible = (facts.get("env_vars") or {}).get("CUDA_VISIBLE_DEVICES")
+        evidence.append(Evidence("CUDA_VISIBLE_DEVICES",
+                                 "not set" if visible is None else repr(visible), "environment"))
+        return Finding(
+            code=CUDA_NO_DEVICE,
+            title=f"CUDA detects no device although NVML lists {len(_gpus_nvml(facts))} GPU(s)",
+            evidence=tuple(evidence),
+            remediation=(
+                Step("Unset CUDA_VISIBLE_DEVICES (or list real GPU indices in it).",
+                     command="unset CUDA_VISIBLE_DEVICES"),
+                Step("In a container, start it with the GPUs passed in.",
+                     command="docker run --gpus all --ipc=host ..."),
+                Step("Confirm torch sees them.",
+                     command='python -c "import torch; print(torch.cuda.device_count())"'),
+            ))
+    if "insufficient for cuda runtime" in low or "error 35" in low:
+        return Finding(code=CUDA_DRIVER_TOO_OLD,
+                       title=f"CUDA init fails: driver {nvml.get('driver_version')} is too old "
+                             "for torch's CUDA runtime",
+                       evidence=tuple(evidence),
+                       remediation=(Step("Upgrade the driver (see the driver check for the "
+                                         "version needed), or install a torch build for the "
+                                         "CUDA version nvidia-smi reports.",
+                                         command="nvidia-smi | grep 'CUDA Version'",
+                                         url="https://pytorch.org/get-started/locally/"),))
+    if "unsupported display driver" in low or "error 803" in low:
+        return Finding(code=CUDA_DRIVER_MISMATCH,
+                       title="CUDA init fails: the driver's libcuda and kernel module disagree "
+                             "(error 803)",
+                       evidence=tuple(evidence),
+                       remediation=(
+                           Step("Look for a second libcuda (cuda-compat) on the library path.",
+                                command="echo $LD_LIBRARY_PATH; ldconfig -p | grep libcuda.so"),
+                           Step("Reboot so the kernel module matches the installed driver.",
+                                command="sudo reboot"),
+                       ))
+    title = ("CUDA init fails with error 999 (unknown error)" if "999" in low or
+             "unknown error" in low else "CUDA init fails although the driver answers")
+    return Finding(
+        code=CUDA_UNKNOWN_ERROR, title=title, evidence=tuple(evidence),
+        remediation=(
+            Step("Reload the CUDA unified-memory module (the usual cure after a suspend/resume; "
+                 "stop GPU processes first).",
+                 command="sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm"),
+            Step("If the module is in use or the error persists, reboot.",
+                 command="sudo reboot"),
+            Step("Confirm CUDA initialises.",
+                 command='python -c "import torch; torch.cuda.init(); '
+                         'print(torch.cuda.device_count())"'),
+        ))
+
+
+@check(
+    id="cuda.init",
+    title="CUDA initialisation",
+    area="cuda",
+    requires=("torch", "nvml"),
+    codes=(CUDA_UNKNOWN_ERROR, CUDA_NO_DEVICE, CUDA_DEVICES_BUSY, CUDA_DRIVER_TOO_OLD,
+           CUDA_DRIVER_MISMATCH),
+    blocked_by=("driver.present", "torch.import", "torch.cuda_build"),
+)
+def cuda_init(facts: Any) -> Iterator[Finding | Summary]:
+    cuda = facts["torch"].get("cuda") or {}
+    build = facts["torch"].get("build") or {}
+    if not build.get("cuda") or not facts["nvml"].get("initialized"):
+        yield Summary("no CUDA build or no driver: nothing to initialise")
+        return
+    if cuda.get("available") and not cuda.get("init_error"):
+        yield Summary(f"{cuda.get('device_count')} CUDA device(s)")
+        return
+    yield _init_finding(facts, cuda.get("init_error")
+                        or "torch.cuda.is_available() returned False without an error")
+
+
+def _name(facts: Any, index: int | None) -> str:
+    for dev in ((facts["torch"].get("cuda") or {}).get("devices") or []):
+        if dev.get("index") == index:
+            return str(dev.get("name"))
+    return "unknown GPU"
+
+
+@check(
+    id="cuda.functional",
+    title="GPU functional test",
+    area="cuda",
+    requires=("torch",),
+    codes=(GPU_FUNCTIONAL_FAILED, GPU_FUNCTIONAL_HUNG),
+    blocked_by=("torch.import", "torch.cuda_build", "torch.arch_support", "cuda.init"),
+)
+def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
+    results = (facts["torch"].get("cuda") or {}).get("functional") or []
+    if not results:
+        yield Summary("no functional test ran (no CUDA device)")
+        return
+    bad = [r for r in results if not r.get("ok")]
+    if not bad:
+        slowest = max(float(r.get("duration_s") or 0) for r in results)
+        yield Summary(f"matmul ok on {len(results)} GPU(s), slowest {slowest:.2f}s")
+        return
+    for r in bad:
+        index = r.get("index")
+        label = f"GPU {index} ({_name(facts, index)})"
+        evidence = (Evidence(label, r.get("error") or "failed", "torch probe: matmul test"),
+                    Evidence("duration", f"{float(r.get('duration_s') or 0):.2f}s",
+                             "torch probe"))
+        if r.get("timed_out"):
+            yield Finding(
+                code=GPU_FUNCTIONAL_HUNG,
+                title=f"{label} did not finish a small matmul: it hangs",
+                evidence=evidence, affects=(f"gpu:{index}",),
+                remediation=(
+                    Step("Look for Xid errors from this GPU in the kernel log.",
+                         command="sudo dmesg -T | grep -i xid | tail -20"),
+                    Step("See what runs on the GPU, stop it, then reset the GPU.",
+                         command=f"nvidia-smi -i {index} && sudo nvidia-smi -i {index} -r"),
+                    Step("Until it is repaired, leave it out of training (list the other GPUs).",
+                         command="export CUDA_VISIBLE_DEVICES=" + ",".join(
+                             str(x.get("index")) for x in results
+                             if x.get("ok"))),
+                ))
+        else:
+            yield Finding(
+                code=GPU_FUNCTIONAL_FAILED,
+                title=f"{label} fails a small matmul: {r.get('error')}",
+                evidence=evidence, affects=(f"gpu:{index}",),
+                remediation=(
+                    Step("Rerun with synchronous kernel launches to see the failing call.",
+                         command="CUDA_LAUNCH_BLOCKING=1 python -c \"import torch; "
+                                 f"x = torch.rand(1024, 1024, device='cuda:{index}'); "
+                                 "print((x @ x).sum().item())\""),
+                    Step("Look for Xid errors from this GPU in the kernel log.",
+                         command="sudo dmesg -T | grep -i xid | tail -20"),
+                    Step("Reset the GPU (stop its processes first); if it fails again, have the "
+                         "hardware checked.", command=f"sudo nvidia-smi -i {index} -r"),
+                ))
+
+
+@check(
+    id="cuda.compute_mode",
+    title="GPU compute mode",
+    area="cuda",
+    requires=("nvml",),
+    codes=(COMPUTE_MODE_NOT_DEFAULT,),
+    blocked_by=("driver.present",),
+)
+def cuda_compute_mode(facts: Any) -> Iterator[Finding | Summary]:
+    gpus = _gpus_nvml(facts)
+    odd = [g for g in gpus if g.get("compute_mode") not in (None, "Default")]
+    if not odd:
+        yield Summary(f"Default on {len(gpus)} GPU(s)")
+        return
+    for g in odd:
+        mode = str(g.get("compute_mode"))
+        yield Finding(
+            code=COMPUTE_MODE_NOT_DEFAULT,
+            title=f"GPU {g.get('index')} ({g.get('name')}) is in {mode} compute mode",
+            severity=Severity.ERROR if mode == "Prohibited" else Severity.WARNING,
+            evidence=(Evidence(f"GPU {g.get('index')} compute mode", mode,
+                               "NVML nvmlDeviceGetComputeMode"),),
+            remediation=tuple(_compute_mode_steps([g])),
+            affects=(f"gpu:{g.get('index')}",),
+        )
