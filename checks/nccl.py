@@ -174,6 +174,9 @@ def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
     torch = facts["torch"]
     dist = torch.get("distributed") or {}
     version = (torch.get("libraries") or {}).get("nccl_version")
+    if not (torch.get("build") or {}).get("cuda"):
+        yield Summary("not a CUDA build of torch: NCCL is not expected")
+        return
     if dist.get("available") and dist.get("nccl_available"):
         yield Summary(f"NCCL {version or '(version unknown)'}")
         return
