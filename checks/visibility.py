@@ -188,7 +188,7 @@ def _cuda_order(facts: Any, gpus: list[dict[str, Any]], fallback: list[int]) -> 
     """NVML index of cuda:0, cuda:1, ...: matched by PCI bus through the torch probe."""
     devices = (((facts.get("torch") or {}).get("cuda")) or {}).get("devices") or []
     by_bus = {_bus_number(g.get("pci_bus_id")): g["index"] for g in gpus}
-    if devices and len(by_bus) == len(gpus) and None not in by_bus:
+    if len(devices) == len(fallback) and len(by_bus) == len(gpus) and None not in by_bus:
         order = [by_bus.get(d.get("pci_bus_id")) for d in devices]
         if None not in order:
             return [i for i in order if i is not None]
