@@ -451,8 +451,9 @@ def nccl_network(facts: Any) -> Iterator[Finding | Summary]:
     if not active:
         yield Finding(
             code=IB_DOWN,
-            title=f"All {len(ports)} InfiniBand/RoCE port{'s are' if len(ports) > 1 else ' is'} "
-                  f"down: multi-node NCCL cannot use them",
+            title=(f"All {len(ports)} InfiniBand/RoCE ports are down: multi-node NCCL cannot "
+                   f"use them" if len(ports) > 1 else "The only InfiniBand/RoCE port is down: "
+                   "multi-node NCCL cannot use it"),
             evidence=tuple(Evidence(f"{p['device']} port {p['port']}", str(p.get("state")),
                                     "/sys/class/infiniband") for p in ports),
             remediation=(Step("Show port and link state.", command="ibstat"),
