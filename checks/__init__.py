@@ -11,5 +11,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gpu_doctor.checks.torch_build",
     "gpu_doctor.checks.cuda",
     "gpu_doctor.checks.cudnn",
+    "gpu_doctor.checks.visibility",
+    "gpu_doctor.checks.nccl",
     "gpu_doctor.checks.host",
 )

@@ -242,9 +242,14 @@ def _name(facts: Any, index: int | None) -> str:
     blocked_by=("torch.import", "torch.cuda_build", "torch.arch_support", "cuda.init"),
 )
 def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
-    results = (facts["torch"].get("cuda") or {}).get("functional") or []
+    cuda = facts["torch"].get("cuda") or {}
+    results = cuda.get("functional") or []
     if not results:
-        yield Summary("no functional test ran (no CUDA device)")
+        if cuda.get("device_count"):
+            # Snapshots saved before the probe ran GPU work have devices but no results.
+            yield Summary("not run: the probe reported no functional test for the CUDA devices")
+        else:
+            yield Summary("no functional test ran (no CUDA device)")
         return
     bad = [r for r in results if not r.get("ok")]
     if not bad:

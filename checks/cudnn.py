@@ -156,9 +156,14 @@ def _name(facts: Any, index: int | None) -> str:
     blocked_by=("torch.import", "torch.cuda_build", "cudnn.version", "cuda.functional"),
 )
 def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
-    results = (facts["torch"].get("cuda") or {}).get("cudnn_test") or []
+    cuda = facts["torch"].get("cuda") or {}
+    results = cuda.get("cudnn_test") or []
     if not results:
-        yield Summary("no cuDNN test ran (no CUDA device)")
+        if cuda.get("device_count"):
+            # Snapshots saved before the probe ran GPU work have devices but no results.
+            yield Summary("not run: the probe reported no cuDNN test for the CUDA devices")
+        else:
+            yield Summary("no cuDNN test ran (no CUDA device)")
         return
     bad = [r for r in results if not r.get("ok")]
     if not bad:

@@ -23,7 +23,7 @@ from gpu_doctor.runner import run_checks
 from tests.check_helpers import FIXTURES
 from tests.conftest import FACTS_DIR, load_fixture_facts
 
-FACT_NAMES = {"python", "torch", "nvml", "os", "host", "driver", "env_vars"}
+FACT_NAMES = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect"}
 RECORDED_LIVE = {"sandbox_cpu_container"}  # saved by --save-facts here, not from a thread
 
 
@@ -36,6 +36,7 @@ def test_there_are_fixtures_for_every_scenario():
         "healthy_8x_v100_pcie", "workstation_2x_rtx3090_pcie", "wsl2_rtx4070",
         "container_64mb_shm", "laptop_gpu_newer_than_wheel", "no_driver", "torch_missing",
         "torch_import_broken", "torch_cpu_wheel_on_gpu_box", "nouveau_loaded",
+        "healthy_8x_h100_nvlink",
     }
 
 
@@ -63,7 +64,8 @@ def test_fixture_facts_have_the_probes_shape(name):
     nvml = facts["nvml"]
     if nvml["initialized"]:
         assert set(nvml) == {"initialized", "error", "driver_version", "cuda_driver_version",
-                             "nvml_version", "gpus"}
+                             "nvml_version", "gpus", "topology"}
+        assert set(nvml["topology"]) == {"link", "pcie", "nvlinks", "numa_affinity", "error"}
         for gpu in nvml["gpus"]:
             assert set(gpu) == {
                 "index", "name", "uuid", "pci_bus_id", "memory_total", "memory_used",

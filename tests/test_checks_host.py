@@ -29,6 +29,7 @@ DF = "df /dev/shm (psutil.disk_usage)"
 
 BIG_SHM = {  # every recorded machine but the 64 MB container: (summary)
     "healthy_8x_v100_pcie": "188 GiB (188 GiB free)",
+    "healthy_8x_h100_nvlink": "32.0 GiB (32.0 GiB free)",
     "workstation_2x_rtx3090_pcie": "15.6 GiB (15.6 GiB free)",
     "wsl2_rtx4070": "7.7 GiB (7.7 GiB free)",
     "laptop_gpu_newer_than_wheel": "31.2 GiB (31.1 GiB free)",

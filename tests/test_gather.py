@@ -21,7 +21,7 @@ PY = "/opt/venv/bin/python"
 NVML_ARGV = (sys.executable, "-m", "gpu_doctor.facts.nvml")
 GIB = 1024**3
 MIB = 1024**2
-ALL_FACTS = {"python", "torch", "nvml", "os", "host", "driver", "env_vars"}
+ALL_FACTS = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect"}
 
 V100_NVML = collect_nvml(nvml_from_smi_table(
     "nvidia-smi-bsyonline-8xv100.txt", full_name="Tesla V100-PCIE-32GB",

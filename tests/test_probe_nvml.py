@@ -85,6 +85,9 @@ def test_v100_server_one_gpu_from_smi_q():
         "cuda_driver_version": "11.4",
         "nvml_version": None,  # `nvidia-smi -q` does not print it: the fake says Not Supported
         "gpus": [V100_GPU],
+        # one GPU: no pair to describe (nvml_topology; tested in test_probe_nvml_topology)
+        "topology": {"link": [[None]], "pcie": [[None]], "nvlinks": [[None]],
+                     "numa_affinity": [None], "error": None},
     }
     assert nvml.queries[0] == "nvmlInit"
     assert nvml.shutdown_calls == 1

@@ -22,6 +22,7 @@ from gpu_doctor.facts.driver_files import probe_driver_files
 from gpu_doctor.facts.env import Env
 from gpu_doctor.facts.environ import probe_environ
 from gpu_doctor.facts.host import probe_host
+from gpu_doctor.facts.interconnect import probe_interconnect
 from gpu_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from gpu_doctor.facts.os_info import probe_os
 from gpu_doctor.facts.snapshot import FactRecord, Facts
@@ -68,6 +69,7 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         lambda: _timed("host", lambda: probe_host(env)),
         lambda: _timed("driver", lambda: probe_driver_files(env)),
         lambda: _timed("env_vars", lambda: probe_environ(env)),
+        lambda: _timed("interconnect", lambda: probe_interconnect(env)),
     ]
     facts = Facts(meta={
         "gathered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

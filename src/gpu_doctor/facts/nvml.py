@@ -23,6 +23,7 @@ import sys
 from typing import Any, Callable
 
 from gpu_doctor.facts.env import Env
+from gpu_doctor.facts.nvml_topology import safe_topology
 from gpu_doctor.facts.snapshot import FactRecord
 
 NVML_TIMEOUT_S = 20.0
@@ -71,6 +72,7 @@ def collect_nvml(nvml: Any, psutil: Any = None) -> dict[str, Any]:
             ),
             "nvml_version": _try(lambda: _text(nvml.nvmlSystemGetNVMLVersion())),
             "gpus": [_collect_gpu(nvml, i, psutil) for i in range(count)],
+            "topology": safe_topology(nvml, count),
         }
     finally:
         _try(nvml.nvmlShutdown)

@@ -1,0 +1,465 @@
+"""NCCL: is it there, what the NCCL_* variables change, and can the GPUs talk to each other.
+
+/dev/shm, which NCCL's SHM transport lives in, is checked by host.shm (HST001).
+
+Sources:
+- NCCL environment variables (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE,
+  NCCL_IB_DISABLE, NCCL_SOCKET_IFNAME prefix/^/= syntax, NCCL_DEBUG):
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+- PCIe P2P through an IOMMU/ACS hangs or crawls; test with NCCL_P2P_DISABLE=1, fix with
+  iommu=pt or ACS off: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html
+  and NVIDIA/nccl#199 ("not hanging actually, it is just running at a very low speed").
+- No NCCL in Windows and macOS builds of torch ("Distributed package doesn't have NCCL
+  built in"): https://docs.pytorch.org/docs/stable/distributed.html#backends
+- nccl-tests all_reduce_perf: https://github.com/NVIDIA/nccl-tests
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpu_doctor.categories import Category
+from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
+from gpu_doctor.registry import Summary, check
+
+NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+ALL_REDUCE = "./build/all_reduce_perf -b 8 -e 256M -f 2 -g {n}"
+NCCL_TESTS = ("git clone https://github.com/NVIDIA/nccl-tests && cd nccl-tests && make && "
+              + ALL_REDUCE)
+TRUTHY = {"1", "true", "yes", "on"}
+
+NCCL_MISSING = Code(
+    id="NCC001",
+    category=Category.NCCL_UNAVAILABLE,
+    summary="This PyTorch build has no NCCL",
+    what="torch.distributed.is_nccl_available() is False (or torch.distributed is missing).",
+    why=("init_process_group('nccl') fails with \"Distributed package doesn't have NCCL "
+         "built in\": multi-GPU DDP cannot use the NCCL backend."),
+    fix=("Use the gloo backend on this platform, or train on Linux / WSL2 with a Linux CUDA "
+         "build of torch, which ships NCCL."),
+    docs_url="https://docs.pytorch.org/docs/stable/distributed.html#backends",
+)
+P2P_DISABLED = Code(
+    id="NCC002",
+    category=Category.NCCL_P2P,
+    summary="NCCL peer-to-peer transport is switched off by the environment",
+    what="NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=LOC) stops NCCL from using NVLink or PCIe P2P.",
+    why=("Traffic between GPUs then goes through host shared memory: correct but much slower, "
+         "and on NVLink machines a waste of the fastest link."),
+    fix="Unset it unless a P2P hang was proven on this machine (then fix the IOMMU/ACS instead).",
+    severity=Severity.WARNING,
+    docs_url=NCCL_ENV_DOCS,
+)
+SHM_DISABLED = Code(
+    id="NCC003",
+    category=Category.NCCL_SHARED_MEMORY,
+    summary="NCCL shared-memory transport is switched off",
+    what="NCCL_SHM_DISABLE=1 stops NCCL from passing data between processes via /dev/shm.",
+    why="Where GPUs have no P2P path, NCCL falls back to sockets: much slower, or no path.",
+    fix="Unset NCCL_SHM_DISABLE and give the container enough /dev/shm instead.",
+    severity=Severity.WARNING,
+    docs_url=NCCL_ENV_DOCS,
+)
+IB_DISABLED = Code(
+    id="NCC004",
+    category=Category.NCCL_NETWORK,
+    summary="InfiniBand is present but NCCL_IB_DISABLE=1",
+    what="The machine has active InfiniBand/RoCE ports and NCCL is told not to use them.",
+    why="Multi-node traffic then goes over TCP sockets, many times slower than the IB fabric.",
+    fix="Unset NCCL_IB_DISABLE.",
+    severity=Severity.WARNING,
+    docs_url=NCCL_ENV_DOCS,
+)
+IFNAME_MISSING = Code(
+    id="NCC005",
+    category=Category.NCCL_NETWORK,
+    summary="NCCL_SOCKET_IFNAME names no usable interface",
+    what="No network interface that is up matches NCCL_SOCKET_IFNAME.",
+    why=("NCCL cannot bootstrap: init_process_group fails with 'no socket interface found' or "
+         "hangs until the timeout."),
+    fix="Set NCCL_SOCKET_IFNAME to an interface that is up (see `ip -br addr`), or unset it.",
+    docs_url=NCCL_ENV_DOCS,
+)
+DEBUG_ON = Code(
+    id="NCC006",
+    # Not a fault: the contract has no category for verbose logging, so "unknown".
+    category=Category.UNKNOWN,
+    summary="NCCL debug logging is left on",
+    what="NCCL_DEBUG=INFO or TRACE makes every rank print NCCL's setup and (TRACE) each call.",
+    why="Logs grow large and real errors drown; keep it for diagnosing, then switch it off.",
+    fix="unset NCCL_DEBUG (or NCCL_DEBUG=WARN to print only the reason of a failure).",
+    severity=Severity.INFO,
+    docs_url=NCCL_ENV_DOCS,
+)
+NVLINK_NO_P2P = Code(
+    id="NCC007",
+    category=Category.NCCL_P2P,
+    summary="GPUs joined by NVLink report no peer-to-peer access",
+    what="torch.cuda.can_device_access_peer is False for a pair that NVML shows on NVLink.",
+    why=("NCCL then routes that pair through host memory, or fails; on NVSwitch boards this "
+         "usually means the Fabric Manager is not running or the NVLinks are down."),
+    fix=("Check the links (`nvidia-smi nvlink --status`), the fabric manager on NVSwitch "
+         "systems, and Xid 74 NVLink errors in the kernel log."),
+    docs_url=NCCL_TROUBLE,
+)
+IOMMU_P2P = Code(
+    id="NCC008",
+    category=Category.NCCL_P2P,
+    summary="PCIe P2P is enabled with the IOMMU translating: the known NCCL hang",
+    what=("CUDA reports P2P between GPUs that talk over PCIe while the IOMMU is on (not in "
+          "passthrough): PCIe ACS then redirects P2P traffic through the CPU."),
+    why=("The first NCCL collective (often DDP's initial broadcast) hangs or runs at a "
+         "fraction of PCIe speed (NVIDIA/nccl#199)."),
+    fix=("Test with NCCL_P2P_DISABLE=1; if that helps, boot with `iommu=pt` (or disable "
+         "the IOMMU / ACS in the BIOS), or keep NCCL_P2P_DISABLE=1."),
+    severity=Severity.WARNING,
+    docs_url=NCCL_TROUBLE,
+)
+IB_DOWN = Code(
+    id="NCC009",
+    category=Category.NCCL_NETWORK,
+    summary="InfiniBand/RoCE ports are down",
+    what="The machine has InfiniBand/RoCE ports and none of them is ACTIVE.",
+    why=("Multi-node NCCL either fails to connect over IB or falls back to slow TCP sockets."),
+    fix="Check the cable and subnet manager (`ibstat`), or set NCCL_IB_DISABLE=1 for "
+        "single-node jobs.",
+    severity=Severity.WARNING,
+    docs_url=NCCL_TROUBLE,
+)
+P2P_PROBE_HUNG = Code(
+    id="NCC010",
+    category=Category.NCCL_P2P,
+    summary="Asking CUDA for peer access hung",
+    what="torch.cuda.can_device_access_peer did not answer before the probe's deadline.",
+    why="A P2P query that hangs points at a wedged driver or PCIe path; NCCL will hang too.",
+    fix="Look for Xid errors in the kernel log, reset the GPUs or reboot; test with "
+        "NCCL_P2P_DISABLE=1.",
+    docs_url=NCCL_TROUBLE,
+)
+
+
+def _env(facts: Any) -> dict[str, str]:
+    return facts.get("env_vars") or {}
+
+
+def _on(value: str | None) -> bool:
+    return (value or "").strip().lower() in TRUTHY
+
+
+def _topology(facts: Any) -> dict[str, Any]:
+    nvml = facts.get("nvml") or {}
+    topo = nvml.get("topology") if nvml.get("initialized") else None
+    return topo if topo and topo.get("link") else {}
+
+
+def _has_nvlink(topo: dict[str, Any]) -> bool:
+    return any(n for row in topo.get("nvlinks") or [] for n in row or [] if n)
+
+
+def _is_wsl(facts: Any) -> bool:
+    return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
+
+
+@check(
+    id="nccl.available",
+    title="NCCL in this PyTorch",
+    area="nccl",
+    requires=("torch",),
+    codes=(NCCL_MISSING,),
+    blocked_by=("torch.import", "torch.cuda_build"),
+)
+def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
+    torch = facts["torch"]
+    dist = torch.get("distributed") or {}
+    version = (torch.get("libraries") or {}).get("nccl_version")
+    if not (torch.get("build") or {}).get("cuda"):
+        yield Summary("not a CUDA build of torch: NCCL is not expected")
+        return
+    if dist.get("available") and dist.get("nccl_available"):
+        yield Summary(f"NCCL {version or '(version unknown)'}")
+        return
+    system = (facts.get("os") or {}).get("system") or ""
+    reason = ("torch.distributed is not available" if not dist.get("available")
+              else "torch.distributed.is_nccl_available() is False")
+    steps = [Step("Use the gloo backend, which every build has.",
+                  command="python -c \"import torch.distributed as d; "
+                          "print(d.is_gloo_available())\"  # then init_process_group('gloo')")]
+    if system in ("Windows", "Darwin"):
+        steps.append(Step("For NCCL, train under Linux or WSL2 with a Linux CUDA build of "
+                          "torch.", command="wsl --install -d Ubuntu",
+                          url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html"))
+    else:
+        steps.append(Step("Install an official Linux CUDA build of torch (it bundles NCCL).",
+                          command="pip install --force-reinstall torch "
+                                  "--index-url https://download.pytorch.org/whl/cu128"))
+    yield Finding(
+        code=NCCL_MISSING,
+        title=f"This PyTorch build has no NCCL ({reason}"
+              f"{' on ' + system if system else ''}): multi-GPU DDP cannot use 'nccl'",
+        evidence=(Evidence("torch.distributed", str(dist), "torch probe"),
+                  Evidence("NCCL version", str(version), "torch.cuda.nccl.version()")),
+        remediation=tuple(steps),
+    )
+
+
+def _ifname_matches(spec: str, names: list[str]) -> list[str]:
+    """Interfaces NCCL would consider for SPEC: prefixes, '=' exact, '^' exclusion."""
+    spec = spec.strip()
+    exclude = spec.startswith("^")
+    spec = spec.lstrip("^")
+    exact = spec.startswith("=")
+    spec = spec.lstrip("=")
+    parts = [p for p in spec.split(",") if p]
+
+    def hit(name: str) -> bool:
+        return any(name == p if exact else name.startswith(p) for p in parts)
+
+    return [n for n in names if hit(n) != exclude]
+
+
+@check(
+    id="nccl.env",
+    title="NCCL environment variables",
+    area="nccl",
+    requires=("env_vars",),
+    codes=(P2P_DISABLED, SHM_DISABLED, IB_DISABLED, IFNAME_MISSING, DEBUG_ON),
+)
+def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
+    env = _env(facts)
+    nccl = {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")}
+    inter = facts.get("interconnect") if facts.available("interconnect") else None
+    topo = _topology(facts)
+    level = (env.get("NCCL_P2P_LEVEL") or "").strip().upper()
+    if _on(env.get("NCCL_P2P_DISABLE")) or level in ("LOC", "0"):
+        what = "NCCL_P2P_DISABLE=1" if _on(env.get("NCCL_P2P_DISABLE")) else \
+            f"NCCL_P2P_LEVEL={level}"
+        nvlink = _has_nvlink(topo)
+        yield Finding(
+            code=P2P_DISABLED,
+            title=f"{what} turns off GPU peer-to-peer"
+                  + (": this machine's NVLinks go unused" if nvlink else
+                     " (traffic goes through host memory)"),
+            severity=Severity.WARNING if nvlink else Severity.INFO,
+            evidence=(Evidence(what.split("=")[0], what.split("=")[1], "environment"),
+                      Evidence("GPU links", _topology_summary(topo) or "unknown",
+                               "NVML topology")),
+            remediation=(
+                Step("Unset it, then confirm the first all-reduce completes quickly.",
+                     command="unset NCCL_P2P_DISABLE NCCL_P2P_LEVEL"),
+                Step("Measure with and without it.", command=NCCL_TESTS.format(n=2)),
+            ),
+        )
+    if _on(env.get("NCCL_SHM_DISABLE")):
+        yield Finding(
+            code=SHM_DISABLED,
+            title="NCCL_SHM_DISABLE=1 turns off NCCL's shared-memory transport",
+            evidence=(Evidence("NCCL_SHM_DISABLE", env["NCCL_SHM_DISABLE"], "environment"),),
+            remediation=(Step("Unset it.", command="unset NCCL_SHM_DISABLE"),
+                         Step("If it was set for a small /dev/shm, enlarge /dev/shm instead "
+                              "(see HST001).", command="df -h /dev/shm")),
+        )
+    active_ib = [p for p in (inter or {}).get("infiniband") or [] if p.get("active")]
+    if _on(env.get("NCCL_IB_DISABLE")) and active_ib:
+        yield Finding(
+            code=IB_DISABLED,
+            title=f"NCCL_IB_DISABLE=1 while {len(active_ib)} InfiniBand/RoCE port"
+                  f"{'s are' if len(active_ib) > 1 else ' is'} active: multi-node traffic "
+                  f"falls back to TCP",
+            evidence=tuple(Evidence(f"{p['device']} port {p['port']}",
+                                    f"{p.get('state')}, {p.get('rate')}, {p.get('link_layer')}",
+                                    "/sys/class/infiniband") for p in active_ib),
+            remediation=(Step("Unset it.", command="unset NCCL_IB_DISABLE"),
+                         Step("Confirm NCCL picks IB (look for 'NET/IB : Using').",
+                              command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "
+                                      "python -m torch.distributed.run --nproc_per_node 2 "
+                                      "your_script.py 2>&1 | grep NET/")),
+        )
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    interfaces = (inter or {}).get("interfaces")
+    if ifname and interfaces is not None:
+        up = [i["name"] for i in interfaces if i.get("up")]
+        if not _ifname_matches(ifname, up):
+            listing = ", ".join(f"{i['name']} ({'up' if i.get('up') else 'down'})"
+                                for i in interfaces)
+            candidates = [n for n in up if n != "lo" and not n.startswith(("docker", "virbr"))]
+            yield Finding(
+                code=IFNAME_MISSING,
+                title=f"NCCL_SOCKET_IFNAME={ifname} matches no interface that is up "
+                      f"(up: {', '.join(up) or 'none'})",
+                evidence=(Evidence("NCCL_SOCKET_IFNAME", ifname, "environment"),
+                          Evidence("interfaces", listing or "none", "psutil.net_if_stats")),
+                remediation=(
+                    Step("List interfaces and their addresses.", command="ip -br addr"),
+                    Step("Point NCCL at an interface that is up and reaches the other nodes.",
+                         command="export NCCL_SOCKET_IFNAME="
+                                 + (candidates[0] if candidates else "eth0")),
+                ),
+            )
+    debug = (env.get("NCCL_DEBUG") or "").strip().upper()
+    if debug in ("INFO", "TRACE"):
+        yield Finding(
+            code=DEBUG_ON,
+            title=f"NCCL_DEBUG={debug} is set: every rank prints NCCL's setup"
+                  + (" and every call" if debug == "TRACE" else ""),
+            evidence=(Evidence("NCCL_DEBUG", env["NCCL_DEBUG"], "environment"),),
+            remediation=(Step("Switch it off when not diagnosing (WARN still prints the reason "
+                              "of a failure).", command="export NCCL_DEBUG=WARN"),),
+        )
+    yield Summary(", ".join(f"{k}={v}" for k, v in nccl.items()) or "no NCCL_* variables set")
+
+
+def _topology_summary(topo: dict[str, Any]) -> str:
+    link = topo.get("link") or []
+    counts: dict[str, int] = {}
+    for i, row in enumerate(link):
+        for j, cell in enumerate(row or []):
+            if j > i and cell:
+                counts[cell] = counts.get(cell, 0) + 1
+    return ", ".join(f"{n} pair{'s' if n > 1 else ''} {word}"
+                     for word, n in sorted(counts.items()))
+
+
+def _cuda_to_nvml(facts: Any, n: int) -> list[int] | None:
+    """NVML index of each CUDA device, by PCI bus number (identity when it cannot tell)."""
+    nvml_gpus = [g for g in (facts["nvml"].get("gpus") or []) if "error" not in g]
+    devices = ((facts.get("torch") or {}).get("cuda") or {}).get("devices") or []
+    buses = {}
+    for g in nvml_gpus:
+        try:
+            buses[int(g["pci_bus_id"].split(":")[-2], 16)] = g["index"]
+        except (AttributeError, IndexError, KeyError, ValueError):
+            continue
+    mapped = [buses.get(d.get("pci_bus_id")) for d in devices]
+    if len(mapped) == n and None not in mapped and len(buses) == len(nvml_gpus):
+        return [m for m in mapped if m is not None]
+    return list(range(n)) if n == len(nvml_gpus) and not _env(facts).get(
+        "CUDA_VISIBLE_DEVICES") else None
+
+
+@check(
+    id="nccl.p2p",
+    title="GPU peer-to-peer and topology",
+    area="nccl",
+    requires=("nvml",),
+    codes=(NVLINK_NO_P2P, IOMMU_P2P, P2P_PROBE_HUNG),
+    blocked_by=("driver.present",),
+)
+def nccl_p2p(facts: Any) -> Iterator[Finding | Summary]:
+    topo = _topology(facts)
+    nvml_gpus = [g for g in (facts["nvml"].get("gpus") or []) if "error" not in g]
+    if len(nvml_gpus) < 2:
+        yield Summary("single GPU: no peer-to-peer needed" if nvml_gpus else "no GPU")
+        return
+    summary = _topology_summary(topo) or "topology unknown"
+    torch = facts.get("torch") if facts.available("torch") else None
+    p2p = (((torch or {}).get("cuda") or {}).get("p2p")) or None
+    if p2p and p2p.get("timed_out"):
+        yield Finding(
+            code=P2P_PROBE_HUNG,
+            title="torch.cuda.can_device_access_peer hung: the P2P query never answered",
+            evidence=(Evidence("P2P probe", p2p.get("error") or "timed out", "torch probe"),),
+            remediation=(Step("Look for Xid errors.", command="sudo dmesg -T | grep -i xid"),
+                         Step("Try NCCL without P2P.", command="export NCCL_P2P_DISABLE=1")),
+        )
+    matrix = (p2p or {}).get("matrix")
+    if not matrix or not topo:
+        yield Summary(summary)
+        return
+    to_nvml = _cuda_to_nvml(facts, len(matrix))
+    if to_nvml is None:
+        yield Summary(summary + "; P2P matrix not matched to NVML GPUs")
+        return
+    nvlinks, pcie = topo.get("nvlinks") or [], topo.get("pcie") or []
+    broken, pcie_p2p = [], []
+    for a, row in enumerate(matrix):
+        for b, ok in enumerate(row):
+            if b <= a or ok is None:
+                continue
+            i, j = to_nvml[a], to_nvml[b]
+            links = nvlinks[i][j] if i < len(nvlinks) and j < len(nvlinks[i]) else None
+            if links and ok is False:
+                broken.append((a, b, i, j, links))
+            elif not links and ok is True:
+                pcie_p2p.append((a, b, pcie[i][j] if pcie else None))
+    if broken:
+        pairs = ", ".join(f"cuda:{a}-cuda:{b} (NV{n})" for a, b, _, _, n in broken)
+        yield Finding(
+            code=NVLINK_NO_P2P,
+            title=f"{len(broken)} GPU pair{'s' if len(broken) > 1 else ''} joined by NVLink "
+                  f"report no peer access: {pairs}",
+            evidence=(Evidence("can_device_access_peer False", pairs, "torch probe"),
+                      Evidence("NVML topology", summary, "nvmlDeviceGetNvLinkState")),
+            remediation=(
+                Step("Check the NVLinks.", command="nvidia-smi nvlink --status"),
+                Step("On NVSwitch (HGX/DGX) systems, the fabric manager must run.",
+                     command="systemctl status nvidia-fabricmanager"),
+                Step("Look for NVLink Xid 74 errors.", command="sudo dmesg -T | grep -i xid"),
+                Step("Measure.", command=NCCL_TESTS.format(n=len(matrix))),
+            ),
+            affects=tuple(sorted({f"gpu:{i}" for _, _, i, _, _ in broken}
+                                 | {f"gpu:{j}" for _, _, _, j, _ in broken})),
+        )
+    inter = facts.get("interconnect") if facts.available("interconnect") else None
+    iommu = (inter or {}).get("iommu") or {}
+    p2p_off = _on(_env(facts).get("NCCL_P2P_DISABLE"))
+    if pcie_p2p and iommu.get("enabled") and not iommu.get("passthrough") and not p2p_off \
+            and not _is_wsl(facts):
+        pairs = ", ".join(f"cuda:{a}-cuda:{b} ({lvl or 'PCIe'})" for a, b, lvl in pcie_p2p)
+        yield Finding(
+            code=IOMMU_P2P,
+            title=f"IOMMU is on ({iommu.get('groups')} groups, no iommu=pt) and "
+                  f"{len(pcie_p2p)} GPU pair{'s use' if len(pcie_p2p) > 1 else ' uses'} PCIe "
+                  f"P2P: NCCL's first collective may hang",
+            evidence=(Evidence("kernel command line", " ".join(iommu.get("cmdline_flags") or [])
+                               or "(no iommu flags)", "/proc/cmdline"),
+                      Evidence("IOMMU groups", str(iommu.get("groups")),
+                               "/sys/kernel/iommu_groups"),
+                      Evidence("PCIe P2P pairs", pairs, "torch.cuda.can_device_access_peer")),
+            remediation=(
+                Step("Test: if the job (or all_reduce_perf) runs with P2P off, the PCIe path "
+                     "is the problem.", command="cd nccl-tests && NCCL_P2P_DISABLE=1 "
+                     + ALL_REDUCE.format(n=len(matrix))),
+                Step("Keep NCCL on NVLink only (or off P2P) until fixed.",
+                     command="export NCCL_P2P_DISABLE=1"),
+                Step("Fix: IOMMU passthrough on the kernel command line (GRUB_CMDLINE_LINUX), "
+                     "then reboot; or disable VT-d/IOMMU or ACS in the BIOS.",
+                     command="sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&iommu=pt /' "
+                             "/etc/default/grub && sudo update-grub && sudo reboot",
+                     url=NCCL_TROUBLE),
+                Step("Look at ACS on the PCIe bridges (ReqRedir+ CmpltRedir+ = redirected).",
+                     command="sudo lspci -vvv | grep -i acsctl"),
+            ),
+        )
+    yield Summary(summary)
+
+
+@check(
+    id="nccl.network",
+    title="InfiniBand / RoCE",
+    area="nccl",
+    requires=("interconnect",),
+    codes=(IB_DOWN,),
+)
+def nccl_network(facts: Any) -> Iterator[Finding | Summary]:
+    ports = facts["interconnect"].get("infiniband") or []
+    if not ports:
+        yield Summary("no InfiniBand/RoCE devices")
+        return
+    active = [p for p in ports if p.get("active")]
+    if not active:
+        yield Finding(
+            code=IB_DOWN,
+            title=(f"All {len(ports)} InfiniBand/RoCE ports are down: multi-node NCCL cannot "
+                   f"use them" if len(ports) > 1 else "The only InfiniBand/RoCE port is down: "
+                   "multi-node NCCL cannot use it"),
+            evidence=tuple(Evidence(f"{p['device']} port {p['port']}", str(p.get("state")),
+                                    "/sys/class/infiniband") for p in ports),
+            remediation=(Step("Show port and link state.", command="ibstat"),
+                         Step("For single-node jobs, keep NCCL off IB.",
+                              command="export NCCL_IB_DISABLE=1")),
+        )
+        return
+    rates = sorted({p.get("rate") or "?" for p in active})
+    yield Summary(f"{len(active)} of {len(ports)} ports active ({', '.join(rates)})")
