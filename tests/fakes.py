@@ -29,6 +29,12 @@ def ok(stdout: str = "", stderr: str = "", argv: Sequence[str] = ("fake",)) -> C
 _Mem = namedtuple("_Mem", "total available used free percent")
 _Swap = namedtuple("_Swap", "total used free percent")
 _Disk = namedtuple("_Disk", "total used free percent")
+Conn = namedtuple("Conn", "fd family type laddr raddr status pid")
+
+
+def listening(port: int, pid: int | None = None) -> Conn:
+    """A listening TCP socket as psutil.net_connections reports it."""
+    return Conn(3, 2, 1, ("0.0.0.0", port), (), "LISTEN", pid)
 
 
 @dataclass
@@ -43,6 +49,8 @@ class FakePsutil:
     affinity: int | None = None
     nofile: tuple[int, int] = (1024, 1048576)
     disks: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (total, free)
+    connections: list[Any] = field(default_factory=list)  # what net_connections returns
+    process_names: dict[int, str] = field(default_factory=dict)  # pid -> name
 
     RLIMIT_NOFILE = 7
 
@@ -63,10 +71,17 @@ class FakePsutil:
                 return _Disk(total, total - free, free, 0.0)
         raise FileNotFoundError(path)
 
-    def Process(self) -> Any:  # mirrors psutil's API
+    def net_connections(self, kind: str = "inet") -> list[Any]:
+        assert kind == "tcp"
+        return list(self.connections)
+
+    def Process(self, pid: int | None = None) -> Any:  # mirrors psutil's API
         fake = self
 
         class _Proc:
+            def name(self) -> str:
+                return fake.process_names[pid]  # KeyError: like psutil.NoSuchProcess
+
             def rlimit(self, which: int) -> tuple[int, int]:
                 return fake.nofile
 
