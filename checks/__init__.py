@@ -7,5 +7,7 @@ causes (the driver, the torch install) before what depends on them.
 BUILTIN_MODULES: tuple[str, ...] = (
     "gpu_doctor.checks.driver",
     "gpu_doctor.checks.torch_build",
+    "gpu_doctor.checks.wsl",
     "gpu_doctor.checks.host",
+    "gpu_doctor.checks.launch",
 )

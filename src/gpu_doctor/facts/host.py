@@ -15,6 +15,7 @@ network.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from typing import Any, Callable
@@ -83,10 +84,8 @@ def rendezvous_port(env: Env, bind: Callable[[int], bool | None] = bind_test) ->
                 info["in_use"] = True
                 info["pid"] = conn.pid
                 if conn.pid:
-                    try:
+                    with contextlib.suppress(Exception):  # gone, or another user's
                         info["process"] = psutil.Process(conn.pid).name()
-                    except Exception:
-                        pass
                 break
         return info
     info["method"] = "bind test"
