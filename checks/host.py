@@ -420,9 +420,8 @@ def host_nofile(facts: Any) -> Iterator[Finding | Summary]:
                           command="echo \"$USER - nofile 65536\" | "
                                   "sudo tee -a /etc/security/limits.conf"))
     steps.append(Step("Or let workers share tensors through /dev/shm files instead of file "
-                      "descriptors: add this at the top of the training script.",
-                      command="import torch.multiprocessing; "
-                              "torch.multiprocessing.set_sharing_strategy('file_system')",
+                      "descriptors: put torch.multiprocessing.set_sharing_strategy("
+                      "'file_system') at the top of the training script.",
                       url=PYTORCH_MULTIPROCESSING))
     yield Finding(
         code=NOFILE_LOW,

@@ -83,7 +83,9 @@ def launch_command(facts: Any, gpus: int, batch: int | None) -> str:
 
 def _nearest(batch: int, gpus: int) -> tuple[int, int]:
     below = (batch // gpus) * gpus
-    return (below if below else gpus), below + gpus
+    if below == 0:  # smaller than the GPU count: the two smallest valid sizes
+        return gpus, 2 * gpus
+    return below, below + gpus
 
 
 @check(id="launch.plan", title="Launch plan (--gpus, --batch)", area="launch",
@@ -100,7 +102,7 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
     problems = False
     if wanted == 0 or wanted > usable:
         problems = True
-        yield _too_few(facts, wanted or 1, usable, source)
+        yield _too_few(facts, gpus, usable, source)
     if batch is not None and wanted and batch % wanted:
         problems = True
         below, above = _nearest(batch, wanted)
@@ -126,12 +128,13 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
     yield Summary(f"{wanted} GPUs, one DDP process each (not nn.DataParallel): {command}")
 
 
-def _too_few(facts: Any, wanted: int, usable: int, source: str) -> Finding:
+def _too_few(facts: Any, planned: int | None, usable: int, source: str) -> Finding:
+    wanted = planned or 1
     env_vars = facts.get("env_vars") or {}
     nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
     cvd = env_vars.get("CUDA_VISIBLE_DEVICES")
     slurm = (facts.get("os") or {}).get("scheduler") or {}
-    evidence = [Evidence("GPUs planned", str(wanted), "--gpus"),
+    evidence = [Evidence("GPUs planned", str(planned or "all"), "--gpus"),
                 Evidence("GPUs usable", str(usable), source),
                 Evidence("GPUs on the machine", str(nvml_count), "NVML")]
     steps = []
@@ -157,7 +160,8 @@ def _too_few(facts: Any, wanted: int, usable: int, source: str) -> Finding:
                           f"all in.", command="docker run --gpus all ..."))
     return Finding(
         code=TOO_FEW_GPUS,
-        title=f"--gpus {wanted} but only {usable} GPU(s) are usable here",
+        title=(f"--gpus {planned} but only {usable} GPU(s) are usable here" if planned
+               else "No GPU is usable here for the planned job"),
         evidence=tuple(evidence),
         remediation=tuple(steps),
     )
