@@ -256,7 +256,7 @@ def _is_wsl(facts: Any) -> bool:
 
 @check(
     id="host.memory",
-    title="Host RAM for the GPU processes",
+    title="Host RAM",
     area="host",
     requires=("host",),
     codes=(RAM_TOO_SMALL,),
@@ -306,7 +306,7 @@ def host_memory(facts: Any) -> Iterator[Finding | Summary]:
 
 @check(
     id="host.cpu",
-    title="CPU cores per GPU",
+    title="CPU cores",
     area="host",
     requires=("host",),
     codes=(CPU_STARVED,),
@@ -353,7 +353,7 @@ def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
 
 @check(
     id="host.disk",
-    title="Disk space for checkpoints",
+    title="Disk space",
     area="host",
     requires=("host",),
     codes=(DISK_LOW,),

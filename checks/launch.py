@@ -88,7 +88,7 @@ def _nearest(batch: int, gpus: int) -> tuple[int, int]:
     return below, below + gpus
 
 
-@check(id="launch.plan", title="Launch plan (--gpus, --batch)", area="launch",
+@check(id="launch.plan", title="Launch plan", area="launch",
        requires=("plan",), codes=(TOO_FEW_GPUS, BATCH_NOT_DIVISIBLE))
 def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
     plan = facts["plan"]

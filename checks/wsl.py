@@ -147,7 +147,7 @@ def _wsl1(wsl: dict[str, Any]) -> Finding:
     )
 
 
-@check(id="wsl.setup", title="WSL GPU setup", area="wsl", requires=("wsl",),
+@check(id="wsl.setup", title="WSL setup", area="wsl", requires=("wsl",),
        codes=(WSL1, LIBCUDA_MISSING, LOADER_MISSES_LIBCUDA, LINUX_DRIVER_IN_WSL))
 def wsl_setup(facts: Any) -> Iterator[Finding | Summary]:
     """WSL 2, the Windows driver's libcuda in /usr/lib/wsl/lib, found by the loader, alone."""
@@ -266,7 +266,7 @@ def _gib_up(n: int) -> int:
     return -(-n // GIB)
 
 
-@check(id="wsl.limits", title="WSL VM memory and multi-GPU", area="wsl",
+@check(id="wsl.limits", title="WSL limits", area="wsl",
        requires=("wsl", "host"), codes=(VM_MEMORY_SMALL, MULTI_GPU_ON_WSL),
        blocked_by=("wsl.setup",))
 def wsl_limits(facts: Any) -> Iterator[Finding | Summary]:
