@@ -13,5 +13,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "gpu_doctor.checks.cudnn",
     "gpu_doctor.checks.visibility",
     "gpu_doctor.checks.nccl",
+    "gpu_doctor.checks.wsl",
     "gpu_doctor.checks.host",
+    "gpu_doctor.checks.launch",
 )

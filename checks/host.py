@@ -7,6 +7,16 @@ and NCCL then fails with "unhandled system error" / "Error while creating shared
 segment", DataLoader workers with "Bus error". NVIDIA recommends ``--shm-size=1g``
 (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#sharing-data);
 DeepSpeed's environment report warns below 512 MB (deepspeed/env_report.py).
+
+RAM, CPU cores and disk: sized by the rules of thumb in ``checks/_resources.py`` (sources
+there). Open files: DataLoader workers hand tensors to the main process through file
+descriptors by default on Linux (``file_descriptor`` sharing strategy,
+https://docs.pytorch.org/docs/stable/multiprocessing.html), and a low ``ulimit -n`` ends
+in "received 0 items of ancdata" or "Too many open files" (pytorch/pytorch#973). The
+rendezvous port: torchrun's master listens on ``--master-port`` / MASTER_PORT, 29500 by
+default (``torch/distributed/run.py``); a second job or a stale rank on it fails the new
+one with "Address already in use"
+(https://docs.pytorch.org/docs/stable/elastic/run.html for ``--standalone``).
 """
 
 from __future__ import annotations
@@ -14,6 +24,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpu_doctor.checks._resources import (
+    WORKER_BYTES,
+    cpu_cores,
+    effective_ram,
+    planned_ranks,
+    ram_needed,
+    workers_per_rank,
+)
 from gpu_doctor.checks._util import GIB, MIB, human_bytes
 
 from gpu_doctor.categories import Category
@@ -135,3 +153,337 @@ def shared_memory(facts: Any) -> Iterator[Finding | Summary]:
         )
         return
     yield Summary(f"{human_bytes(total)} ({human_bytes(free)} free)")
+
+
+PYTORCH_MULTIPROCESSING = "https://docs.pytorch.org/docs/stable/multiprocessing.html"
+TORCHRUN_DOCS = "https://docs.pytorch.org/docs/stable/elastic/run.html"
+
+RAM_TOO_SMALL = Code(
+    id="HST002",
+    category=Category.HOST_OUT_OF_MEMORY,
+    summary="Host RAM is small for the planned GPU processes and DataLoader workers",
+    what=(
+        "The RAM this job may use (the machine's, or the container's cgroup limit when lower) "
+        "is below a rule-of-thumb estimate: about 2 GiB per GPU process, a quarter of each "
+        "GPU's memory for staging checkpoints, and 0.5 GiB per DataLoader worker."
+    ),
+    why=(
+        "When host RAM runs out the kernel's OOM killer ends a rank with SIGKILL: torchrun "
+        "reports 'exitcode: -9' and the other ranks are torn down."
+    ),
+    fix=(
+        "Use fewer DataLoader workers (--workers), fewer GPUs per host, or a machine or "
+        "container with more memory; in a container raise its memory limit."
+    ),
+    severity=Severity.WARNING,
+    docs_url="https://docs.pytorch.org/docs/stable/generated/torch.load.html",
+)
+
+CPU_STARVED = Code(
+    id="HST003",
+    category=Category.HOST_OUT_OF_MEMORY,
+    summary="Too few CPU cores for the GPU processes and their DataLoader workers",
+    what=(
+        "Fewer than 2 CPU cores per GPU process, or more DataLoader worker processes than "
+        "cores."
+    ),
+    why=(
+        "Each GPU process needs a core to launch kernels and its DataLoader workers need "
+        "cores to decode data; starved, the GPUs wait on input and oversubscribed workers "
+        "also multiply host memory use."
+    ),
+    fix="Lower --workers to the cores per GPU minus one, and keep OMP_NUM_THREADS at 1.",
+    severity=Severity.WARNING,
+    docs_url=TORCHRUN_DOCS,
+)
+
+DISK_LOW = Code(
+    id="HST004",
+    category=Category.HOST_OUT_OF_MEMORY,
+    summary="Little disk space left in the working directory for checkpoints",
+    what="The filesystem of the working directory has less free space than checkpoints need.",
+    why=(
+        "Training writes checkpoints (last and best, with optimizer state) and logs there; "
+        "a full disk ends the run at the first save, often hours in."
+    ),
+    fix="Free space, or point the run's output directory at a larger filesystem.",
+    severity=Severity.WARNING,
+)
+
+NOFILE_LOW = Code(
+    id="HST005",
+    category=Category.NCCL_SHARED_MEMORY,
+    summary="The open-files limit is low for DataLoader workers sharing tensors",
+    what=(
+        "The soft RLIMIT_NOFILE (`ulimit -n`) is below 4096 while DataLoader workers are "
+        "planned."
+    ),
+    why=(
+        "On Linux, workers pass each shared tensor to the main process as a file descriptor "
+        "(the 'file_descriptor' sharing strategy). With many tensors in flight the limit is "
+        "reached: 'RuntimeError: received 0 items of ancdata' or 'OSError: [Errno 24] Too "
+        "many open files'."
+    ),
+    fix=(
+        "Raise the limit (`ulimit -n 65536` in the launching shell, or limits.conf / "
+        "`docker run --ulimit nofile=65536:65536`), or call "
+        "torch.multiprocessing.set_sharing_strategy('file_system') in the script."
+    ),
+    severity=Severity.WARNING,
+    docs_url=PYTORCH_MULTIPROCESSING,
+)
+
+PORT_IN_USE = Code(
+    id="HST006",
+    category=Category.RENDEZVOUS_PORT_IN_USE,
+    summary="The rendezvous port (MASTER_PORT, default 29500) is already taken",
+    what="A process on this host already listens on the port torchrun's rendezvous will use.",
+    why=(
+        "The new job's store cannot bind it and fails with 'Address already in use' "
+        "(EADDRINUSE), or worse, its ranks join the other job's rendezvous."
+    ),
+    fix=(
+        "Stop the stale process, or launch on another port: `--master_port 29501`, or "
+        "`--standalone` (`--rdzv-endpoint localhost:0`) to let torchrun pick a free one."
+    ),
+    docs_url=TORCHRUN_DOCS,
+)
+
+
+def _is_wsl(facts: Any) -> bool:
+    return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
+
+
+@check(
+    id="host.memory",
+    title="Host RAM",
+    area="host",
+    requires=("host",),
+    codes=(RAM_TOO_SMALL,),
+)
+def host_memory(facts: Any) -> Iterator[Finding | Summary]:
+    need = ram_needed(facts)
+    ram, ram_source = effective_ram(facts["host"])
+    if need["ranks"] == 0:
+        yield Summary(f"{human_bytes(ram)} RAM; no GPU to size it against")
+        return
+    if _is_wsl(facts):
+        yield Summary(f"{human_bytes(ram)} in the WSL VM; judged by the WSL check "
+                      f"(.wslconfig sets it)")
+        return
+    if ram >= need["total"]:
+        yield Summary(f"{human_bytes(ram)} RAM for {need['ranks']} GPU process(es); about "
+                      f"{human_bytes(need['total'])} needed")
+        return
+    workers = need["workers"]
+    fewer = max(0, workers - int((need["total"] - ram) // (WORKER_BYTES * need["ranks"])) - 1)
+    yield Finding(
+        code=RAM_TOO_SMALL,
+        title=f"{human_bytes(ram)} of host RAM for {need['ranks']} GPU process(es) with "
+              f"{workers} DataLoader workers each; about {human_bytes(need['total'])} needed",
+        evidence=(
+            Evidence("RAM for this job", human_bytes(ram), ram_source),
+            Evidence("GPU processes", str(need["ranks"]), "--gpus, else the usable GPUs"),
+            Evidence("GPU memory (largest)", human_bytes(need["gpu_memory"]), "NVML / torch"),
+            Evidence("DataLoader workers per process", str(workers),
+                     "--workers" if need["workers_planned"]
+                     else "default min(cores per GPU, 8) as Ultralytics uses"),
+            Evidence("estimated need", human_bytes(need["total"]),
+                     "2 GiB + GPU memory/4 + 0.5 GiB per worker, per process"),
+        ),
+        remediation=(
+            Step(f"Use fewer DataLoader workers per process (e.g. --workers {fewer}); each "
+                 f"is a separate process with its own memory."),
+            Step("In a container, raise its memory limit.",
+                 command="docker run --memory=64g ...   # Kubernetes: resources.limits.memory"),
+            Step("In the script, load checkpoints straight to the GPU so no CPU copy is kept: "
+                 "torch.load(path, map_location=f'cuda:{local_rank}')."),
+            Step("After an OOM kill, confirm it in the kernel log.",
+                 command="sudo dmesg -T | grep -i -E 'out of memory|killed process'"),
+        ),
+    )
+
+
+@check(
+    id="host.cpu",
+    title="CPU cores",
+    area="host",
+    requires=("host",),
+    codes=(CPU_STARVED,),
+)
+def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
+    host = facts["host"]
+    ranks = planned_ranks(facts)
+    cores = cpu_cores(host)
+    if ranks == 0:
+        yield Summary(f"{cores} CPU cores; no GPU planned")
+        return
+    workers, planned = workers_per_rank(facts, ranks)
+    per_gpu = cores / ranks
+    suggestion = max(0, cores // ranks - 1)
+    evidence = (
+        Evidence("CPU cores usable", str(cores), "sched_getaffinity (psutil cpu_affinity)"),
+        Evidence("GPU processes", str(ranks), "--gpus, else the usable GPUs"),
+        Evidence("DataLoader workers per process", str(workers),
+                 "--workers" if planned else "default"),
+    )
+    steps = (
+        Step(f"Give each GPU process at most {suggestion} DataLoader workers "
+             f"(--workers {suggestion}), and one OpenMP thread per process.",
+             command="export OMP_NUM_THREADS=1"),
+        Step("In a container or Slurm job, ask for more CPUs.",
+             command="docker run --cpus=16 ...   # Slurm: #SBATCH --cpus-per-task=16"),
+    )
+    if per_gpu < 2:
+        yield Finding(
+            code=CPU_STARVED,
+            title=f"{cores} CPU cores for {ranks} GPU processes: {per_gpu:.1f} per GPU, "
+                  f"fewer than 2",
+            evidence=evidence, remediation=steps)
+        return
+    if planned and ranks * (workers + 1) > cores:
+        yield Finding(
+            code=CPU_STARVED,
+            title=f"{ranks} GPU processes with {workers} DataLoader workers each need "
+                  f"{ranks * (workers + 1)} processes on {cores} CPU cores",
+            evidence=evidence, remediation=steps)
+        return
+    yield Summary(f"{cores} CPU cores, {per_gpu:.0f} per GPU process")
+
+
+@check(
+    id="host.disk",
+    title="Disk space",
+    area="host",
+    requires=("host",),
+    codes=(DISK_LOW,),
+)
+def host_disk(facts: Any) -> Iterator[Finding | Summary]:
+    disk = facts["host"].get("disk")
+    if not disk:
+        yield Summary("working directory's filesystem not readable")
+        return
+    need = ram_needed(facts)
+    # Rule of thumb: keep room for two checkpoints (last, best) of a model whose state can
+    # be as large as the GPU memory it trains in, and never less than 10 GiB.
+    floor = max(10 * GIB, 2 * need["gpu_memory"])
+    free = int(disk.get("free") or 0)
+    if free >= floor:
+        yield Summary(f"{human_bytes(free)} free in {disk.get('path')}")
+        return
+    yield Finding(
+        code=DISK_LOW,
+        title=f"Only {human_bytes(free)} free in {disk.get('path')}; checkpoints need about "
+              f"{human_bytes(floor)}",
+        evidence=(
+            Evidence("free", human_bytes(free), f"statvfs({disk.get('path')})"),
+            Evidence("size", human_bytes(disk.get("total")), f"statvfs({disk.get('path')})"),
+            Evidence("GPU memory (largest)", human_bytes(need["gpu_memory"]), "NVML / torch"),
+        ),
+        remediation=(
+            Step("See what takes the space.",
+                 command=f"du -xh --max-depth=1 {disk.get('path')} | sort -h | tail -20"),
+            Step("Remove old runs or caches, e.g. pip's and torch hub's.",
+                 command="pip cache purge; rm -rf ~/.cache/torch/hub/checkpoints"),
+            Step("Or write checkpoints to a larger filesystem (the trainer's --project/--save-dir "
+                 "option), checking it first.", command="df -h"),
+        ),
+    )
+
+
+NOFILE_WARN_BELOW = 4096
+
+
+@check(
+    id="host.nofile",
+    title="Open-files limit",
+    area="host",
+    requires=("host",),
+    codes=(NOFILE_LOW,),
+)
+def host_nofile(facts: Any) -> Iterator[Finding | Summary]:
+    limit = facts["host"].get("nofile_limit")
+    if not limit:
+        yield Summary("open-files limit not readable on this platform")
+        return
+    soft, hard = limit.get("soft"), limit.get("hard")
+    workers = (facts.get("plan") or {}).get("workers")
+    if soft is None or soft >= NOFILE_WARN_BELOW or not workers:
+        yield Summary(f"ulimit -n {soft} (hard {hard})")
+        return
+    target = 65536 if hard is None or hard >= 65536 else hard
+    steps = [Step(f"Raise the soft limit in the shell that launches training (the hard limit is "
+                  f"{hard}).", command=f"ulimit -n {target}")]
+    if hard is not None and hard < 65536:
+        steps.append(Step("The hard limit is low too: raise it for your user (log in again "
+                          "afterwards), or for a container at start.",
+                          command="echo \"$USER - nofile 65536\" | "
+                                  "sudo tee -a /etc/security/limits.conf"))
+    steps.append(Step("Or let workers share tensors through /dev/shm files instead of file "
+                      "descriptors: put torch.multiprocessing.set_sharing_strategy("
+                      "'file_system') at the top of the training script.",
+                      url=PYTORCH_MULTIPROCESSING))
+    yield Finding(
+        code=NOFILE_LOW,
+        title=f"ulimit -n is {soft} with {workers} DataLoader workers per process planned; "
+              f"workers can run out of file descriptors",
+        evidence=(
+            Evidence("open-files limit (soft/hard)", f"{soft}/{hard}",
+                     "getrlimit(RLIMIT_NOFILE)"),
+            Evidence("DataLoader workers per process", str(workers), "--workers"),
+        ),
+        remediation=tuple(steps),
+    )
+
+
+@check(
+    id="host.port",
+    title="Rendezvous port",
+    area="host",
+    requires=("host",),
+    codes=(PORT_IN_USE,),
+)
+def host_port(facts: Any) -> Iterator[Finding | Summary]:
+    info = facts["host"].get("rendezvous_port")
+    if not info:
+        yield Summary("not checked")
+        return
+    port = info.get("port")
+    if info.get("in_use") is None:
+        yield Summary(f"port {port}: could not tell ({info.get('error') or 'unknown'})")
+        return
+    if not info["in_use"]:
+        yield Summary(f"port {port} ({info.get('source')}) is free")
+        return
+    pid, name = info.get("pid"), info.get("process")
+    holder = f" by {name or 'a process'} (pid {pid})" if pid else ""
+    kill = (Step("If it is a leftover of a finished or crashed job, stop it.",
+                 command=f"kill {pid}   # still there after a minute: kill -9 {pid}")
+            if pid else
+            Step("If it is a leftover of a finished or crashed job, stop it (the pid is in "
+                 "the last column of `ss -ltnp`; use sudo to see other users' processes).",
+                 command=f"sudo fuser -k {port}/tcp"))
+    other = 29501 if port != 29501 else 29502
+    nproc = max(planned_ranks(facts), 1)
+    from_env = info.get("source") == "MASTER_PORT"
+    yield Finding(
+        code=PORT_IN_USE,
+        title=f"Port {port} ({'MASTER_PORT' if from_env else 'torchrun default'}) is already "
+              f"in use{holder}",
+        evidence=(
+            Evidence("rendezvous port", str(port),
+                     "MASTER_PORT" if from_env else "torchrun's --master-port default"),
+            Evidence("listening", f"yes{holder}", info.get("method") or ""),
+        ),
+        remediation=(
+            Step("See which process holds the port.", command=f"ss -ltnp 'sport = :{port}'"),
+            kill,
+            Step("Or start this job on another port.",
+                 command=(f"export MASTER_PORT={other}" if from_env else
+                          f"python -m torch.distributed.run --master_port {other} "
+                          f"--nproc_per_node {nproc} train.py")),
+            Step("On a single machine, let torchrun pick a free port itself.",
+                 command=f"python -m torch.distributed.run --standalone --nproc_per_node {nproc} "
+                         f"train.py", url=TORCHRUN_DOCS),
+        ),
+    )

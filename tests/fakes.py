@@ -30,6 +30,12 @@ def ok(stdout: str = "", stderr: str = "", argv: Sequence[str] = ("fake",)) -> C
 _Mem = namedtuple("_Mem", "total available used free percent")
 _Swap = namedtuple("_Swap", "total used free percent")
 _Disk = namedtuple("_Disk", "total used free percent")
+Conn = namedtuple("Conn", "fd family type laddr raddr status pid")
+
+
+def listening(port: int, pid: int | None = None) -> Conn:
+    """A listening TCP socket as psutil.net_connections reports it."""
+    return Conn(3, 2, 1, ("0.0.0.0", port), (), "LISTEN", pid)
 
 
 @dataclass
@@ -46,6 +52,12 @@ class FakePsutil:
     disks: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (total, free)
     # The process table: pid -> (name, username); username None when access is denied.
     processes: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+    connections: list[Any] = field(default_factory=list)  # what net_connections returns
+    process_names: dict[int, str] = field(default_factory=dict)  # pid -> name (no user)
+
+    def __post_init__(self) -> None:
+        for pid, name in self.process_names.items():
+            self.processes.setdefault(pid, (name, None))
 
     RLIMIT_NOFILE = 7
 
@@ -76,6 +88,10 @@ class FakePsutil:
         for pid, (name, username) in sorted(self.processes.items()):
             info = {"pid": pid, "name": name, "username": username}
             yield SimpleNamespace(pid=pid, info={k: info[k] for k in (attrs or info)})
+
+    def net_connections(self, kind: str = "inet") -> list[Any]:
+        assert kind == "tcp"
+        return list(self.connections)
 
     def Process(self, pid: int | None = None) -> Any:  # mirrors psutil's API
         fake = self

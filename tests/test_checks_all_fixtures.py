@@ -23,7 +23,8 @@ from gpu_doctor.runner import run_checks
 from tests.check_helpers import FIXTURES
 from tests.conftest import FACTS_DIR, load_fixture_facts
 
-FACT_NAMES = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect"}
+FACT_NAMES = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect",
+              "wsl", "plan"}
 RECORDED_LIVE = {"sandbox_cpu_container"}  # saved by --save-facts here, not from a thread
 
 

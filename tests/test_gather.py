@@ -21,7 +21,8 @@ PY = "/opt/venv/bin/python"
 NVML_ARGV = (sys.executable, "-m", "gpu_doctor.facts.nvml")
 GIB = 1024**3
 MIB = 1024**2
-ALL_FACTS = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect"}
+ALL_FACTS = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect",
+             "wsl"}
 
 V100_NVML = collect_nvml(nvml_from_smi_table(
     "nvidia-smi-bsyonline-8xv100.txt", full_name="Tesla V100-PCIE-32GB",
@@ -77,7 +78,7 @@ def v100_server(**overrides) -> FakeEnv:
     return env
 
 
-def test_gather_collects_all_seven_facts():
+def test_gather_collects_all_eight_facts():
     env = v100_server()
     facts = gather(env, GatherOptions(python=PY, torch_timeout_s=30, nvml_timeout_s=10))
     assert set(facts.records) == ALL_FACTS
@@ -89,6 +90,8 @@ def test_gather_collects_all_seven_facts():
     assert len(facts["nvml"]["gpus"]) == 8
     assert facts["os"]["kernel"] == "5.4.0-150-generic"
     assert facts["os"]["wsl"]["is_wsl"] is False
+    assert facts["wsl"] == {"is_wsl": False}
+    assert facts["host"]["rendezvous_port"]["in_use"] is False
     assert facts["host"]["shm"]["total"] == 188 * GIB
     assert facts["host"]["cpu_logical"] == 96
     assert facts["driver"]["module_version"] == "470.129.06"

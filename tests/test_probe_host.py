@@ -34,6 +34,9 @@ def test_docker_default_64mib_shm():
         "shm": {"path": "/dev/shm", "total": 64 * MIB, "free": 64 * MIB, "used": 0},
         "disk": {"path": WORKDIR, "total": 100 * GIB, "free": 40 * GIB, "used": 60 * GIB},
         "nofile_limit": {"soft": 1048576, "hard": 1048576},
+        "rendezvous_port": {"port": 29500, "source": "torchrun default", "in_use": False,
+                            "pid": None, "process": None,
+                            "method": "psutil.net_connections", "error": None},
     }
 
 

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from gpu_doctor import __version__
 from gpu_doctor.codes_doc import render_code_text
+from gpu_doctor.facts.plan import apply_plan, make_plan
 from gpu_doctor.facts.snapshot import (
     Facts,
     FactsFileError,
@@ -63,6 +64,9 @@ class RunOptions:
     facts_file: Optional[Path] = None
     save_facts_file: Optional[Path] = None
     probe_timeout: float = 90.0
+    gpus: Optional[str] = None  # the launch plan as typed; _validate() checks the numbers
+    batch: Optional[str] = None
+    workers: Optional[str] = None
 
 
 def _version_callback(value: bool) -> None:
@@ -98,6 +102,14 @@ SAVE_FACTS_OPT = typer.Option(None, "--save-facts", metavar="FILE",
                               help="Also save the gathered facts as JSON, for --facts later.")
 PROBE_TIMEOUT_OPT = typer.Option(90.0, "--probe-timeout", metavar="SECONDS", min=1.0,
                                  help="Deadline for the torch probe (import, CUDA init).")
+GPUS_OPT = typer.Option(None, "--gpus", metavar="N",
+                        help="Plan: train on N GPUs (checks they are usable, prints the launch "
+                             "command).")
+BATCH_OPT = typer.Option(None, "--batch", metavar="B",
+                         help="Plan: total batch size B (must divide by --gpus for DDP).")
+WORKERS_OPT = typer.Option(None, "--workers", metavar="W",
+                           help="Plan: DataLoader workers per GPU process (RAM, CPU and "
+                                "open-files checks).")
 
 
 @app.command()
@@ -111,10 +123,13 @@ def doctor(
     facts_file: Optional[Path] = FACTS_OPT,
     save_facts_file: Optional[Path] = SAVE_FACTS_OPT,
     probe_timeout: float = PROBE_TIMEOUT_OPT,
+    gpus: Optional[str] = GPUS_OPT,
+    batch: Optional[str] = BATCH_OPT,
+    workers: Optional[str] = WORKERS_OPT,
 ) -> None:
     """Diagnose this machine before training (the default command)."""
     _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
-                    save_facts_file, probe_timeout))
+                    save_facts_file, probe_timeout, gpus, batch, workers))
 
 
 @app.command()
@@ -128,10 +143,13 @@ def check(
     facts_file: Optional[Path] = FACTS_OPT,
     save_facts_file: Optional[Path] = SAVE_FACTS_OPT,
     probe_timeout: float = PROBE_TIMEOUT_OPT,
+    gpus: Optional[str] = GPUS_OPT,
+    batch: Optional[str] = BATCH_OPT,
+    workers: Optional[str] = WORKERS_OPT,
 ) -> None:
     """Gather facts and run the checks only (the pre-flight step for CI)."""
     _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
-                    save_facts_file, probe_timeout))
+                    save_facts_file, probe_timeout, gpus, batch, workers))
 
 
 @app.command("checks")
@@ -195,6 +213,27 @@ def _validate(options: RunOptions) -> None:
         raise UsageError("--facts replays saved facts; there is nothing new to --save-facts")
     if options.quiet and options.verbose:
         raise UsageError("--quiet and --verbose contradict each other")
+    _plan_numbers(options)
+
+
+def _whole_number(option: str, value: Optional[str], least: int) -> Optional[int]:
+    """A plan option as an int, or one clear line about why it is not usable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.lstrip("-").isdigit():
+        raise UsageError(f"{option} {value!r}: not a whole number")
+    if int(text) < least:
+        raise UsageError(f"{option} {text}: must be {least} or more")
+    return int(text)
+
+
+def _plan_numbers(options: RunOptions) -> dict[str, Optional[int]]:
+    return {
+        "gpus": _whole_number("--gpus", options.gpus, 1),
+        "batch": _whole_number("--batch", options.batch, 1),
+        "workers": _whole_number("--workers", options.workers, 0),
+    }
 
 
 def _gather_or_load(options: RunOptions) -> tuple[Facts, str]:
@@ -250,6 +289,7 @@ def _run(options: RunOptions) -> None:
         _validate(options)
         catalogue: Catalogue = load_catalogue()
         facts, source = _gather_or_load(options)
+        apply_plan(facts, make_plan(**_plan_numbers(options)))
         if options.save_facts_file is not None:
             try:
                 save_facts(facts, options.save_facts_file)

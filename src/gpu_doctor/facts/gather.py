@@ -27,6 +27,7 @@ from gpu_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from gpu_doctor.facts.os_info import probe_os
 from gpu_doctor.facts.snapshot import FactRecord, Facts
 from gpu_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, probe_python
+from gpu_doctor.facts.wsl import probe_wsl
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         lambda: _timed("driver", lambda: probe_driver_files(env)),
         lambda: _timed("env_vars", lambda: probe_environ(env)),
         lambda: _timed("interconnect", lambda: probe_interconnect(env)),
+        lambda: _timed("wsl", lambda: probe_wsl(env)),
     ]
     facts = Facts(meta={
         "gathered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -1,0 +1,167 @@
+"""The launch plan: can this machine run the job the user is about to start, and how.
+
+``--gpus N`` and ``--batch B`` describe the job. The check compares N with the GPUs a
+process here can use (CUDA_VISIBLE_DEVICES included), checks that B splits evenly over
+N processes, and prints the exact launch command: one process per GPU with
+``torch.distributed.run`` (DDP), not ``nn.DataParallel``.
+
+Sources:
+- https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html ("It is
+  recommended to use DistributedDataParallel, instead of this class, to do multi-GPU
+  training, even if there is only a single node"), and
+  https://docs.pytorch.org/docs/stable/notes/cuda.html#cuda-nn-ddp-instead (DataParallel is
+  single-process, multi-threaded and slower because of the GIL)
+- https://docs.pytorch.org/docs/stable/elastic/run.html (``--nproc_per_node``,
+  ``--standalone``)
+- Ultralytics ``select_device`` (ultralytics/utils/torch_utils.py): the total batch must
+  be a multiple of the GPU count; it names the nearest valid sizes; ``--device 0,1`` sets
+  CUDA_VISIBLE_DEVICES itself, so the list must name the physical GPUs
+- CUDA_VISIBLE_DEVICES: https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gpu_doctor.checks._resources import usable_gpus, visible_device_ids
+
+from gpu_doctor.categories import Category
+from gpu_doctor.model import Code, Evidence, Finding, Step
+from gpu_doctor.registry import Summary, check
+
+DDP_DOCS = "https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html"
+TORCHRUN_DOCS = "https://docs.pytorch.org/docs/stable/elastic/run.html"
+CVD_DOCS = ("https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
+            "environment-variables.html")
+
+TOO_FEW_GPUS = Code(
+    id="PLN001",
+    category=Category.GPU_NOT_VISIBLE,
+    summary="The planned job asks for more GPUs than a process here can use",
+    what="--gpus is larger than the number of GPUs visible to a process on this machine.",
+    why="torchrun starts one process per GPU; the extra ranks fail with 'invalid device "
+        "ordinal' or all pile onto the same GPU.",
+    fix="Lower --gpus/--nproc_per_node to the usable count, or make the hidden GPUs visible "
+        "(CUDA_VISIBLE_DEVICES, the container's --gpus, the Slurm allocation).",
+    docs_url=CVD_DOCS,
+)
+BATCH_NOT_DIVISIBLE = Code(
+    id="PLN002",
+    category=Category.DDP_USAGE_ERROR,
+    summary="The batch size does not divide by the number of GPUs",
+    what="The total batch B is split over N DDP processes, and B is not a multiple of N.",
+    why="Trainers such as Ultralytics refuse to start ('batch must be a multiple of GPU "
+        "count'); hand-written DDP code silently drops or uneven-splits samples.",
+    fix="Use the nearest multiple of the GPU count as the batch size.",
+    docs_url=TORCHRUN_DOCS,
+)
+
+
+def _device_list(facts: Any, count: int) -> tuple[str, str]:
+    """The --device value naming COUNT physical GPUs, and a note on where it came from."""
+    env_vars = facts.get("env_vars") or {}
+    nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
+    visible = visible_device_ids(env_vars, max(nvml_count, count))
+    if visible:
+        return ",".join(visible[:count]), "the GPUs CUDA_VISIBLE_DEVICES selects"
+    return ",".join(str(i) for i in range(count)), ""
+
+
+def launch_command(facts: Any, gpus: int, batch: int | None) -> str:
+    """The exact command for this machine: torchrun for several GPUs, plain python for one."""
+    plan = facts["plan"]
+    script = plan.get("script") or "train.py"
+    devices, _ = _device_list(facts, gpus)
+    args = f"{script}" + (f" --batch {batch}" if batch else "") + f" --device {devices}"
+    if gpus == 1:
+        return f"python {args}"
+    port = (facts.get("host") or {}).get("rendezvous_port") or {}
+    standalone = "--standalone " if port.get("in_use") else ""
+    return f"python -m torch.distributed.run {standalone}--nproc_per_node {gpus} {args}"
+
+
+def _nearest(batch: int, gpus: int) -> tuple[int, int]:
+    below = (batch // gpus) * gpus
+    if below == 0:  # smaller than the GPU count: the two smallest valid sizes
+        return gpus, 2 * gpus
+    return below, below + gpus
+
+
+@check(id="launch.plan", title="Launch plan", area="launch",
+       requires=("plan",), codes=(TOO_FEW_GPUS, BATCH_NOT_DIVISIBLE))
+def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
+    plan = facts["plan"]
+    gpus, batch = plan.get("gpus"), plan.get("batch")
+    if gpus is None and batch is None:
+        yield Summary("nothing planned: add --gpus N --batch B to check a job and get its "
+                      "launch command")
+        return
+    usable, source = usable_gpus(facts)
+    wanted = gpus or usable
+    problems = False
+    if wanted == 0 or wanted > usable:
+        problems = True
+        yield _too_few(facts, gpus, usable, source)
+    if batch is not None and wanted and batch % wanted:
+        problems = True
+        below, above = _nearest(batch, wanted)
+        yield Finding(
+            code=BATCH_NOT_DIVISIBLE,
+            title=f"--batch {batch} on {wanted} GPUs: {batch} is not a multiple of {wanted}; "
+                  f"use {below} or {above}",
+            evidence=(Evidence("batch", str(batch), "--batch"),
+                      Evidence("GPUs", str(wanted), "--gpus" if gpus else source),
+                      Evidence("per GPU", f"{batch / wanted:.2f}", "batch / GPUs")),
+            remediation=(
+                Step(f"Use a batch size that splits evenly: {below} ({below // wanted} per "
+                     f"GPU) or {above} ({above // wanted} per GPU).",
+                     command=launch_command(facts, wanted, below)),
+            ),
+        )
+    if problems:
+        return
+    command = launch_command(facts, wanted, batch)
+    if wanted == 1:
+        yield Summary(f"1 GPU, no DDP needed: {command}")
+        return
+    yield Summary(f"{wanted} GPUs, one DDP process each (not nn.DataParallel): {command}")
+
+
+def _too_few(facts: Any, planned: int | None, usable: int, source: str) -> Finding:
+    wanted = planned or 1
+    env_vars = facts.get("env_vars") or {}
+    nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
+    cvd = env_vars.get("CUDA_VISIBLE_DEVICES")
+    slurm = (facts.get("os") or {}).get("scheduler") or {}
+    evidence = [Evidence("GPUs planned", str(planned or "all"), "--gpus"),
+                Evidence("GPUs usable", str(usable), source),
+                Evidence("GPUs on the machine", str(nvml_count), "NVML")]
+    steps = []
+    if usable:
+        steps.append(Step(f"Plan for the {usable} usable GPU(s).",
+                          command=launch_command(facts, usable, None)))
+    if cvd is not None:
+        evidence.append(Evidence("CUDA_VISIBLE_DEVICES", repr(cvd), "environment"))
+        if nvml_count >= wanted:
+            steps.append(Step(f"CUDA_VISIBLE_DEVICES hides GPUs: expose {wanted} of the "
+                              f"{nvml_count}.",
+                              command="export CUDA_VISIBLE_DEVICES="
+                                      + ",".join(str(i) for i in range(wanted)),
+                              url=CVD_DOCS))
+    if slurm.get("slurm"):
+        evidence.append(Evidence("Slurm GPUs on this node",
+                                 str(slurm.get("slurm_gpus_on_node") or "not set"),
+                                 "SLURM_GPUS_ON_NODE"))
+        steps.append(Step(f"Ask Slurm for {wanted} GPUs on the node.",
+                          command=f"srun --nodes=1 --gpus-per-node={wanted} --pty bash"))
+    elif nvml_count < wanted:
+        steps.append(Step(f"This machine has {nvml_count} GPU(s); in a container, pass them "
+                          f"all in.", command="docker run --gpus all ..."))
+    return Finding(
+        code=TOO_FEW_GPUS,
+        title=(f"--gpus {planned} but only {usable} GPU(s) are usable here" if planned
+               else "No GPU is usable here for the planned job"),
+        evidence=tuple(evidence),
+        remediation=tuple(steps),
+    )
