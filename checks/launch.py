@@ -123,9 +123,11 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
         return
     command = launch_command(facts, wanted, batch)
     if wanted == 1:
-        yield Summary(f"1 GPU, no DDP needed: {command}")
+        yield Summary("1 GPU, no DDP needed; launch with:", command=command)
         return
-    yield Summary(f"{wanted} GPUs, one DDP process each (not nn.DataParallel): {command}")
+    per_gpu = f", {batch // wanted} images per GPU" if batch else ""
+    yield Summary(f"{wanted} GPUs{per_gpu}, one DDP process each (not nn.DataParallel); "
+                  "launch with:", command=command)
 
 
 def _too_few(facts: Any, planned: int | None, usable: int, source: str) -> Finding:

@@ -23,9 +23,10 @@ def test_eight_v100s_batch_64_gets_the_torchrun_command():
     result = run(variant("healthy_8x_v100_pcie", plan(gpus=8, batch=64)))["launch.plan"]
     assert result.status is Status.PASS
     assert result.findings == ()
-    assert result.summary == (
-        "8 GPUs, one DDP process each (not nn.DataParallel): python -m torch.distributed.run "
-        "--nproc_per_node 8 train.py --batch 64 --device 0,1,2,3,4,5,6,7")
+    assert result.summary == ("8 GPUs, 8 images per GPU, one DDP process each "
+                              "(not nn.DataParallel); launch with:")
+    assert result.command == ("python -m torch.distributed.run --nproc_per_node 8 train.py "
+                              "--batch 64 --device 0,1,2,3,4,5,6,7")
 
 
 def test_device_list_names_the_gpus_cuda_visible_devices_selects():
@@ -33,18 +34,19 @@ def test_device_list_names_the_gpus_cuda_visible_devices_selects():
                                              "env_vars.CUDA_VISIBLE_DEVICES": "2,3",
                                              "torch.cuda.device_count": 2})
     result = run(facts)["launch.plan"]
-    assert result.summary.endswith("--nproc_per_node 2 train.py --batch 32 --device 2,3")
+    assert result.command.endswith("--nproc_per_node 2 train.py --batch 32 --device 2,3")
 
 
 def test_one_gpu_needs_no_torchrun():
     result = run(variant("wsl2_rtx4070", plan(gpus=1, batch=16)))["launch.plan"]
-    assert result.summary == "1 GPU, no DDP needed: python train.py --batch 16 --device 0"
+    assert result.summary == "1 GPU, no DDP needed; launch with:"
+    assert result.command == "python train.py --batch 16 --device 0"
 
 
 def test_port_taken_adds_standalone():
     facts = variant("workstation_2x_rtx3090_pcie", {**plan(batch=32),
                                                     "host.rendezvous_port.in_use": True})
-    assert run(facts)["launch.plan"].summary.endswith(
+    assert run(facts)["launch.plan"].command == (
         "python -m torch.distributed.run --standalone --nproc_per_node 2 train.py --batch 32 "
         "--device 0,1")
 

@@ -26,9 +26,9 @@ def findings(result) -> list[str]:
 def test_a_valid_plan_prints_the_launch_command(command):
     result = invoke(command, "--facts", HEALTHY_8GPU, "--gpus", "8", "--batch", "64")
     assert result.exit_code == 0, result.output
-    flat = " ".join(result.stdout.split())  # the console wraps long summaries
-    assert ("python -m torch.distributed.run --nproc_per_node 8 train.py --batch 64 --device "
-            "0,1,2,3,4,5,6,7") in flat
+    # The command is on a line of its own, whole, ready to copy.
+    assert ("    $ python -m torch.distributed.run --nproc_per_node 8 train.py --batch 64 "
+            "--device 0,1,2,3,4,5,6,7\n") in result.stdout
 
 
 def test_a_batch_that_does_not_divide_fails_with_the_nearest_sizes():

@@ -23,3 +23,22 @@ def test_every_code_documented_with_the_text_explain_prints():
         text = render_code_text(code)
         for section in (code.what, code.why, code.fix):
             assert section in doc and section in text
+
+
+def test_readme_counts_and_names_every_builtin_check():
+    """The README's checks table is written by hand: keep it in step with the catalogue."""
+    import re
+    from pathlib import Path
+
+    from gpu_doctor.registry import load_catalogue
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    specs = load_catalogue(entry_points=()).specs  # built-ins only
+    match = re.search(r"(\d+) checks in nine areas, (\d+) codes", readme)
+    assert match, "README lost its checks summary line"
+    assert int(match.group(1)) == len(specs)
+    assert int(match.group(2)) == len({c.id for s in specs for c in s.codes})
+    for spec in specs:
+        named = f"`{spec.id}`" in readme or (
+            spec.id.startswith("packages.") and "`packages.*`" in readme)
+        assert named, f"README's checks table does not name {spec.id}"

@@ -28,6 +28,7 @@ from gpu_doctor.facts.snapshot import (
     save_facts,
     write_text_atomic,
 )
+from gpu_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
 from gpu_doctor.model import Report
 from gpu_doctor.registry import Catalogue, load_catalogue
 
@@ -63,7 +64,7 @@ class RunOptions:
     python: Optional[str] = None
     facts_file: Optional[Path] = None
     save_facts_file: Optional[Path] = None
-    probe_timeout: float = 90.0
+    probe_timeout: float = TORCH_PROBE_TIMEOUT_S
     gpus: Optional[str] = None  # the launch plan as typed; _validate() checks the numbers
     batch: Optional[str] = None
     workers: Optional[str] = None
@@ -100,8 +101,10 @@ FACTS_OPT = typer.Option(None, "--facts", metavar="FILE",
                          help="Run the checks on a saved facts snapshot; touches nothing here.")
 SAVE_FACTS_OPT = typer.Option(None, "--save-facts", metavar="FILE",
                               help="Also save the gathered facts as JSON, for --facts later.")
-PROBE_TIMEOUT_OPT = typer.Option(90.0, "--probe-timeout", metavar="SECONDS", min=1.0,
-                                 help="Deadline for the torch probe (import, CUDA init).")
+PROBE_TIMEOUT_OPT = typer.Option(
+    TORCH_PROBE_TIMEOUT_S, "--probe-timeout", metavar="SECONDS", min=1.0,
+    help="Deadline for the whole torch probe (import, CUDA init, the per-GPU tests, peer "
+         "access); each GPU also has its own deadline inside it.")
 GPUS_OPT = typer.Option(None, "--gpus", metavar="N",
                         help="Plan: train on N GPUs (checks they are usable, prints the launch "
                              "command).")

@@ -148,6 +148,7 @@ class CheckResult:
     skip_reason: str | None = None
     error: str | None = None
     duration_s: float = 0.0
+    command: str | None = None  # a command to copy, from the check's Summary
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +157,7 @@ class CheckResult:
             "area": self.area,
             "status": self.status.value,
             "summary": self.summary,
+            "command": self.command,
             "skip_reason": self.skip_reason,
             "error": self.error,
             "duration_s": round(self.duration_s, 4),

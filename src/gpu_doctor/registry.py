@@ -29,9 +29,14 @@ _SPEC_ATTR = "__gpu_doctor_check__"
 
 @dataclass(frozen=True)
 class Summary:
-    """A one-line account of what a check saw, shown beside its status glyph."""
+    """A one-line account of what a check saw, shown beside its status glyph.
+
+    ``command`` is a shell command the user will want to copy (the launch command for this
+    machine): renderers show it whole on its own line instead of wrapping it into the text.
+    """
 
     text: str
+    command: str | None = None
 
 
 CheckOutput = Iterable[Union[Finding, Summary]]

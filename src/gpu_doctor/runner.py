@@ -52,10 +52,11 @@ def run_check(spec: CheckSpec, facts: Facts, done: dict[str, CheckResult]) -> Ch
     start = time.monotonic()
     findings: list[Finding] = []
     summary: str | None = None
+    command: str | None = None
     try:
         for item in spec.func(facts):
             if isinstance(item, Summary):
-                summary = item.text
+                summary, command = item.text, item.command
             elif isinstance(item, Finding):
                 if item.code.id not in spec.code_ids:
                     raise ValueError(f"check emitted undeclared code {item.code.id}")
@@ -74,7 +75,7 @@ def run_check(spec: CheckSpec, facts: Facts, done: dict[str, CheckResult]) -> Ch
     if summary is None:
         summary = findings[0].title if findings else "no problem found"
     return CheckResult(**base, status=status, summary=summary, findings=tuple(findings),
-                       duration_s=time.monotonic() - start)
+                       duration_s=time.monotonic() - start, command=command)
 
 
 def run_checks(catalogue: Catalogue, facts: Facts) -> list[CheckResult]:

@@ -135,11 +135,14 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
         grid = _checks_grid(title_width)
         skipped: dict[str, list[str]] = defaultdict(list)
         tracebacks: list[Any] = []
+        commands: list[Any] = []
         for result in results:
             if result.status is Status.SKIP and not verbose:
                 skipped[result.skip_reason or "skipped"].append(result.title)
                 continue
             _add_check_row(grid, result, verbose)
+            if result.command:
+                commands.append(_Line(Text("$ " + result.command, style="cyan"), 4))
             if result.status is Status.ERROR and verbose and result.error:
                 tracebacks.extend(_Line(Text(line, style="magenta"), 6)
                                   for line in result.error.rstrip().splitlines())
@@ -149,6 +152,7 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
                          Text(f"{len(titles)} {noun} skipped", style="dim"),
                          Text(f"{', '.join(titles)} — {reason}", style="dim"))
         out.append(grid)
+        out.extend(commands)
         out.extend(tracebacks)
     return out
 

@@ -78,6 +78,9 @@ def render_markdown(report: Report, strict: bool = False) -> str:
         lines.append(f"| {STATUS_GLYPH[r.status]} {r.status.value} | {_cell(r.title)} | "
                      f"{area_title(r.area)} | {_cell(r.summary)} |")
     lines += ["", "</details>", ""]
+    for r in report.results:
+        if r.command:
+            lines += [f"{_cell(r.title)}:", "", "```sh", r.command, "```", ""]
     errored = [r for r in report.results if r.status is Status.ERROR]
     for r in errored:
         lines += [f"<details><summary>Check error: {r.check_id}</summary>", "", "```",
