@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
-from gpu_doctor.knowledge.wheels import WheelVariant, choose_variant
+from gpu_doctor.knowledge.arch import parse_capability
+from gpu_doctor.knowledge.cuda_driver import max_cuda_for_driver
+from gpu_doctor.knowledge.wheels import (
+    DRIVER_GUIDE,
+    INSTALL_GUIDE,
+    RECOMMENDED_BRANCH_MIN,
+    Install,
+    Recommendation,
+    recommend,
+)
+from gpu_doctor.model import Step
 
 GIB = 1024**3
 MIB = 1024**2
@@ -28,30 +39,106 @@ def nvidia_gpus_present(facts: Any) -> bool:
     return bool(nvml.get("gpus")) or bool(driver.get("pci_gpus"))
 
 
-def wheel_for_machine(facts: Any) -> WheelVariant | None:
-    """The torch wheel variant that fits this machine's driver and GPUs.
+def target_python(facts: Any) -> str:
+    """The interpreter being diagnosed (``--python``), quoted for a shell; ``python`` if unknown."""
+    exe = (facts.get("python") or {}).get("executable")
+    return shlex.quote(str(exe)) if exe else "python"
 
-    Without a driver to ask, this is the newest variant; ``wheel_advice`` says so.
+
+def target_pip(facts: Any) -> str:
+    """pip of the interpreter being diagnosed: ``/venv/bin/python -m pip``."""
+    return f"{target_python(facts)} -m pip"
+
+
+def _on_wsl(facts: Any) -> bool:
+    return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
+
+
+def driver_cuda(facts: Any) -> str | None:
+    """The newest CUDA the driver supports: NVML's answer, else derived from its version."""
+    nvml = facts.get("nvml") or {}
+    if nvml.get("cuda_driver_version"):
+        return str(nvml["cuda_driver_version"])
+    return max_cuda_for_driver(nvml.get("driver_version"),
+                               "windows" if _on_wsl(facts) else "linux")
+
+
+def recommendation(facts: Any, cuda: str | None = None) -> Recommendation:
+    """``knowledge.wheels.recommend`` for this machine's driver, GPUs and Python.
+
+    ``cuda`` overrides the driver's CUDA version (a check that derived it already).
     """
     nvml = facts.get("nvml") or {}
-    caps = []
-    for gpu in nvml.get("gpus") or []:
-        try:
-            caps.append(float(gpu.get("compute_capability")))
-        except (TypeError, ValueError):
-            continue
-    return choose_variant(nvml.get("cuda_driver_version"), caps or None)
+    caps = [c for c in (parse_capability(g.get("compute_capability"))
+                        for g in nvml.get("gpus") or []) if c is not None]
+    python = (facts.get("python") or {}).get("version")
+    # Windows driver numbers (WSL2) are not comparable with the Linux MVC floors.
+    version = None if _on_wsl(facts) else nvml.get("driver_version")
+    return recommend(cuda or driver_cuda(facts), caps, python, version)
 
 
-def wheel_advice(facts: Any, variant: WheelVariant | None) -> str:
-    """Why this wheel variant: matched to the driver, or the newest one for lack of a driver."""
-    nvml = facts.get("nvml") or {}
-    if variant is None:
-        return ("this driver is too old for every current CUDA build of torch: upgrade the "
-                "driver first")
-    if nvml.get("cuda_driver_version"):
-        return (f"the CUDA {variant.cuda} build runs on this driver (it supports CUDA "
-                f"{nvml['cuda_driver_version']}) and has kernels for these GPUs")
-    return (f"no driver answered, so this is the newest build (CUDA {variant.cuda}, needs "
-            f"driver {variant.min_linux_driver} or newer); with an older driver use the "
-            f"cuXYZ index that matches the 'CUDA Version' nvidia-smi prints")
+def _why(facts: Any, rec: Recommendation, install: Install, cuda: str | None) -> str:
+    if install.torch is None:
+        if cuda is None:
+            return (f"no driver answered, so this is the build for an R580 driver (CUDA "
+                    f"{install.cuda}, needs driver 580.65.06 or newer); with an older driver "
+                    f"use the cuXYZ index that matches the 'CUDA Version' nvidia-smi prints")
+        how = (f"runs on this driver (CUDA {cuda}) through minor-version compatibility"
+               if install.minor_compat else f"runs on this driver (it supports CUDA {cuda})")
+        return f"the CUDA {install.cuda} build {how} and has kernels for these GPUs"
+    python = (facts.get("python") or {}).get("version")
+    how = " through minor-version compatibility" if install.minor_compat else ""
+    return (f"torch {install.torch} with torchvision {install.torchvision} (CUDA "
+            f"{install.cuda}) is the newest release that runs on this driver{how}, has "
+            f"kernels for these GPUs and supports Python {python}")
+
+
+def _blocked(facts: Any, rec: Recommendation, cuda: str | None) -> str:
+    python = (facts.get("python") or {}).get("version")
+    reasons = {
+        "driver": f"its builds with kernels for these GPUs need driver {rec.driver_needed} "
+                  f"or newer (this driver supports CUDA {cuda})" if rec.driver_needed else
+                  f"no CUDA build of it runs on this driver (CUDA {cuda})",
+        "gpu": "none of its CUDA builds has kernels for these GPUs",
+        "python": f"it needs Python {rec.python_min} to {rec.python_max} (this is {python})",
+    }
+    return "; ".join(reasons[b] for b in rec.blocked)
+
+
+def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
+                  cuda: str | None = None) -> list[Step]:
+    """Steps that install a torch this machine runs, for every check that advises one.
+
+    Never an unpinned install that the driver cannot run: a current build matched to the
+    driver, else an exact older release, plus the driver upgrade that makes current torch fit.
+    """
+    rec = recommendation(facts, cuda)
+    cuda = cuda or driver_cuda(facts)
+    pip = target_pip(facts)
+    steps: list[Step] = []
+    prefix = ""
+    if rec.blocked:
+        prefix = f"The current PyTorch release does not fit here: {_blocked(facts, rec, cuda)}. "
+    if rec.install is not None:
+        steps.append(Step(f"{prefix}Install {rec.install.label}: "
+                          f"{_why(facts, rec, rec.install, cuda)}.",
+                          command=rec.install.command(pip, packages), url=INSTALL_GUIDE))
+    if rec.driver_branch and rec.current is not None:
+        where = ("update the NVIDIA driver on Windows (WSL2 uses it) to"
+                 if _on_wsl(facts) else "upgrade the driver to")
+        text = (f"{where} the R{rec.driver_branch} branch ({RECOMMENDED_BRANCH_MIN} or newer, "
+                f"long-term support), then install the current {rec.current.tag} build")
+        command = rec.current.command(pip, packages)
+        if "python" in rec.blocked:
+            text += f" into a new Python {rec.python_min}+ environment"
+            venv = f"python{rec.python_min} -m venv ~/venvs/train"
+            command = venv + " && " + rec.current.command("~/venvs/train/bin/python -m pip",
+                                                          packages)
+        text = f"Or {text}" if steps else prefix + text[0].upper() + text[1:]
+        steps.append(Step(text + ".", command=command, url=DRIVER_GUIDE))
+        prefix = ""
+    if not steps:
+        steps.append(Step(f"{prefix}No published build is known to run here; see the "
+                          "install guide for the builds of your GPU and driver.",
+                          url=INSTALL_GUIDE))
+    return steps

@@ -114,10 +114,11 @@ BRANCH_ONLY: dict[str, str] = {"13.3": "610", "13.4": "615"}
 # "Minimum Required Driver Version for CUDA Minor Version Compatibility" (release notes,
 # Table 2; MVC page, Table 1 and its CUDA 11.0 footnote). For 13.x the notes give the R580
 # branch: on Linux its first release (580.65.06, the 13.0 GA driver); on Windows no build
-# is listed, so any R580 driver counts.
+# is listed, so any R580 driver counts. Windows 12.x: the sources disagree (527.41, the 12.0
+# GA driver, in some copies of Table 2; 528.33 in later ones), so the later, safer value.
 MVC_MINIMUM: dict[int, dict[str, str]] = {
     13: {"linux": "580.65.06", "windows": "580"},
-    12: {"linux": "525.60.13", "windows": "527.41"},
+    12: {"linux": "525.60.13", "windows": "528.33"},
     11: {"linux": "450.80.02", "windows": "452.39"},
 }
 
@@ -200,7 +201,12 @@ def max_cuda_for_driver(driver: str | None, os: str = "linux") -> str | None:
     column = _platform(os)
     best: tuple[int, int] | None = None
     for row in TOOLKIT_DRIVERS:
-        needed = parse_driver(row.linux if column == "linux" else row.windows)
+        value = row.linux if column == "linux" else row.windows
+        if value is None:
+            # 13.x on Windows: the notes list no build, only the branch (R580 for 13.0,
+            # R590 for 13.1, R595 for 13.2); the branch number is the floor.
+            value = str(parse_driver(row.linux)[0])  # type: ignore[index]
+        needed = parse_driver(value)
         cuda = parse_cuda(row.cuda)
         if needed is not None and cuda is not None and have >= needed:
             best = cuda if best is None else max(best, cuda)
@@ -257,10 +263,14 @@ def compatibility(build_cuda: str | None, driver_version: str | None,
         return result(Verdict.UNKNOWN)
     if supported >= build:
         return result(Verdict.SUPPORTED)
-    if supported[0] < build[0] or build[0] not in MVC_MINIMUM:
-        return result(Verdict.TOO_OLD)
     have = parse_driver(driver_version)
     floor = parse_driver(needed)
+    if derived and have is not None and floor is not None and have >= floor:
+        # A CUDA version read from the table is a lower bound (the table has no row for
+        # every driver); a driver at or above the build's minimum is not "too old".
+        return result(Verdict.SUPPORTED if supported[0] >= build[0] else Verdict.MINOR_COMPAT)
+    if supported[0] < build[0] or build[0] not in MVC_MINIMUM:
+        return result(Verdict.TOO_OLD)
     if have is None or floor is None:
         return result(Verdict.UNKNOWN)
     return result(Verdict.MINOR_COMPAT if have >= floor else Verdict.TOO_OLD)

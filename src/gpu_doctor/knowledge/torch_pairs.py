@@ -11,8 +11,13 @@ Sources:
 - NumPy 2: torch up to 2.2 was built against NumPy 1 and breaks on NumPy 2 ("A module
   that was compiled using NumPy 1.x cannot be run in NumPy 2..."); 2.3.1 is the first
   release safe with it (pytorch/pytorch#107302, #132179; neuromorphs/tonic#317).
-Releases from 2.12 on are left out: their rows in RELEASE.md are a plan, not yet checked
-against the published releases, and an unknown release gets no verdict.
+- 2.12 and 2.13 (published; RELEASE.md's rows for them were a plan): torch 2.12 pairs with
+  torchvision 0.27 (googlecolab/colabtools#5982, "PyTorch v2.12.1, torchvision v0.27.1",
+  a PyTorch release manager's note); 2.13's wheels declare Python 3.10-3.15 (classifiers and
+  Requires-Python of torch-2.13.0 on PyPI) and torchvision 0.28 follows the 0.(x+15) rule that
+  holds from 2.1 to 2.12. torchaudio stopped following torch's minor with 2.11 (stable ABI),
+  so the companion named for 2.12 and 2.13 is 2.11, which runs on them.
+Releases after 2.13 are left out until published: an unknown release gets no verdict.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ RELEASES: tuple[Release, ...] = (
     Release("2.9", "0.24", "2.9", "3.10", "3.14"),
     Release("2.10", "0.25", "2.10", "3.10", "3.14"),
     Release("2.11", "0.26", "2.11", "3.10", "3.14"),
+    Release("2.12", "0.27", "2.11", "3.10", "3.14"),
+    Release("2.13", "0.28", "2.11", "3.10", "3.15"),
 )
 # torchaudio from this release on follows torch's stable ABI: it runs on this torch or newer.
 STABLE_ABI_TORCHAUDIO = (2, 11)
