@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -142,3 +143,24 @@ def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
                           "install guide for the builds of your GPU and driver.",
                           url=INSTALL_GUIDE))
     return steps
+
+
+# Datacenter GPU model names (NVML), and the kernel flavours of cloud images: both mean a
+# server, where Ubuntu packages the driver as nvidia-driver-NNN-server and its installer
+# takes --gpgpu (https://documentation.ubuntu.com/server/how-to/graphics/install-nvidia-drivers/).
+_DATACENTER_MODELS = frozenset({
+    "A2", "A10", "A10G", "A16", "A30", "A40", "A100", "A800", "B100", "B200", "B300", "GB200",
+    "GB300", "GH200", "H20", "H100", "H200", "H800", "L4", "L20", "L40", "L40S", "P4", "P40",
+    "P100", "T4", "V100", "K80",
+})
+_CLOUD_KERNEL = re.compile(r"-(aws|azure|gcp|gke|oracle|ibm|kvm|nvidia)(-|$)")
+
+
+def looks_like_server(facts: Any) -> bool:
+    """A datacenter GPU (by NVML name) or a cloud kernel: server driver packages fit."""
+    for gpu in (facts.get("nvml") or {}).get("gpus") or []:
+        tokens = re.split(r"[\s\-_]+", str(gpu.get("name") or "").upper())
+        if "TESLA" in tokens or _DATACENTER_MODELS.intersection(tokens):
+            return True
+    kernel = str((facts.get("driver") or {}).get("kernel_release") or "")
+    return bool(_CLOUD_KERNEL.search(kernel))

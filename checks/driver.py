@@ -27,6 +27,7 @@ from gpu_doctor.checks._driver_kernel import (
     module_not_built,
     rebuild_steps,
 )
+from gpu_doctor.checks._util import looks_like_server
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
@@ -91,11 +92,20 @@ def _initramfs_command(os_fact: dict[str, Any]) -> str:
     return "sudo update-initramfs -u"
 
 
-def _install_driver_step(os_fact: dict[str, Any]) -> Step:
-    """Ubuntu has a one-line installer; elsewhere NVIDIA's guide has a section per distro."""
+def _install_driver_step(os_fact: dict[str, Any], server: bool = False) -> Step:
+    """Ubuntu has a one-line installer; elsewhere NVIDIA's guide has a section per distro.
+
+    On a server (datacenter GPU, cloud kernel) Ubuntu's installer takes ``--gpgpu``, which
+    picks the server (compute) driver packages.
+    """
     distro_id = ((os_fact.get("distro") or {}).get("id") or "").lower()
     guide = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
     if distro_id in {"ubuntu", "pop", "linuxmint"}:
+        if server:
+            return Step("Install the recommended server (compute) driver.",
+                        command="sudo ubuntu-drivers install --gpgpu",
+                        url="https://documentation.ubuntu.com/server/how-to/graphics/"
+                            "install-nvidia-drivers/")
         return Step("Install the recommended driver.", command="sudo ubuntu-drivers install",
                     url=guide)
     name = (os_fact.get("distro") or {}).get("name") or "your distribution"
@@ -103,7 +113,7 @@ def _install_driver_step(os_fact: dict[str, Any]) -> Step:
                 "installation guide's section for it describes.", url=guide)
 
 
-def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
+def _steps(os_fact: dict[str, Any], drv: dict[str, Any], server: bool = False) -> list[Step]:
     """Fix steps for the likeliest cause here: WSL, no GPU at all, a container, or the host."""
     wsl = os_fact.get("wsl") or {}
     container = os_fact.get("container") or {}
@@ -153,14 +163,14 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any]) -> list[Step]:
     if not_built:
         return steps + rebuild_steps(drv, os_fact) + [
             Step("If the rebuild fails (no DKMS package, a kernel too new for this driver), "
-                 "reinstall the driver.", command=_install_driver_step(os_fact).command,
-                 url=_install_driver_step(os_fact).url),
+                 "reinstall the driver.", command=_install_driver_step(os_fact, server).command,
+                 url=_install_driver_step(os_fact, server).url),
         ]
     steps += [
         Step("See whether a driver module is built for the running kernel "
              "(a kernel update without a DKMS rebuild is the usual cause).",
              command="dkms status; uname -r"),
-        _install_driver_step(os_fact),
+        _install_driver_step(os_fact, server),
         Step("Reboot, then confirm the driver answers.", command="sudo reboot  # then: nvidia-smi"),
     ]
     return steps
@@ -210,6 +220,6 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         title=title,
         severity=Severity.ERROR,
         evidence=tuple(evidence),
-        remediation=tuple(_steps(facts["os"], drv)),
+        remediation=tuple(_steps(facts["os"], drv, looks_like_server(facts))),
         affects=tuple(f"pci:{g['address']}" for g in pci),
     )

@@ -17,6 +17,16 @@ Sources:
   need a GPU reset (NVIDIA/nccl#1488); "Fabric State: In Progress" on an H800 whose CUDA
   never came up: NVIDIA/DCGM#120. Guide:
   https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
+
+Deliberate deviation from the reference's rule D1.1 (which warns whenever a build runs only
+through minor-version compatibility): DRV003 is raised only when a GPU would need PTX JIT
+(an error: that fails) or when the GPUs' kernels cannot be checked (a warning). When torch has
+a cubin for every GPU, the check passes with a summary that names MVC. PyTorch's own CUDA 12
+and 13 wheels are built to run on any driver of their major through MVC (that is how the
+cu126 wheel serves R535-R575 drivers), the APIs that need a newer driver are not ones torch's
+training paths call, and a warning there would fire on healthy, supported machines such as
+the V100 server fixture (torch 2.0.1+cu117 on driver 470, CUDA 11.4) without telling its
+owner anything to do.
 """
 
 from __future__ import annotations
@@ -24,6 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+
+from gpu_doctor.checks._util import install_steps, looks_like_server, recommendation
 
 from gpu_doctor.categories import Category
 from gpu_doctor.knowledge.cuda_driver import (
@@ -33,11 +45,12 @@ from gpu_doctor.knowledge.cuda_driver import (
     Verdict,
     compatibility,
 )
-from gpu_doctor.knowledge.wheels import choose_variant, install_command
+from gpu_doctor.knowledge.wheels import DRIVER_GUIDE, RECOMMENDED_BRANCH, RECOMMENDED_BRANCH_MIN
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
+DRIVER_BRANCHES = DRIVER_GUIDE
 
 DRIVER_TOO_OLD = Code(
     id="DRV002",
@@ -158,20 +171,23 @@ def _upgrade_steps(facts: Any, compat: Compatibility) -> list[Step]:
                  url=DRIVER_DOWNLOAD),
             Step("Restart WSL so it picks up the new driver.", command="wsl --shutdown"),
         ]
-    branch = compat.branch or "a newer"
-    number = branch.lstrip("R")
-    text = (f"Install driver branch {branch} ({compat.full_driver} or newer), the branch of "
-            f"CUDA {compat.build_cuda}")
-    if compat.needed_driver and compat.needed_driver != compat.full_driver:
-        text += (f"; any driver from {compat.needed_driver} runs this build through "
-                 f"minor-version compatibility")
+    # Not the build's own branch (R530 for CUDA 12.1 was a short-lived feature branch, long
+    # gone): R580, the long-term support branch that runs every CUDA 11-13 build.
+    full = (f"; its full feature set needs {compat.full_driver} ({compat.branch}) or newer"
+            if compat.full_driver and compat.branch and compat.branch != f"R{RECOMMENDED_BRANCH}"
+            else "")
+    text = (f"Install driver branch R{RECOMMENDED_BRANCH} ({RECOMMENDED_BRANCH_MIN} or newer, "
+            f"long-term support to August 2028). torch's CUDA {compat.build_cuda} build needs "
+            f"driver {compat.needed_driver} or newer{full}")
     if (os_fact.get("container") or {}).get("in_container"):
         return [Step(text + ". The driver belongs to the host: upgrade it there, not in the "
-                     "container.", url=RELEASE_NOTES)]
+                     "container.", url=DRIVER_BRANCHES)]
     distro = ((os_fact.get("distro") or {}).get("id") or "").lower()
-    if distro in {"ubuntu", "pop", "linuxmint"} and number.isdigit():
-        return [Step(text + ".", command=f"sudo apt install nvidia-driver-{number}",
-                     url=RELEASE_NOTES),
+    if distro in {"ubuntu", "pop", "linuxmint"}:
+        package = f"nvidia-driver-{RECOMMENDED_BRANCH}"
+        if looks_like_server(facts):
+            package += "-server"  # Ubuntu's build of the branch for compute servers
+        return [Step(text + ".", command=f"sudo apt install {package}", url=DRIVER_BRANCHES),
                 Step("Reboot to load the new kernel module.", command="sudo reboot")]
     return [Step(text + ", from your distribution's or NVIDIA's repository.",
                  url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"),
@@ -179,14 +195,12 @@ def _upgrade_steps(facts: Any, compat: Compatibility) -> list[Step]:
 
 
 def _wheel_step(facts: Any, compat: Compatibility) -> list[Step]:
-    caps = [float(g["compute_capability"]) for g in facts["nvml"].get("gpus") or []
-            if _capability(g.get("compute_capability"))]
-    variant = choose_variant(compat.driver_cuda, caps or None)
-    if variant is None or variant.cuda == compat.build_cuda:
-        return []
-    return [Step(f"Or keep the driver and install the torch build for CUDA {variant.cuda}, "
-                 f"which this driver runs.", command=install_command(variant),
-                 url="https://pytorch.org/get-started/locally/")]
+    """Or keep the driver: the build ``knowledge.wheels.recommend`` finds for it."""
+    rec = recommendation(facts, compat.driver_cuda)
+    if rec.install is None or rec.install.cuda == compat.build_cuda:
+        return []  # nothing runs on this driver, or the same CUDA version again
+    first = install_steps(facts, "torch torchvision torchaudio", cuda=compat.driver_cuda)[0]
+    return [Step(f"Or keep the driver. {first.text}", command=first.command, url=first.url)]
 
 
 @check(
@@ -265,6 +279,29 @@ def driver_cuda_compat(facts: Any) -> Iterator[Finding | Summary]:
 
 
 _WAITING = ("not_started", "in_progress")
+_DNF_DISTROS = frozenset({"rhel", "centos", "rocky", "almalinux", "ol", "fedora", "amzn"})
+
+
+def _fabric_install_step(facts: Any, driver: str, branch: str) -> Step:
+    """The Fabric Manager package of exactly the driver's version, per package manager.
+
+    apt: the version string differs by repository (NVIDIA's ``570.133.20-1``, Ubuntu's own
+    ``580.159.03-0ubuntu0.24.04.1``, https://packages.ubuntu.com/source/noble/fabric-manager-580),
+    so the command picks the listed version that starts with the driver's. dnf (NVIDIA's
+    RHEL repository): ``nvidia-fabric-manager-{driver}`` (Fabric Manager user guide).
+    """
+    text = (f"Install the Fabric Manager of exactly the driver's version ({driver}); the "
+            "package version must equal the driver's, so hold it against upgrades.")
+    distro = (((facts["os"].get("distro") or {}).get("id")) or "").lower()
+    if distro in _DNF_DISTROS:
+        return Step(text, command=f"sudo dnf install nvidia-fabric-manager-{driver}",
+                    url=FABRIC_NOT_READY.docs_url)
+    package = f"nvidia-fabricmanager-{branch}"
+    return Step(text + " `apt-cache madison` lists the versions your repositories carry.",
+                command=f"sudo apt install \"{package}=$(apt-cache madison {package} | "
+                        f"awk '{{print $3}}' | grep -m1 '^{driver}-')\" && "
+                        f"sudo apt-mark hold {package}",
+                url=FABRIC_NOT_READY.docs_url)
 
 
 @check(
@@ -316,11 +353,7 @@ def fabric_manager(facts: Any) -> Iterator[Finding | Summary]:
                  f"{waiting[0]['fabric']['state'].replace('_', ' ')}): CUDA fails with error "
                  "802 'system not yet initialized'")
     steps = [
-        Step(f"Install the Fabric Manager of exactly the driver's version ({driver}); the "
-             f"package version must equal the driver's, so hold both against upgrades.",
-             command=f"sudo apt install nvidia-fabricmanager-{branch}={driver}-1 && "
-                     f"sudo apt-mark hold nvidia-fabricmanager-{branch}",
-             url=FABRIC_NOT_READY.docs_url),
+        _fabric_install_step(facts, driver, branch),
         Step("Enable and start the service, then read its log if it stops.",
              command="sudo systemctl enable --now nvidia-fabricmanager && "
                      "systemctl status nvidia-fabricmanager"),

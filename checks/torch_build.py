@@ -19,14 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import nvidia_gpus_present, wheel_advice, wheel_for_machine
+from gpu_doctor.checks._util import (
+    install_steps,
+    nvidia_gpus_present,
+    target_pip,
+    target_python,
+)
 
 from gpu_doctor.categories import Category
 from gpu_doctor.knowledge.arch import (
     Support,
+    parse_arch,
     parse_capability,
     support_for,
-    variants_with_kernels,
 )
 from gpu_doctor.knowledge.torch_pairs import (
     NUMPY2_SAFE_TORCH,
@@ -38,7 +43,7 @@ from gpu_doctor.knowledge.torch_pairs import (
     torchaudio_matches,
     torchvision_matches,
 )
-from gpu_doctor.knowledge.wheels import INSTALL_GUIDE, install_command
+from gpu_doctor.knowledge.wheels import INSTALL_GUIDE
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
@@ -103,8 +108,7 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
     error = torch.get("import_error") or {}
     kind = error.get("type") or "ImportError"
     message = error.get("message") or "unknown error"
-    variant = wheel_for_machine(facts)
-    command = install_command(variant)
+    install = install_steps(facts, "torch torchvision")
     evidence = [_python_evidence(facts), Evidence("import torch", f"{kind}: {message}",
                                                   "interpreter probe")]
     probe = torch.get("probe") or {}
@@ -113,8 +117,7 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
     if kind == "ModuleNotFoundError" and message == "No module named 'torch'":
         title = "PyTorch is not installed in this interpreter"
         steps = [
-            Step(f"Install a CUDA build of PyTorch: {wheel_advice(facts, variant)}.",
-                 command=command, url=INSTALL_GUIDE),
+            *install,
             Step("Make sure you run the doctor with the interpreter that runs training "
                  "(activate its virtual environment, or pass `--python /path/to/python`)."),
         ]
@@ -123,9 +126,13 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
         steps = [
             Step("Create a clean virtual environment; a half-upgraded torch or mixed "
                  "CUDA libraries in one environment are the usual cause.",
-                 command="python -m venv ~/venvs/train && . ~/venvs/train/bin/activate"),
-            Step("Reinstall torch there with one command, so every CUDA library comes from "
-                 "the same build.", command=command, url=INSTALL_GUIDE),
+                 command=f"{target_python(facts)} -m venv ~/venvs/train && "
+                         ". ~/venvs/train/bin/activate"),
+            *[Step("Reinstall torch there with one command, so every CUDA library comes from "
+                   f"the same build. {step.text}",
+                   command=step.command and step.command.replace(
+                       target_pip(facts), "python -m pip", 1), url=step.url)
+              for step in install],
             Step("If the error names a missing .so, check that LD_LIBRARY_PATH does not point "
                  "at another CUDA or cuDNN installation.", command="echo $LD_LIBRARY_PATH"),
         ]
@@ -155,16 +162,12 @@ def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
         yield Summary(f"built for ROCm {build['hip']}")
         return
     gpus_present = nvidia_gpus_present(facts)
-    variant = wheel_for_machine(facts)
     steps = [
-        Step("Remove the CPU-only build.", command="pip uninstall -y torch torchvision torchaudio"),
-        Step(
-            f"Install a CUDA build: {wheel_advice(facts, variant)}.",
-            command=install_command(variant, "torch torchvision torchaudio"),
-            url=INSTALL_GUIDE,
-        ),
+        Step("Remove the CPU-only build.",
+             command=f"{target_pip(facts)} uninstall -y torch torchvision torchaudio"),
+        *install_steps(facts),
         Step("Confirm that torch sees the GPUs.",
-             command='python -c "import torch; print(torch.version.cuda, '
+             command=f'{target_python(facts)} -c "import torch; print(torch.version.cuda, '
                      'torch.cuda.device_count())"'),
     ]
     yield Finding(
@@ -271,7 +274,6 @@ def torch_rocm_on_nvidia(facts: Any) -> Iterator[Finding | Summary]:
     if not nvidia_gpus_present(facts):
         yield Summary(f"ROCm {build['hip']} build, no NVIDIA GPU here")
         return
-    variant = wheel_for_machine(facts)
     yield Finding(
         code=TORCH_ROCM_ON_NVIDIA,
         title=f"torch {build.get('version')} is a ROCm {build['hip']} (AMD) build on a machine "
@@ -283,10 +285,9 @@ def torch_rocm_on_nvidia(facts: Any) -> Iterator[Finding | Summary]:
             _python_evidence(facts),
         ),
         remediation=(
-            Step("Remove the ROCm build.", command="pip uninstall -y torch torchvision torchaudio"),
-            Step(f"Install a CUDA build: {wheel_advice(facts, variant)}.",
-                 command=install_command(variant, "torch torchvision torchaudio"),
-                 url=INSTALL_GUIDE),
+            Step("Remove the ROCm build.",
+                 command=f"{target_pip(facts)} uninstall -y torch torchvision torchaudio"),
+            *install_steps(facts),
         ),
     )
 
@@ -311,28 +312,31 @@ def _sm(capability: tuple[int, int]) -> str:
 
 
 def _arch_steps(facts: Any, capabilities: list[tuple[int, int]]) -> list[Step]:
-    newest = max(capabilities)
-    tags = variants_with_kernels(newest)
-    variant = wheel_for_machine(facts)
-    if variant is not None and variant.tag in tags:
-        command = install_command(variant, "torch torchvision torchaudio")
-        why = wheel_advice(facts, variant)
-    elif tags:
-        command = (f"pip install --upgrade torch torchvision torchaudio --index-url "
-                   f"https://download.pytorch.org/whl/{tags[0]}")
-        why = f"the {tags[0]} wheels carry {_sm(newest)} kernels"
-    else:
-        command = "pip install --upgrade torch torchvision torchaudio  # see pytorch.org"
-        why = f"no current wheel variant is known to carry {_sm(newest)} kernels"
+    """Replace the build with one that has kernels for every GPU and runs on this driver."""
+    newest = _sm(max(capabilities))
+    install = install_steps(facts)
+    first = install[0]
+    install[0] = Step(f"Install a build with kernels for {newest}. {first.text}",
+                      command=first.command, url=first.url)
     return [
         Step("Remove the build without kernels for this GPU.",
-             command="pip uninstall -y torch torchvision torchaudio"),
-        Step(f"Install a build with kernels for {_sm(newest)}: {why}.", command=command,
-             url=INSTALL_GUIDE),
+             command=f"{target_pip(facts)} uninstall -y torch torchvision torchaudio"),
+        *install,
         Step("Confirm the GPU's architecture is in the new build's list.",
-             command='python -c "import torch; print(torch.cuda.get_arch_list(), '
-                     'torch.cuda.get_device_capability(0))"'),
+             command=f'{target_python(facts)} -c "import torch; '
+                     'print(torch.cuda.get_arch_list(), torch.cuda.get_device_capability(0))"'),
     ]
+
+
+def _arch_span(arch_list: list[str]) -> str:
+    """``sm_75 … sm_120`` from the cubins of an arch list (PTX entries named after it)."""
+    cubins = sorted({a.capability for a in (parse_arch(x) for x in arch_list)
+                     if a is not None and a.kind == "sm"})
+    if not cubins:
+        return " ".join(arch_list) or "nothing"
+    span = _sm(cubins[0]) if len(cubins) == 1 else f"{_sm(cubins[0])}…{_sm(cubins[-1])}"
+    ptx = [x for x in arch_list if x.startswith("compute_")]
+    return span + (f" (+ PTX {', '.join(ptx)})" if ptx else "")
 
 
 @check(
@@ -356,8 +360,9 @@ def torch_arch_support(facts: Any) -> Iterator[Finding | Summary]:
         return
     arch_list = " ".join(build.get("arch_list") or [])
     names = sorted({f"{gpu.get('name')} ({_sm(cap)})" for gpu, cap in missing})
+    absent = ", ".join(sorted({_sm(cap) for _, cap in missing}))
     title = (f"torch {build.get('version')} has no kernels for {', '.join(names)}: its "
-             f"arch list ends at {(build.get('arch_list') or ['?'])[-1]}")
+             f"arch list covers {_arch_span(build.get('arch_list') or [])} (no {absent})")
     evidence = [Evidence(_gpu_label(gpu), f"compute capability {cap[0]}.{cap[1]}",
                          gpu["source"]) for gpu, cap in missing]
     evidence.append(Evidence("torch.cuda.get_arch_list()", arch_list, "interpreter probe"))
@@ -492,10 +497,10 @@ def _index_for(tag: str | None) -> str:
     return f"https://download.pytorch.org/whl/{tag or 'cpu'}"
 
 
-def _pair_command(torch_version: str, packages: dict[str, str]) -> str:
+def _pair_command(facts: Any, torch_version: str, packages: dict[str, str]) -> str:
     """Pin the companions to torch's release, from torch's own index."""
     pins = " ".join(f"{name}=={version}" for name, version in packages.items())
-    return (f"pip install --force-reinstall torch=={parse(torch_version)} {pins} "
+    return (f"{target_pip(facts)} install --force-reinstall torch=={parse(torch_version)} {pins} "
             f"--index-url {_index_for(local_tag(torch_version))}")
 
 
@@ -534,7 +539,8 @@ def torch_companions(facts: Any) -> Iterator[Finding | Summary]:
                           Evidence(name, version, "installed packages")),
                 remediation=(Step(f"Reinstall {name} {expected} with torch, from torch's "
                                   "index, so both come from one release.",
-                                  command=_pair_command(torch_version, {name: f"{expected}.*"}),
+                                  command=_pair_command(facts, torch_version,
+                                                       {name: f"{expected}.*"}),
                                   url=_PAIRS_URL if name == "torchvision" else
                                   TORCHAUDIO_MISMATCH.docs_url),),
             )
@@ -548,8 +554,9 @@ def torch_companions(facts: Any) -> Iterator[Finding | Summary]:
                 evidence=(Evidence("torch", torch_version, "interpreter probe"),
                           Evidence(name, version, "installed packages")),
                 remediation=(Step(f"Reinstall {name} from torch's own index ({tag}).",
-                                  command=f"pip install --force-reinstall --no-deps {name}=="
-                                          f"{parse(version)} --index-url {_index_for(tag)}"),),
+                                  command=f"{target_pip(facts)} install --force-reinstall "
+                                          f"--no-deps {name}=={parse(version)} "
+                                          f"--index-url {_index_for(tag)}"),),
             )
     if not found:
         have = ", ".join(f"{n} {v[0]}" for n, v in installed.items() if v)
@@ -577,8 +584,9 @@ def torchvision_ops(facts: Any) -> Iterator[Finding | Summary]:
     tv_version = tv.get("version") or next(iter(_versions(facts, "torchvision")), "?")
     release = release_for(torch_version)
     pins = {"torchvision": f"{release.torchvision}.*"} if release else {}
-    command = (_pair_command(torch_version, pins) if pins else
-               f"pip install --force-reinstall torch=={parse(torch_version)} torchvision "
+    command = (_pair_command(facts, torch_version, pins) if pins else
+               f"{target_pip(facts)} install --force-reinstall torch=={parse(torch_version)} "
+               "torchvision "
                f"--index-url {_index_for(local_tag(torch_version))}")
     where = "import torchvision" if tv.get("import_error") else "torch.ops.torchvision.nms"
     yield Finding(
@@ -592,7 +600,8 @@ def torchvision_ops(facts: Any) -> Iterator[Finding | Summary]:
             Step("Reinstall torchvision for this torch, from torch's index.", command=command,
                  url=_PAIRS_URL),
             Step("Confirm the operator loads.",
-                 command='python -c "import torch, torchvision; print(torch.ops.torchvision.nms)"'),
+                 command=f'{target_python(facts)} -c "import torch, torchvision; '
+                         'print(torch.ops.torchvision.nms)"'),
         ),
     )
 
@@ -671,7 +680,8 @@ def numpy_abi(facts: Any) -> Iterator[Finding | Summary]:
               "NumPy 1.x",
         evidence=tuple(evidence),
         remediation=(
-            Step("Install a NumPy 1.x release (the quick fix).", command='pip install "numpy<2"'),
+            Step("Install a NumPy 1.x release (the quick fix).",
+                 command=f'{target_pip(facts)} install "numpy<2"'),
             Step("Or upgrade torch to 2.3.1 or newer, which works with NumPy 2.",
                  url=INSTALL_GUIDE),
         ),
@@ -706,7 +716,7 @@ def python_version(facts: Any) -> Iterator[Finding | Summary]:
                  command=f"python{release.python_max} -m venv ~/venvs/train && "
                          ". ~/venvs/train/bin/activate"),
             Step("Install torch there from its index.",
-                 command=f"pip install torch=={parse(torch_version)} "
+                 command=f"~/venvs/train/bin/python -m pip install torch=={parse(torch_version)} "
                          f"--index-url {_index_for(local_tag(torch_version))}",
                  url=INSTALL_GUIDE),
         ),
