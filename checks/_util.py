@@ -78,30 +78,36 @@ def recommendation(facts: Any, cuda: str | None = None) -> Recommendation:
     return recommend(cuda or driver_cuda(facts), caps, python, version)
 
 
-def _why(facts: Any, rec: Recommendation, install: Install, cuda: str | None) -> str:
+def _python_minor(facts: Any) -> str | None:
+    version = str((facts.get("python") or {}).get("version") or "")
+    return ".".join(version.split(".")[:2]) or None
+
+
+def _install_text(facts: Any, install: Install, cuda: str | None) -> str:
+    """Install this build, and why it fits this machine."""
     if install.torch is None:
+        head = f"Install the CUDA {install.cuda} build ({install.tag})"
         if cuda is None:
-            return (f"no driver answered, so this is the build for an R580 driver (CUDA "
-                    f"{install.cuda}, needs driver 580.65.06 or newer); with an older driver "
-                    f"use the cuXYZ index that matches the 'CUDA Version' nvidia-smi prints")
+            return (f"{head}: no driver answered, so this is the build for an R580 driver "
+                    f"(needs driver 580.65.06 or newer); with an older driver use the cuXYZ "
+                    f"index that matches the 'CUDA Version' nvidia-smi prints")
         how = (f"runs on this driver (CUDA {cuda}) through minor-version compatibility"
                if install.minor_compat else f"runs on this driver (it supports CUDA {cuda})")
-        return f"the CUDA {install.cuda} build {how} and has kernels for these GPUs"
-    python = (facts.get("python") or {}).get("version")
+        return f"{head}: it {how} and has kernels for these GPUs"
     how = " through minor-version compatibility" if install.minor_compat else ""
-    return (f"torch {install.torch} with torchvision {install.torchvision} (CUDA "
-            f"{install.cuda}) is the newest release that runs on this driver{how}, has "
-            f"kernels for these GPUs and supports Python {python}")
+    return (f"Install torch {install.torch} with torchvision {install.torchvision} (CUDA "
+            f"{install.cuda}, {install.tag}): the newest release that runs on this driver{how}, "
+            f"has kernels for these GPUs and supports Python {_python_minor(facts)}")
 
 
 def _blocked(facts: Any, rec: Recommendation, cuda: str | None) -> str:
-    python = (facts.get("python") or {}).get("version")
     reasons = {
         "driver": f"its builds with kernels for these GPUs need driver {rec.driver_needed} "
                   f"or newer (this driver supports CUDA {cuda})" if rec.driver_needed else
                   f"no CUDA build of it runs on this driver (CUDA {cuda})",
         "gpu": "none of its CUDA builds has kernels for these GPUs",
-        "python": f"it needs Python {rec.python_min} to {rec.python_max} (this is {python})",
+        "python": f"it needs Python {rec.python_min} to {rec.python_max} (this is "
+                  f"{_python_minor(facts)})",
     }
     return "; ".join(reasons[b] for b in rec.blocked)
 
@@ -121,8 +127,7 @@ def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
     if rec.blocked:
         prefix = f"The current PyTorch release does not fit here: {_blocked(facts, rec, cuda)}. "
     if rec.install is not None:
-        steps.append(Step(f"{prefix}Install {rec.install.label}: "
-                          f"{_why(facts, rec, rec.install, cuda)}.",
+        steps.append(Step(f"{prefix}{_install_text(facts, rec.install, cuda)}.",
                           command=rec.install.command(pip, packages), url=INSTALL_GUIDE))
     if rec.driver_branch and rec.current is not None:
         where = ("update the NVIDIA driver on Windows (WSL2 uses it) to"

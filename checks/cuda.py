@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpu_doctor.checks._util import target_python
+
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
@@ -165,7 +167,8 @@ def _init_finding(facts: Any, error: str) -> Finding:
                 Step("In a container, start it with the GPUs passed in.",
                      command="docker run --gpus all --ipc=host ..."),
                 Step("Confirm torch sees them.",
-                     command='python -c "import torch; print(torch.cuda.device_count())"'),
+                     command=f'{target_python(facts)} -c "import torch; '
+                             'print(torch.cuda.device_count())"'),
             ))
     if "insufficient for cuda runtime" in low or "error 35" in low:
         return Finding(code=CUDA_DRIVER_TOO_OLD,
@@ -199,7 +202,7 @@ def _init_finding(facts: Any, error: str) -> Finding:
             Step("If the module is in use or the error persists, reboot.",
                  command="sudo reboot"),
             Step("Confirm CUDA initialises.",
-                 command='python -c "import torch; torch.cuda.init(); '
+                 command=f'{target_python(facts)} -c "import torch; torch.cuda.init(); '
                          'print(torch.cuda.device_count())"'),
         ))
 
@@ -284,7 +287,8 @@ def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
                 evidence=evidence, affects=(f"gpu:{index}",),
                 remediation=(
                     Step("Rerun with synchronous kernel launches to see the failing call.",
-                         command="CUDA_LAUNCH_BLOCKING=1 python -c \"import torch; "
+                         command=f"CUDA_LAUNCH_BLOCKING=1 {target_python(facts)} -c "
+                                 "\"import torch; "
                                  f"x = torch.rand(1024, 1024, device='cuda:{index}'); "
                                  "print((x @ x).sum().item())\""),
                     Step("Look for Xid errors from this GPU in the kernel log.",

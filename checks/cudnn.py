@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpu_doctor.checks._util import target_pip, target_python
+
 from gpu_doctor.categories import Category
+from gpu_doctor.knowledge import torch_pairs
 from gpu_doctor.model import Code, Evidence, Finding, Step
 from gpu_doctor.registry import Summary, check
 
@@ -75,8 +78,20 @@ def _parts(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
+def _reinstall_same_torch(facts: Any) -> str:
+    """Reinstall the installed torch release from its own index (its cuDNN wheel comes back
+    with it), never a newer torch from PyPI that would break the torchvision pairing."""
+    version = ((facts.get("torch") or {}).get("build") or {}).get("version")
+    parsed = torch_pairs.parse(version)
+    if parsed is None:
+        return f"{target_pip(facts)} install --force-reinstall --no-deps torch"
+    tag = torch_pairs.local_tag(version)
+    index = f" --index-url https://download.pytorch.org/whl/{tag}" if tag else ""
+    return f"{target_pip(facts)} install --force-reinstall torch=={parsed}{index}"
+
+
 def _ld_steps(facts: Any) -> list[Step]:
-    python = (facts.get("python") or {}).get("executable") or "python"
+    python = target_python(facts)
     return [
         Step("See which cuDNN copies the library path brings in.",
              command="echo $LD_LIBRARY_PATH | tr ':' '\\n'; ldconfig -p | grep libcudnn"),
@@ -84,7 +99,7 @@ def _ld_steps(facts: Any) -> list[Step]:
              "them from ~/.bashrc too), so torch loads the cuDNN wheel it was installed with.",
              command="unset LD_LIBRARY_PATH"),
         Step("Reinstall torch's own cuDNN wheel alongside it.",
-             command=f"{python} -m pip install --force-reinstall torch"),
+             command=_reinstall_same_torch(facts)),
         Step("Confirm the loaded version.",
              command=f"{python} -c \"import torch; print(torch.backends.cudnn.version())\""),
     ]
@@ -180,7 +195,8 @@ def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
                               f"--format=csv && nvidia-smi -i {index} "
                               "--query-compute-apps=pid,used_memory --format=csv"),
                  Step("Rerun the failing convolution with cuDNN's own log.",
-                      command="CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr python -c "
+                      command="CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr "
+                              f"{target_python(facts)} -c "
                               f"\"import torch; c = torch.nn.Conv2d(3, 8, 3).to('cuda:{index}'); "
                               f"c(torch.rand(2, 3, 32, 32, device='cuda:{index}')).sum()"
                               ".backward(); print('ok')\"",
