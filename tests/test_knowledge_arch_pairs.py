@@ -33,11 +33,79 @@ def test_parse_arch_and_capability():
 
 
 def test_wheel_arch_table_agrees_with_the_wheel_variants():
+    """Every current variant has an arch list, and none carries sm_110 (Jetson Thor): that
+    is only in the aarch64 CUDA 13 builds (knowledge §2.3)."""
     for variant in wheels.CURRENT_VARIANTS:
-        archs = arch.CURRENT_WHEEL_ARCHS[variant.tag]
-        caps = [arch.parse_arch(a).capability for a in archs if a.startswith("sm_")]
-        assert min(caps) == arch.parse_capability(str(variant.min_capability))
-        assert max(c[0] for c in caps) == variant.max_capability_major
+        assert variant.archs == arch.CURRENT_WHEEL_ARCHS[variant.tag]
+        assert arch.support_for((11, 0), list(variant.archs)) is not arch.Support.NATIVE
+
+
+@pytest.mark.parametrize(("cap", "archs", "expected"), [
+    ((8, 7), ["sm_80", "sm_86"], arch.Support.NONE),  # Orin: no dGPU cubin (B5)
+    ((7, 2), ["sm_70"], arch.Support.NONE),  # Xavier
+    ((8, 7), ["sm_80", "sm_87"], arch.Support.NATIVE),
+    ((8, 7), ["sm_80", "compute_80"], arch.Support.PTX),  # PTX still JIT-compiles
+    ((8, 9), ["sm_80", "sm_87"], arch.Support.NATIVE),  # sm_80 still serves an L4 (8.9)
+])
+def test_jetson_capabilities_take_only_their_own_cubin(cap, archs, expected):
+    """knowledge §2.2 B5: torch's DEVICE_REQUIREMENT excludes 8.7 from sm_80/sm_86 and 7.2
+    from sm_70."""
+    assert arch.support_for(cap, archs) is expected
+
+
+def _rec(driver_cuda, caps, python, driver=None):
+    return wheels.recommend(driver_cuda, caps, python, driver)
+
+
+def test_recommend_prefers_full_support_over_minor_version_compat():
+    """Review 3 P2-11: driver 590 (CUDA 13.1) with an RTX 4070: cu130, not cu132 (MVC)."""
+    rec = _rec("13.1", [(8, 9)], "3.11.9", "590.48.01")
+    assert (rec.install.tag, rec.install.torch, rec.install.minor_compat) == ("cu130", None, False)
+    assert rec.blocked == ()
+    assert _rec("13.2", [(8, 9)], "3.11", "595.45.04").install.tag == "cu132"
+
+
+def test_recommend_blackwell_on_r570_names_the_driver_and_the_older_release():
+    """Review 3 P1-2: sm_120 on R570 (CUDA 12.8): no current build has both; torch 2.11
+    cu128 runs now, R580 (580.65.06) for the current cu130 build."""
+    rec = _rec("12.8", [(12, 0)], "3.11.9", "570.133.07")
+    assert rec.blocked == ("driver",)
+    assert (rec.install.torch, rec.install.torchvision, rec.install.tag) == (
+        "2.11.0", "0.26.0", "cu128")
+    assert (rec.driver_branch, rec.driver_needed, rec.current.tag) == ("580", "580.65.06",
+                                                                       "cu130")
+    assert rec.install.command("/venv/bin/python -m pip") == (
+        "/venv/bin/python -m pip install torch==2.11.0 torchvision==0.26.0 "
+        "--index-url https://download.pytorch.org/whl/cu128")
+
+
+def test_recommend_v100_on_r470_with_python_38():
+    """Review 3 P1-3: the torch_missing machine: torch 2.0.1 cu117 (what the healthy V100
+    fixture runs on the same driver); current torch needs 525.60.13 and Python 3.10+."""
+    rec = _rec("11.4", [(7, 0)], "3.8.10", "470.129.06")
+    assert set(rec.blocked) == {"driver", "python"}
+    assert (rec.install.torch, rec.install.torchvision, rec.install.tag) == (
+        "2.0.1", "0.15.2", "cu117")
+    assert rec.install.minor_compat is True
+    assert (rec.driver_needed, rec.current.tag) == ("525.60.13", "cu126")
+
+
+@pytest.mark.parametrize(("driver_cuda", "caps", "python", "tag", "torch"), [
+    ("13.0", [(7, 0)], "3.11", "cu126", None),  # V100 on R580: only cu126 has sm_70
+    ("13.0", [(7, 0), (9, 0)], "3.11", "cu126", None),  # mixed box: both need kernels
+    ("13.0", [(7, 0), (12, 0)], "3.11", "cu128", "2.10.0"),  # V100 + RTX 5090: 2.10 cu128
+    ("12.2", [(7, 0)], "3.8", "cu121", "2.4.1"),  # R535, Python 3.8: newest for 3.8
+    (None, [(9, 0)], "3.11", "cu130", None),  # no driver: the R580 build
+])
+def test_recommend_checks_every_gpu_and_python(driver_cuda, caps, python, tag, torch):
+    install = _rec(driver_cuda, caps, python).install
+    assert (install.tag, install.torch) == (tag, torch)
+
+
+def test_recommend_never_offers_a_build_without_kernels_for_jetson_thor():
+    """Review 3 P2-19: CC 11.0 has no x86 cu13x kernels."""
+    rec = _rec("13.0", [(11, 0)], "3.11")
+    assert "gpu" in rec.blocked
 
 
 @pytest.mark.parametrize(("torch", "vision", "ok"), [
@@ -59,7 +127,8 @@ def test_torchaudio_pairs(torch, audio, ok):
 
 
 def test_unknown_release_gets_no_verdict():
-    assert torch_pairs.release_for("2.13.0+cpu") is None
+    assert torch_pairs.release_for("2.14.0+cpu") is None
+    assert torch_pairs.release_for("2.13.0+cpu").torchvision == "0.28"
     assert torch_pairs.release_for("not a version") is None
 
 

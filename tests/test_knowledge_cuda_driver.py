@@ -58,7 +58,7 @@ def test_toolkit_minimum_is_the_ga_release_per_os(cuda, linux, windows):
 
 
 @pytest.mark.parametrize(("cuda", "os", "expected"), [
-    ("12.8", "linux", "525.60.13"), ("12.8", "windows", "527.41"),
+    ("12.8", "linux", "525.60.13"), ("12.8", "windows", "528.33"),
     ("12.0", "linux", "525.60.13"),
     ("11.8", "linux", "450.80.02"), ("11.0", "windows", "452.39"),
     ("13.2", "linux", "580.65.06"), ("13.0", "windows", "580"),
@@ -140,13 +140,14 @@ def test_compatibility_verdicts(build, driver, driver_cuda, verdict):
 
 
 def test_windows_driver_numbers_are_judged_with_the_windows_column():
-    """WSL2 runs on the Windows driver: 527.41 is Windows' 12.x MVC floor, not Linux's."""
-    linux = compatibility("12.4", "527.41", "12.0", "linux")
-    windows = compatibility("12.4", "527.41", "12.0", "windows")
+    """WSL2 runs on the Windows driver: 528.33 is Windows' 12.x MVC floor, not Linux's
+    (the sources disagree between 527.41 and 528.33; the later value is the safe one)."""
+    linux = compatibility("12.4", "528.33", "12.0", "linux")
+    windows = compatibility("12.4", "528.33", "12.0", "windows")
     assert windows.verdict is Verdict.MINOR_COMPAT
-    assert windows.needed_driver == "527.41"
-    assert linux.verdict is Verdict.MINOR_COMPAT  # 527.41 >= 525.60.13 as a Linux number too
-    assert compatibility("12.4", "526.98", "12.0", "windows").verdict is Verdict.TOO_OLD
+    assert windows.needed_driver == "528.33"
+    assert linux.verdict is Verdict.MINOR_COMPAT  # 528.33 >= 525.60.13 as a Linux number too
+    assert compatibility("12.4", "527.41", "12.0", "windows").verdict is Verdict.TOO_OLD
     assert compatibility("12.4", "526.98", "12.0", "linux").verdict is Verdict.MINOR_COMPAT
 
 
@@ -167,3 +168,20 @@ def test_compatibility_names_what_to_install():
     compat = compatibility("12.8", "470.129.06", "11.4")
     assert (compat.needed_driver, compat.full_driver, compat.branch) == (
         "525.60.13", "570.26", "R570")
+
+
+def test_wsl2_r580_windows_driver_without_nvml_cuda_is_not_called_too_old():
+    """Review 3 P1-1: 13.x rows have no Windows build, only the branch; a Windows 581.57
+    driver (WSL2, 'CUDA Version: ERR!') supports CUDA 13.0, not 12.9."""
+    assert max_cuda_for_driver("581.57", "windows") == "13.0"
+    assert max_cuda_for_driver("596.10", "windows") == "13.2"
+    compat = compatibility("13.0", "581.57", None, "windows")
+    assert compat.driver_cuda_derived is True
+    assert compat.verdict is Verdict.SUPPORTED
+
+
+def test_derived_cuda_version_never_makes_a_driver_above_the_minimum_too_old():
+    """The table is a lower bound: driver 581.57 is >= the 13.x floor (580), so a CUDA 13.2
+    build is at worst minor-version compatible there, never 'too old'."""
+    compat = compatibility("13.2", "581.57", None, "windows")
+    assert compat.verdict is Verdict.MINOR_COMPAT

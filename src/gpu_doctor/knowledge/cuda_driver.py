@@ -268,7 +268,7 @@ def compatibility(build_cuda: str | None, driver_version: str | None,
     if derived and have is not None and floor is not None and have >= floor:
         # A CUDA version read from the table is a lower bound (the table has no row for
         # every driver); a driver at or above the build's minimum is not "too old".
-        return result(Verdict.SUPPORTED if supported[0] >= build[0] else Verdict.MINOR_COMPAT)
+        return result(Verdict.MINOR_COMPAT)
     if supported[0] < build[0] or build[0] not in MVC_MINIMUM:
         return result(Verdict.TOO_OLD)
     if have is None or floor is None:
