@@ -51,6 +51,15 @@ def target_pip(facts: Any) -> str:
     return f"{target_python(facts)} -m pip"
 
 
+def wheel_for_machine(facts: Any) -> Install | None:
+    """The build to install here (``recommendation(facts).install``); None when none runs.
+
+    Kept for callers written against the old helper; print its command with
+    ``install.command(target_pip(facts), packages)``, or better use ``install_steps``.
+    """
+    return recommendation(facts).install
+
+
 def _on_wsl(facts: Any) -> bool:
     return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
 
@@ -151,8 +160,10 @@ def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
 
 
 # Datacenter GPU model names (NVML), and the kernel flavours of cloud images: both mean a
-# server, where Ubuntu packages the driver as nvidia-driver-NNN-server and its installer
-# takes --gpgpu (https://documentation.ubuntu.com/server/how-to/graphics/install-nvidia-drivers/).
+# server, where Ubuntu packages the driver as nvidia-driver-NNN-server (source package
+# https://packages.ubuntu.com/source/noble/nvidia-graphics-drivers-580-server) and its
+# installer takes --gpgpu for compute servers (Ubuntu Server guide, "NVIDIA drivers
+# installation"; review 3 P2-7).
 _DATACENTER_MODELS = frozenset({
     "A2", "A10", "A10G", "A16", "A30", "A40", "A100", "A800", "B100", "B200", "B300", "GB200",
     "GB300", "GH200", "H20", "H100", "H200", "H800", "L4", "L20", "L40", "L40S", "P4", "P40",

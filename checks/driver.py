@@ -103,9 +103,7 @@ def _install_driver_step(os_fact: dict[str, Any], server: bool = False) -> Step:
     if distro_id in {"ubuntu", "pop", "linuxmint"}:
         if server:
             return Step("Install the recommended server (compute) driver.",
-                        command="sudo ubuntu-drivers install --gpgpu",
-                        url="https://documentation.ubuntu.com/server/how-to/graphics/"
-                            "install-nvidia-drivers/")
+                        command="sudo ubuntu-drivers install --gpgpu", url=guide)
         return Step("Install the recommended driver.", command="sudo ubuntu-drivers install",
                     url=guide)
     name = (os_fact.get("distro") or {}).get("name") or "your distribution"

@@ -187,6 +187,9 @@ def test_system_cudnn_8_shadows_the_wheels_cudnn_9():
                              "cuDNN 8.9.7")
     assert evidence(finding)["LD_LIBRARY_PATH"] == "/usr/local/cuda/lib64"
     assert "unset LD_LIBRARY_PATH" in commands(finding)
+    # Review 3 P2-10: reinstall the same torch from its own index, never PyPI's newest.
+    assert ("/home/jesse/miniconda3/envs/cuda/bin/python -m pip install --force-reinstall "
+            "torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124") in commands(finding)
 
 
 def test_conv_not_initialized_on_one_gpu():
@@ -212,9 +215,23 @@ def test_laptop_rtx5090_has_no_kernels_in_the_cu121_wheel():
     assert finding.code.id == "TOR003"
     assert finding.category is Category.TORCH_ARCH_UNSUPPORTED
     assert finding.title == ("torch 2.5.1+cu121 has no kernels for NVIDIA GeForce RTX 5090 "
-                             "Laptop GPU (sm_120): its arch list ends at sm_90")
-    assert commands(finding)[1] == ("pip install --upgrade torch torchvision torchaudio "
-                                    "--index-url https://download.pytorch.org/whl/cu132")
+                             "Laptop GPU (sm_120): its arch list covers sm_50…sm_90 (no sm_120)")
+    # Driver 590 (CUDA 13.1): cu130, which R590 supports fully (not cu132 through MVC).
+    assert commands(finding)[1] == (
+        "/home/robot/berkeley-humanoid-lite/.venv/bin/python -m pip install --upgrade torch "
+        "torchvision torchaudio --index-url https://download.pytorch.org/whl/cu130")
+
+
+def test_v100_on_a_cu130_wheel_names_the_range_it_lacks():
+    """Review 3 P2-17: a too-old GPU is not 'past the end' of the arch list."""
+    facts = variant("healthy_8x_v100_pcie", {
+        "torch.build.version": "2.9.0+cu130", "torch.build.cuda": "13.0",
+        "torch.build.arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",
+                                  "compute_120"],
+        "nvml.cuda_driver_version": "13.0", "nvml.driver_version": "580.82.07"})
+    finding = only_finding(run(facts)["torch.arch_support"])
+    assert finding.title == ("torch 2.9.0+cu130 has no kernels for Tesla V100-PCIE-32GB (sm_70): "
+                             "its arch list covers sm_75…sm_120 (+ PTX compute_120) (no sm_70)")
 
 
 def test_h100_with_a_cu117_wheel_has_no_sm90():
@@ -265,8 +282,8 @@ def test_torchvision_from_another_release():
     assert finding.title == ("torchvision 0.14.1+cu117 does not belong to torch 2.0.1+cu117 "
                              "(it pairs with torchvision 0.15.x)")
     assert commands(finding) == [
-        "pip install --force-reinstall torch==2.0.1 torchvision==0.15.* "
-        "--index-url https://download.pytorch.org/whl/cu117"]
+        "/opt/venvs/train/bin/python -m pip install --force-reinstall torch==2.0.1 "
+        "torchvision==0.15.* --index-url https://download.pytorch.org/whl/cu117"]
 
 
 def test_torchaudio_from_another_release():
@@ -288,7 +305,8 @@ def test_cuda_torch_with_cpu_torchvision():
     assert finding.code.id == "PKG003"
     assert finding.title == ("torch 2.5.1+cu124 is a cu124 build but torchvision 0.20.1+cpu is "
                              "a cpu build")
-    assert commands(finding) == ["pip install --force-reinstall --no-deps torchvision==0.20.1 "
+    assert commands(finding) == ["/home/jesse/miniconda3/envs/cuda/bin/python -m pip install "
+                                 "--force-reinstall --no-deps torchvision==0.20.1 "
                                  "--index-url https://download.pytorch.org/whl/cu124"]
 
 
@@ -300,7 +318,8 @@ def test_torchvision_nms_does_not_exist():
     assert finding.code.id == "PKG004"
     assert finding.category is Category.PACKAGE_CONFLICT
     assert evidence(finding)["import torchvision"] == error
-    assert commands(finding)[0] == ("pip install --force-reinstall torch==2.5.1 "
+    assert commands(finding)[0] == ("/home/jesse/miniconda3/envs/cuda/bin/python -m pip install "
+                                   "--force-reinstall torch==2.5.1 "
                                     "torchvision==0.20.* --index-url "
                                     "https://download.pytorch.org/whl/cu124")
 
@@ -328,7 +347,7 @@ def test_numpy2_with_torch_2_0():
     assert finding.title == ("NumPy 2.0.1 is installed but torch 2.0.1+cu117 was built for "
                              "NumPy 1.x")
     assert evidence(finding)["warning at import torch"] == warning
-    assert commands(finding)[0] == 'pip install "numpy<2"'
+    assert commands(finding)[0] == '/opt/venvs/train/bin/python -m pip install "numpy<2"'
 
 
 def test_python_outside_the_torch_release_range():

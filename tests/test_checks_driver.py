@@ -18,7 +18,7 @@ from tests.check_helpers import (
 from tests.conftest import load_fixture_facts
 
 DRIVER_GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
-HOST_STEPS = ["dkms status; uname -r", "sudo ubuntu-drivers install",
+HOST_STEPS = ["dkms status; uname -r", "sudo ubuntu-drivers install --gpgpu",
               "sudo reboot  # then: nvidia-smi"]
 NOUVEAU_BLACKLIST = ("printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
                      "sudo tee /etc/modprobe.d/blacklist-nouveau.conf")
@@ -65,6 +65,14 @@ def test_gpu_on_the_bus_without_a_loaded_module_gcp_a100():
     assert commands(finding) == HOST_STEPS
     assert finding.remediation[1].url == DRIVER_GUIDE
     assert finding.to_dict()["docs_url"] == DRIVER_GUIDE
+
+
+def test_desktop_ubuntu_without_driver_gets_the_desktop_installer():
+    """The same GCP host with a generic (non-cloud) kernel: not known to be a server."""
+    facts = variant("no_driver", {"driver.kernel_release": "5.15.0-91-generic"})
+    finding = only_finding(run(facts)["driver.present"])
+    assert "sudo ubuntu-drivers install" in commands(finding)
+    assert "sudo ubuntu-drivers install --gpgpu" not in commands(finding)
 
 
 def test_nouveau_holding_the_gpu_is_blacklisted_first():
@@ -224,7 +232,8 @@ def test_module_not_built_for_the_running_kernel_says_so_and_rebuilds_first():
     assert commands(finding) == [
         "sudo apt install linux-headers-$(uname -r) && sudo dkms autoinstall -k $(uname -r)",
         "sudo modprobe nvidia && nvidia-smi",
-        "sudo ubuntu-drivers install",
+        # A GCP kernel: a server, so Ubuntu's compute (server) driver (review 3 P2-7).
+        "sudo ubuntu-drivers install --gpgpu",
     ]
 
 

@@ -64,13 +64,22 @@ def test_cu121_torch_on_an_r470_driver_fails_with_the_branch_to_install():
         "torch": "2.1.0+cu121 (built with CUDA 12.1)",
     }
     steps = finding.remediation
-    assert "R530 (530.30.02 or newer)" in steps[0].text
-    assert "from 525.60.13" in steps[0].text
+    # Review 3 P2-7: not R530 (a short-lived feature branch, long end-of-life) but R580, the
+    # long-term branch; on a datacenter GPU (V100), Ubuntu's -server package. The build's
+    # own minimum and its full-feature driver stay in the text.
+    assert steps[0].text == (
+        "Install driver branch R580 (580.65.06 or newer, long-term support to August 2028). "
+        "torch's CUDA 12.1 build needs driver 525.60.13 or newer; its full feature set needs "
+        "530.30.02 (R530) or newer.")
     assert commands(finding) == [
-        "sudo apt install nvidia-driver-530",
+        "sudo apt install nvidia-driver-580-server",
         "sudo reboot",
-        # No current wheel runs on R470 with a V100: choose_variant finds none -> no step.
+        # Or keep R470: torch 2.0.1 cu117 runs there (Python 3.8, sm_70), exact versions.
+        "/opt/venvs/train/bin/python -m pip install torch==2.0.1 torchvision==0.15.2 "
+        "torchaudio==2.0.2 --index-url https://download.pytorch.org/whl/cu117",
     ]
+    assert steps[2].text.startswith("Or keep the driver. The current PyTorch release does not "
+                                    "fit here")
 
 
 def test_cuda13_torch_on_an_r575_driver_offers_the_cu126_wheel_instead():
@@ -80,10 +89,12 @@ def test_cuda13_torch_on_an_r575_driver_offers_the_cu126_wheel_instead():
     finding = only_finding(run(facts)["driver.cuda_compat"])
     assert finding.code.id == "DRV002"
     assert "needs CUDA 13.0 (driver 580.65.06 or newer)" in finding.title
-    assert "R580 (580.65.06 or newer)" in finding.remediation[0].text
+    assert "R580 (580.65.06 or newer" in finding.remediation[0].text
+    exe = load_fixture_facts("workstation_2x_rtx3090_pcie")["python"]["executable"]
     assert commands(finding) == [
         None, "sudo reboot",
-        "pip install --upgrade torch torchvision --index-url https://download.pytorch.org/whl/cu126",
+        f"{exe} -m pip install --upgrade torch torchvision torchaudio "
+        "--index-url https://download.pytorch.org/whl/cu126",
     ]
     assert finding.remediation[0].url == (
         "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/")
@@ -106,8 +117,8 @@ def test_wsl2_old_windows_driver_is_updated_on_windows():
                                      "nvml.cuda_driver_version": "11.7"})
     finding = only_finding(run(facts)["driver.cuda_compat"])
     assert finding.code.id == "DRV002"
-    assert "needs CUDA 12.4 (driver 527.41 or newer)" in finding.title  # Windows' floor
-    assert "on Windows to 527.41 or newer" in finding.remediation[0].text
+    assert "needs CUDA 12.4 (driver 528.33 or newer)" in finding.title  # Windows' floor
+    assert "on Windows to 528.33 or newer" in finding.remediation[0].text
     assert commands(finding)[:2] == [None, "wsl --shutdown"]
     assert not any("apt" in (c or "") for c in commands(finding))
 
@@ -157,7 +168,7 @@ def test_gpu_that_needs_ptx_jit_under_minor_version_compat_is_an_error():
         "driver 535.183.01 (CUDA 12.2) cannot JIT-compile from CUDA 12.8")
     assert finding.affects == ("gpu:0",)
     assert evidence(finding)["torch architectures"] == "sm_80 sm_86 sm_90 compute_90"
-    assert "R570 (570.26 or newer)" in finding.remediation[0].text
+    assert "its full feature set needs 570.26 (R570) or newer" in finding.remediation[0].text
 
 
 def test_minor_version_compat_without_known_gpu_capabilities_warns():
@@ -223,8 +234,11 @@ def test_h800_without_fabric_manager_from_the_dcgm_capture():
     assert ev["GPU fabric state"].startswith("GPU 0: in progress, GPU 1: in progress")
     assert "Error 802" in ev["torch CUDA init"]
     assert finding.affects == tuple(f"gpu:{i}" for i in range(8))
+    # Review 3 P2-8: the version string differs per repository (NVIDIA's -1, Ubuntu's
+    # -0ubuntu...): pick the listed one that starts with the driver's version.
     assert commands(finding) == [
-        "sudo apt install nvidia-fabricmanager-535=535.129.03-1 && "
+        'sudo apt install "nvidia-fabricmanager-535=$(apt-cache madison '
+        "nvidia-fabricmanager-535 | awk '{print $3}' | grep -m1 '^535.129.03-')\" && "
         "sudo apt-mark hold nvidia-fabricmanager-535",
         "sudo systemctl enable --now nvidia-fabricmanager && systemctl status nvidia-fabricmanager",
         "nvidia-smi -q | grep -A 2 Fabric",
@@ -264,3 +278,35 @@ def test_in_a_container_the_daemon_is_not_judged_by_the_process_list():
     assert finding.affects == ("gpu:0",)
     assert "on the host" in finding.remediation[0].text
     assert evidence(finding)["nv-fabricmanager process"] == "not visible from a container"
+
+
+def test_fabric_manager_on_rhel_is_installed_with_dnf():
+    """Review 3 P2-8: RHEL-family hosts have no apt; NVIDIA's RHEL repository names the
+    package nvidia-fabric-manager-{driver version}."""
+    facts = _h800("in_progress", False)
+    facts.records["os"].value["distro"]["id"] = "rocky"
+    finding = only_finding(run(facts)["driver.fabric_manager"])
+    assert commands(finding)[0] == "sudo dnf install nvidia-fabric-manager-535.129.03"
+
+
+def test_wsl2_r580_windows_driver_with_cuda_err_is_not_too_old():
+    """Review 3 P1-1: WSL2, Windows driver 581.57, nvidia-smi 'CUDA Version: ERR!' (NVML
+    gives no CUDA version), torch cu130: R580 runs CUDA 13.0, so no DRV002."""
+    facts = variant("wsl2_rtx4070", {"nvml.driver_version": "581.57",
+                                     "nvml.cuda_driver_version": None,
+                                     "torch.build.version": "2.9.0+cu130",
+                                     "torch.build.cuda": "13.0"})
+    result = run(facts)["driver.cuda_compat"]
+    assert result.status is Status.PASS
+    assert result.findings == ()
+
+
+def test_workstation_gpu_gets_the_desktop_driver_package():
+    """An RTX 5090 laptop on Ubuntu under a cu128 torch with an R535 driver: R580, not the
+    -server build (that is for datacenter GPUs)."""
+    facts = _with_driver("laptop_gpu_newer_than_wheel", "535.183.01", "12.2", {
+        "torch.build.cuda": "13.0", "torch.build.version": "2.9.0+cu130",
+        "os.distro.id": "ubuntu"})
+    finding = only_finding(run(facts)["driver.cuda_compat"])
+    assert finding.code.id == "DRV002"
+    assert commands(finding)[0] == "sudo apt install nvidia-driver-580"

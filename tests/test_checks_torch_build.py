@@ -68,25 +68,49 @@ def test_torch_not_installed_on_the_v100_server():
         "interpreter": "/usr/bin/python3 (Python 3.8.10)",
         "import torch": "ModuleNotFoundError: No module named 'torch'",
     }
-    install, which_python = finding.remediation
-    # Driver 470 supports CUDA 11.4: no current CUDA build of torch runs on it.
-    assert install.command == f"pip install --upgrade torch torchvision  # see {INSTALL_GUIDE}"
-    assert "this driver is too old for every current CUDA build of torch" in install.text
-    assert "upgrade the driver first" in install.text
+    install, upgrade, which_python = finding.remediation
+    # Review 3 P1-3. Driver 470 supports CUDA 11.4 and this is Python 3.8: current torch
+    # fits neither. The build that runs here (the healthy V100 fixture's), exact versions,
+    # with this interpreter's pip; never an unpinned install that pulls a cu12x torch.
+    assert install.command == ("/usr/bin/python3 -m pip install torch==2.0.1 torchvision==0.15.2 "
+                               f"--index-url {WHL}/cu117")
+    assert install.text == (
+        "The current PyTorch release does not fit here: its builds with kernels for these GPUs "
+        "need driver 525.60.13 or newer (this driver supports CUDA 11.4); it needs Python 3.10 "
+        "to 3.15 (this is 3.8). Install torch 2.0.1 with torchvision 0.15.2 (CUDA 11.7, "
+        "cu117): the newest release that runs on this driver through minor-version "
+        "compatibility, has kernels for these GPUs and supports Python 3.8.")
     assert install.url == INSTALL_GUIDE
+    assert upgrade.text.startswith("Or upgrade the driver to the R580 branch (580.65.06 or newer")
+    assert upgrade.command == ("python3.10 -m venv ~/venvs/train && ~/venvs/train/bin/python -m "
+                               f"pip install --upgrade torch torchvision --index-url {WHL}/cu126")
     assert "--python /path/to/python" in which_python.text
 
 
 def test_torch_not_installed_wheel_follows_the_driver_cuda_version():
-    """Same V100 server with an R535 driver (CUDA 12.2): cu126, the newest build that
-    still has Volta (sm_70) kernels."""
+    """Same V100 server with an R535 driver (CUDA 12.2) and Python 3.11: cu126, the newest
+    build that still has Volta (sm_70) kernels, through minor-version compatibility."""
     facts = variant("torch_missing", {"nvml.cuda_driver_version": "12.2",
-                                      "nvml.driver_version": "535.129.03"})
+                                      "nvml.driver_version": "535.129.03",
+                                      "python.version": "3.11.9"})
     finding = only_finding(run(facts)["torch.import"])
     install = finding.remediation[0]
-    assert install.command == f"pip install --upgrade torch torchvision --index-url {WHL}/cu126"
-    assert ("the CUDA 12.6 build runs on this driver (it supports CUDA 12.2) and has kernels "
-            "for these GPUs") in install.text
+    assert install.command == ("/usr/bin/python3 -m pip install --upgrade torch torchvision "
+                               f"--index-url {WHL}/cu126")
+    assert install.text == ("Install the CUDA 12.6 build (cu126): it runs on this driver (CUDA "
+                            "12.2) through minor-version compatibility and has kernels for "
+                            "these GPUs.")
+
+
+def test_torch_not_installed_python_38_on_r535_gets_the_newest_release_for_38():
+    """Same server, R535 and Python 3.8: current torch needs 3.10; torch 2.4.1 cu121 is the
+    newest release for 3.8 with sm_70, and the driver supports its CUDA 12.1 fully."""
+    facts = variant("torch_missing", {"nvml.cuda_driver_version": "12.2",
+                                      "nvml.driver_version": "535.129.03"})
+    install, _ = only_finding(run(facts)["torch.import"]).remediation
+    assert install.command == ("/usr/bin/python3 -m pip install torch==2.4.1 torchvision==0.19.1 "
+                               f"--index-url {WHL}/cu121")
+    assert "it needs Python 3.10 to 3.15 (this is 3.8)" in install.text
 
 
 def test_torch_not_installed_without_a_driver_suggests_the_newest_build_and_says_why():
@@ -96,9 +120,9 @@ def test_torch_not_installed_without_a_driver_suggests_the_newest_build_and_says
         "torch.importable": False, "torch.build": None})
     finding = only_finding(run(facts)["torch.import"])
     install = finding.remediation[0]
-    assert install.command == f"pip install --upgrade torch torchvision --index-url {WHL}/cu132"
-    assert "no driver answered, so this is the newest build (CUDA 13.2" in install.text
-    assert "driver 580.65.06 or newer" in install.text
+    # The GCP A100 without a driver, Python 3.8: the newest release for 3.8 with sm_80.
+    assert install.command.endswith(
+        f"-m pip install torch==2.4.1 torchvision==0.19.1 --index-url {WHL}/cu121")
 
 
 def test_broken_import_libcudnn_on_almalinux():
@@ -117,9 +141,11 @@ def test_broken_import_libcudnn_on_almalinux():
                          "No such file or directory"),
     }
     # Driver 580 (CUDA 13.0) and an H100 (9.0): the CUDA 13.2 build.
+    # Driver 580 (CUDA 13.0) and an H100 (9.0): the CUDA 13.0 build, fully supported by
+    # R580 (review 3 P2-11: not cu132 through minor-version compatibility).
     assert commands(finding) == [
-        "python -m venv ~/venvs/train && . ~/venvs/train/bin/activate",
-        f"pip install --upgrade torch torchvision --index-url {WHL}/cu132",
+        "/home/brain/venv/bin/python -m venv ~/venvs/train && . ~/venvs/train/bin/activate",
+        f"python -m pip install --upgrade torch torchvision --index-url {WHL}/cu130",
         "echo $LD_LIBRARY_PATH",
     ]
 
@@ -173,29 +199,35 @@ def test_cpu_wheel_on_an_rtx_5090_box():
         "interpreter": "/home/paul/comic-translate/.venv/bin/python (Python 3.11.9)",
     }
     uninstall, install, confirm = finding.remediation
-    assert uninstall.command == "pip uninstall -y torch torchvision torchaudio"
-    # Driver 595 (CUDA 13.2), an RTX 5090 (12.0): the CUDA 13.2 build.
+    exe = "/home/paul/comic-translate/.venv/bin/python"
+    assert uninstall.command == f"{exe} -m pip uninstall -y torch torchvision torchaudio"
+    # Driver 595 (CUDA 13.2), an RTX 5090 (12.0): the CUDA 13.2 build, with --python's pip.
     assert install.command == (
-        f"pip install --upgrade torch torchvision torchaudio --index-url {WHL}/cu132")
-    assert "the CUDA 13.2 build runs on this driver (it supports CUDA 13.2)" in install.text
+        f"{exe} -m pip install --upgrade torch torchvision torchaudio --index-url {WHL}/cu132")
+    assert "the CUDA 13.2 build (cu132): it runs on this driver (it supports CUDA 13.2)" in (
+        install.text)
     assert install.url == INSTALL_GUIDE
     assert "torch.cuda.device_count()" in confirm.command
 
 
-@pytest.mark.parametrize(("name", "driver_cuda", "tag"), [
-    ("torch_cpu_wheel_on_gpu_box", "13.2", "cu132"),  # RTX 5090 (12.0), R595
-    ("torch_cpu_wheel_on_gpu_box", "13.0", "cu132"),  # RTX 5090, R580: same major
-    ("healthy_8x_v100_pcie", "12.2", "cu126"),  # V100 (7.0), R535
-    ("healthy_8x_v100_pcie", "13.0", "cu126"),  # V100, R580: cu13x has no sm_70
+@pytest.mark.parametrize(("name", "driver_cuda", "tag", "how"), [
+    ("torch_cpu_wheel_on_gpu_box", "13.2", "cu132", "(it supports CUDA 13.2)"),  # RTX 5090
+    # R580 (13.0): cu130, fully supported, not cu132 through MVC (review 3 P2-11)
+    ("torch_cpu_wheel_on_gpu_box", "13.0", "cu130", "(it supports CUDA 13.0)"),
+    ("healthy_8x_v100_pcie", "12.2", "cu126", "(CUDA 12.2) through minor-version"),  # R535
+    ("healthy_8x_v100_pcie", "13.0", "cu126", "(it supports CUDA 13.0)"),  # cu13x: no sm_70
 ])
-def test_cpu_wheel_replacement_is_chosen_from_the_driver_cuda_version(name, driver_cuda, tag):
-    facts = variant(name, {"nvml.cuda_driver_version": driver_cuda,
+def test_cpu_wheel_replacement_is_chosen_from_the_driver_cuda_version(name, driver_cuda, tag,
+                                                                      how):
+    driver = {"12.2": "535.129.03", "13.0": "580.82.07", "13.2": "595.45.04"}[driver_cuda]
+    facts = variant(name, {"nvml.cuda_driver_version": driver_cuda, "python.version": "3.11.9",
+                           "nvml.driver_version": driver,
                            "torch.build.version": "2.6.0+cpu", "torch.build.cuda": None})
     finding = only_finding(run(facts)["torch.cuda_build"])
     assert finding.title == "torch 2.6.0+cpu is a CPU-only build"
-    assert finding.remediation[1].command == (
-        f"pip install --upgrade torch torchvision torchaudio --index-url {WHL}/{tag}")
-    assert f"(it supports CUDA {driver_cuda})" in finding.remediation[1].text
+    assert finding.remediation[1].command.endswith(
+        f"-m pip install --upgrade torch torchvision torchaudio --index-url {WHL}/{tag}")
+    assert how in finding.remediation[1].text
 
 
 def test_no_wheel_without_kernels_for_the_gpu_is_recommended():
@@ -203,9 +235,19 @@ def test_no_wheel_without_kernels_for_the_gpu_is_recommended():
     stops at sm_90, so no current build runs here; the driver must be upgraded first."""
     facts = variant("torch_cpu_wheel_on_gpu_box", {"nvml.cuda_driver_version": "12.8",
                                                    "nvml.driver_version": "570.133.07"})
-    install = only_finding(run(facts)["torch.cuda_build"]).remediation[1]
-    assert "cu126" not in install.command
-    assert "upgrade the driver first" in install.text
+    _, install, upgrade, _ = only_finding(run(facts)["torch.cuda_build"]).remediation
+    # Review 3 P1-2: say which constraint fails, and both ways out with exact values.
+    exe = "/home/paul/comic-translate/.venv/bin/python"
+    assert install.command == (f"{exe} -m pip install torch==2.11.0 torchvision==0.26.0 "
+                               f"torchaudio==2.11.0 --index-url {WHL}/cu128")
+    assert install.text.startswith(
+        "The current PyTorch release does not fit here: its builds with kernels for these GPUs "
+        "need driver 580.65.06 or newer (this driver supports CUDA 12.8). Install torch 2.11.0 "
+        "with torchvision 0.26.0 (CUDA 12.8, cu128)")
+    assert upgrade.text == ("Or upgrade the driver to the R580 branch (580.65.06 or newer, "
+                            "long-term support), then install the current cu130 build.")
+    assert upgrade.command == (f"{exe} -m pip install --upgrade torch torchvision torchaudio "
+                               f"--index-url {WHL}/cu130")
 
 
 def test_cpu_wheel_without_any_gpu_is_only_a_warning():

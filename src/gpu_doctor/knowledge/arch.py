@@ -95,9 +95,3 @@ CURRENT_WHEEL_ARCHS: dict[str, tuple[str, ...]] = {
     "cu130": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
     "cu132": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
 }
-
-
-def variants_with_kernels(capability: tuple[int, int]) -> list[str]:
-    """Current wheel variants with a native cubin for ``capability``, newest first."""
-    return [tag for tag, archs in CURRENT_WHEEL_ARCHS.items()
-            if support_for(capability, list(archs)) is Support.NATIVE][::-1]

@@ -114,10 +114,6 @@ class Install:
     def index_url(self) -> str:
         return f"{WHEEL_INDEX}/{self.tag}"
 
-    @property
-    def label(self) -> str:
-        return f"torch {self.torch} {self.tag}" if self.torch else f"the {self.tag} build"
-
     def command(self, pip: str = "python -m pip", packages: str = "torch torchvision") -> str:
         """``{pip} install ... --index-url ...``; exact versions for an older release."""
         if self.torch is None:
@@ -267,10 +263,8 @@ def _order(build: OlderBuild) -> int:
     return len(OLDER_BUILDS) - OLDER_BUILDS.index(build)
 
 
-def choose_variant(driver_cuda: str | None,
-                   capabilities: list[tuple[int, int]] | None = None) -> WheelVariant | None:
-    """The current wheel variant ``recommend`` picks, ignoring Python (None if none fits)."""
-    install = recommend(driver_cuda, capabilities).install
-    if install is None or install.torch is not None:
-        return None
-    return next(v for v in CURRENT_VARIANTS if v.tag == install.tag)
+def install_command(install: Install | None, packages: str = "torch torchvision",
+                    pip: str = "python -m pip") -> str | None:
+    """Compatibility shim for older callers: the command for ``install``; None when no build
+    runs here (print no command then). New code: ``checks._util.install_steps``."""
+    return install.command(pip, packages) if install is not None else None
