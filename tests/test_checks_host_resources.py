@@ -115,8 +115,11 @@ def test_second_training_on_port_29500():
     assert commands(finding) == [
         "ss -ltnp 'sport = :29500'",
         "kill 4242   # still there after a minute: kill -9 4242",
-        "python -m torch.distributed.run --master_port 29501 --nproc_per_node 2 train.py",
-        "python -m torch.distributed.run --standalone --nproc_per_node 2 train.py"]
+        # the interpreter being diagnosed (--python), not whatever `python` is on PATH
+        "/home/user/venvs/train/bin/python -m torch.distributed.run --master_port 29501 "
+        "--nproc_per_node 2 train.py",
+        "/home/user/venvs/train/bin/python -m torch.distributed.run --standalone "
+        "--nproc_per_node 2 train.py"]
 
 
 def test_master_port_from_the_environment_and_no_pid():

@@ -109,16 +109,24 @@ def test_busy_gpus_on_the_real_v100_server():
     assert finding.title == ("GPUs 2, 5, 6 already in use by other processes (3 of 8 this job "
                              "would use)")
     assert evidence(finding)["GPU 5 (Tesla V100-PCIE-32GB)"] == (
-        "31.6 GiB of 31.7 GiB used; pid 230331 python 31.6 GiB")
-    assert "export CUDA_VISIBLE_DEVICES=0,1,3,4,7" in commands(finding)
+        "31.6 GiB of 31.7 GiB used; pid 230331 python")  # the size once, not twice
+    # nvidia-smi's numbers mean the same GPUs to CUDA only in PCI bus order
+    assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,3,4,7" in \
+        commands(finding)
 
 
 def test_busy_names_the_process_and_user_when_known_and_respects_visible_devices():
     proc = [{"pid": 4242, "used_memory": 20 * GIB, "name": "python3", "username": "alice"}]
     facts = variant(H100, {"nvml.gpus.6.processes": proc, "nvml.gpus.6.memory_used": 20 * GIB})
     finding = only_finding(run(facts)["visibility.busy"])
-    assert evidence(finding)["GPU 6 (NVIDIA H100 80GB HBM3)"].endswith(
-        "pid 4242 python3 user alice 20.0 GiB")
+    assert evidence(finding)["GPU 6 (NVIDIA H100 80GB HBM3)"] == (
+        "20.0 GiB of 79.6 GiB used; pid 4242 python3 user alice")
+    two = variant(H100, {"nvml.gpus.6.processes": [*proc, {**proc[0], "pid": 4343,
+                                                           "used_memory": 2 * GIB}],
+                         "nvml.gpus.6.memory_used": 22 * GIB})
+    assert evidence(only_finding(run(two)["visibility.busy"]))[
+        "GPU 6 (NVIDIA H100 80GB HBM3)"] == ("22.0 GiB of 79.6 GiB used; pid 4242 python3 user "
+                                            "alice 20.0 GiB; pid 4343 python3 user alice 2.0 GiB")
     elsewhere = variant(H100, {"nvml.gpus.6.processes": proc,
                                "env_vars.CUDA_VISIBLE_DEVICES": "0,1,2,3"})
     assert run(elsewhere)["visibility.busy"].findings == ()
