@@ -122,8 +122,8 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
     usable, source = usable_gpus(facts)
     full = full_gpus(facts)
     wanted = gpus or usable
-    # The GPUs the job can really run on: no more than are usable, and, when other
-    # processes fill some of them, no more than have memory left.
+    # The batch is judged on the GPUs the job can run on. Full GPUs only warn (their memory
+    # may be free by launch time), so they do not change that count; their step fits the batch.
     runs_on = min(wanted, usable)
     problems = False
     if wanted == 0 or wanted > usable:
@@ -131,7 +131,6 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
         yield _too_few(facts, gpus, usable, source, batch)
     elif full and wanted > usable - len(full):
         problems = True
-        runs_on = usable - len(full)
         yield _full(facts, wanted, usable, full, batch)
     if batch is not None and runs_on and batch % runs_on:
         problems = True

@@ -39,7 +39,8 @@ def test_a_full_gpu_cannot_take_a_rank():
     """The recorded V100 server: GPU 5 has 31.6 of 31.7 GiB used by pid 230331, so an 8-GPU
     job's rank 5 would fail with CUDA out of memory."""
     result = run(variant("healthy_8x_v100_pcie", plan(gpus=8, batch=64)))["launch.plan"]
-    full, batch = result.findings
+    full = only_finding(result)  # 64 splits over the 8 asked for: no PLN002 error
+    assert result.status is Status.WARN
     assert full.code.id == "PLN001"
     assert full.effective_severity is Severity.WARNING
     assert full.title == ("--gpus 8 but GPU 5 is already full: only 7 of the 8 usable GPUs "
@@ -49,9 +50,6 @@ def test_a_full_gpu_cannot_take_a_rank():
     # the way out runs on the other seven, with a batch that splits over them
     assert commands(full)[0] == (f"{V100_PY} -m torch.distributed.run --nproc_per_node 7 "
                                  "train.py --batch 63 --device 0,1,2,3,4,6,7")
-    assert batch.code.id == "PLN002"
-    assert batch.title == ("--batch 64 on the 7 GPUs it can use: 64 is not a multiple of 7; "
-                           "use 63 or 70")
     # without --gpus the plan is every usable GPU, and the same GPU is in the way
     only = only_finding(run(variant("healthy_8x_v100_pcie", plan(batch=56)))["launch.plan"])
     assert only.title == ("8 GPUs but GPU 5 is already full: only 7 of the 8 usable GPUs have "
