@@ -19,6 +19,7 @@ Sources:
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from gpu_doctor.checks._util import GIB
@@ -29,15 +30,67 @@ WEIGHT_SHARE_OF_GPU_MEMORY = 0.25
 WORKER_BYTES = GIB // 2
 
 
-def visible_device_ids(env_vars: dict[str, str], gpu_count: int) -> list[str] | None:
-    """The CUDA_VISIBLE_DEVICES entries CUDA honours; None when the variable is unset."""
+# A GPU whose memory others already hold to this share cannot take a training rank: what is
+# left is about the CUDA context alone (a rule of thumb, like the RAM estimate below).
+FULL_GPU_SHARE = 0.90
+
+
+def target_python(facts: Any) -> str:
+    """The interpreter being diagnosed (--python), ready for a shell; "python" if unknown.
+
+    Private copy of gpu_doctor.checks._util.target_python (helper G adds it there; the
+    two behave the same and the lead keeps one).
+    """
+    exe = (facts.get("python") or {}).get("executable")
+    return shlex.quote(str(exe)) if exe else "python"
+
+
+def target_pip(facts: Any) -> str:
+    """pip of the interpreter being diagnosed: "/venv/bin/python -m pip" (copy, see above)."""
+    return f"{target_python(facts)} -m pip"
+
+
+def nccl_version_text(value: Any) -> str | None:
+    """torch's NCCL version as "2.7.8": old torch returned NCCL_VERSION_CODE as an int.
+
+    NCCL encodes major*1000 + minor*100 + patch up to 2.8, and major*10000 + minor*100 +
+    patch from 2.9 on (NVIDIA/nccl src/nccl.h.in, NCCL_VERSION; decoded the same way in
+    pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.cpp getNcclVersion). Snapshots
+    of older doctor versions recorded that int as text ("2708").
+    """
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return ".".join(str(v) for v in value)
+    text = str(value).strip()
+    if not text.isdigit():
+        return text or None
+    code = int(text)
+    div = 10000 if code >= 10000 else 1000
+    major, minor = code // div, code % div // 100
+    return f"{major}.{minor}.{code % 100}"
+
+
+def mig_enabled(facts: Any) -> bool:
+    """Whether any GPU runs in MIG mode (only then can a MIG- UUID name a device)."""
+    gpus = (facts.get("nvml") or {}).get("gpus") or []
+    return any((g.get("mig_mode") or {}).get("current") == 1 for g in gpus)
+
+
+def visible_device_ids(env_vars: dict[str, str], gpu_count: int,
+                       mig: bool = True) -> list[str] | None:
+    """The CUDA_VISIBLE_DEVICES entries CUDA honours; None when the variable is unset.
+
+    MIG- entries count only when MIG is on somewhere (MIG); otherwise they name nothing.
+    """
     raw = env_vars.get("CUDA_VISIBLE_DEVICES")
     if raw is None:
         return None
     kept: list[str] = []
+    prefixes = ("GPU-", "MIG-") if mig else ("GPU-",)
     for entry in (e.strip() for e in raw.split(",")):
         valid_index = entry.isdigit() and int(entry) < gpu_count
-        if valid_index or entry.startswith(("GPU-", "MIG-")):
+        if valid_index or entry.startswith(prefixes):
             kept.append(entry)
         else:
             break  # CUDA stops enumerating at the first invalid entry
@@ -53,11 +106,34 @@ def usable_gpus(facts: Any) -> tuple[int, str]:
     nvml = facts.get("nvml") or {}
     count = len(nvml.get("gpus") or [])
     env_vars = facts.get("env_vars") or {}
-    visible = visible_device_ids(env_vars, count)
+    visible = visible_device_ids(env_vars, count, mig_enabled(facts))
     if visible is None:
         return count, "NVML"
     return min(count, len(visible)), (
         f"NVML ({count} GPUs) with CUDA_VISIBLE_DEVICES={env_vars['CUDA_VISIBLE_DEVICES']!r}")
+
+
+def job_nvml_gpus(facts: Any) -> list[dict[str, Any]]:
+    """The NVML GPUs a job started here would use, in CUDA_VISIBLE_DEVICES order."""
+    gpus = [g for g in (facts.get("nvml") or {}).get("gpus") or [] if "error" not in g]
+    visible = visible_device_ids(facts.get("env_vars") or {}, len(gpus), mig_enabled(facts))
+    if visible is None:
+        return gpus
+    chosen = []
+    for entry in visible:
+        if entry.isdigit():
+            chosen += [g for g in gpus if g.get("index") == int(entry)]
+        elif entry.startswith("GPU-"):
+            chosen += [g for g in gpus
+                       if (g.get("uuid") or "").lower().startswith(entry.lower())][:1]
+    return chosen
+
+
+def full_gpus(facts: Any) -> list[dict[str, Any]]:
+    """GPUs the job would use whose memory other processes already hold (FULL_GPU_SHARE)."""
+    return [g for g in job_nvml_gpus(facts)
+            if (g.get("memory_total") or 0) > 0
+            and (g.get("memory_used") or 0) >= FULL_GPU_SHARE * g["memory_total"]]
 
 
 def gpu_memories(facts: Any) -> list[int]:
@@ -89,6 +165,13 @@ def workers_per_rank(facts: Any, ranks: int) -> tuple[int, bool]:
         return int(plan["workers"]), True
     cores = cpu_cores(facts.get("host") or {})
     return min(cores // max(ranks, 1), DEFAULT_MAX_WORKERS), False
+
+
+def workers_phrase(workers: int, planned: bool) -> str:
+    """'8 DataLoader workers each', saying so when the count is the assumed default."""
+    assumed = "" if planned else (" (assumed: the YOLO default, min(CPU cores per GPU, 8); "
+                                  "give --workers to size your job)")
+    return f"{workers} DataLoader workers each{assumed}"
 
 
 def effective_ram(host: dict[str, Any]) -> tuple[int, str]:

@@ -30,7 +30,10 @@ from gpu_doctor.checks._resources import (
     effective_ram,
     planned_ranks,
     ram_needed,
+    target_pip,
+    target_python,
     workers_per_rank,
+    workers_phrase,
 )
 from gpu_doctor.checks._util import GIB, MIB, human_bytes
 
@@ -83,14 +86,16 @@ def shm_steps(container: dict[str, Any]) -> list[Step]:
                   "/dev/shm.", command="docker run --ipc=host ...   # or: --shm-size=16g",
                   url=NCCL_SHM_TROUBLESHOOTING)
     kubernetes = Step(
-        "Kubernetes: mount a memory-backed emptyDir at /dev/shm.",
-        command="volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}]; "
-                "volumeMounts: [{name: dshm, mountPath: /dev/shm}]",
+        "Kubernetes: mount a memory-backed emptyDir at /dev/shm. In the pod spec add "
+        "`volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}]` and, in the "
+        "training container, `volumeMounts: [{name: dshm, mountPath: /dev/shm}]`.",
+        url="https://kubernetes.io/docs/concepts/storage/volumes/#emptydir",
     )
     host = Step("Bare metal or VM: remount /dev/shm larger (lasts until reboot; set it in "
                 "/etc/fstab to keep it).", command="sudo mount -o remount,size=16G /dev/shm")
-    workers = Step("Until then, fewer DataLoader workers lowers the pressure "
-                   "(e.g. `--workers 0` in YOLO training).")
+    workers = Step("Until then, fewer DataLoader workers lowers the pressure: "
+                   "DataLoader(num_workers=0) in your script, or `workers=0` for Ultralytics "
+                   "(`yolo train ... workers=0`).")
     kind = container.get("kind")
     if kind == "kubernetes":
         return [kubernetes, docker, workers]
@@ -181,7 +186,9 @@ RAM_TOO_SMALL = Code(
 
 CPU_STARVED = Code(
     id="HST003",
-    category=Category.HOST_OUT_OF_MEMORY,
+    # Slow input, not a failure any category names: host_out_of_memory is an OOM kill,
+    # and no other id covers CPU starvation, so the contract's "none of the above".
+    category=Category.UNKNOWN,
     summary="Too few CPU cores for the GPU processes and their DataLoader workers",
     what=(
         "Fewer than 2 CPU cores per GPU process, or more DataLoader worker processes than "
@@ -199,7 +206,9 @@ CPU_STARVED = Code(
 
 DISK_LOW = Code(
     id="HST004",
-    category=Category.HOST_OUT_OF_MEMORY,
+    # A full disk fails the checkpoint write ("No space left on device"), which is neither
+    # host RAM (host_out_of_memory) nor any other category: the contract's "unknown".
+    category=Category.UNKNOWN,
     summary="Little disk space left in the working directory for checkpoints",
     what="The filesystem of the working directory has less free space than checkpoints need.",
     why=(
@@ -254,6 +263,16 @@ def _is_wsl(facts: Any) -> bool:
     return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
 
 
+def _wslconfig_processors(facts: Any) -> int | None:
+    """[wsl2] processors= of a .wslconfig when this is WSL and one sets it."""
+    wsl = facts.get("wsl") or {}
+    if not (_is_wsl(facts) or wsl.get("is_wsl")):
+        return None
+    return next((c["processors"] for c in wsl.get("wslconfig") or [] if c.get("processors")),
+                None)
+
+
+
 @check(
     id="host.memory",
     title="Host RAM",
@@ -280,7 +299,8 @@ def host_memory(facts: Any) -> Iterator[Finding | Summary]:
     yield Finding(
         code=RAM_TOO_SMALL,
         title=f"{human_bytes(ram)} of host RAM for {need['ranks']} GPU process(es) with "
-              f"{workers} DataLoader workers each; about {human_bytes(need['total'])} needed",
+              f"{workers_phrase(workers, need['workers_planned'])}; about "
+              f"{human_bytes(need['total'])} needed",
         evidence=(
             Evidence("RAM for this job", human_bytes(ram), ram_source),
             Evidence("GPU processes", str(need["ranks"]), "--gpus, else the usable GPUs"),
@@ -318,6 +338,11 @@ def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
     if ranks == 0:
         yield Summary(f"{cores} CPU cores; no GPU planned")
         return
+    capped = _wslconfig_processors(facts)
+    if capped is not None:
+        yield Summary(f"{cores} CPU cores in the WSL VM (.wslconfig processors={capped}); "
+                      f"judged by the WSL check")
+        return
     workers, planned = workers_per_rank(facts, ranks)
     per_gpu = cores / ranks
     suggestion = max(0, cores // ranks - 1)
@@ -331,9 +356,10 @@ def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
         Step(f"Give each GPU process at most {suggestion} DataLoader workers "
              f"(--workers {suggestion}), and one OpenMP thread per process.",
              command="export OMP_NUM_THREADS=1"),
+    ) + (() if _is_wsl(facts) else (
         Step("In a container or Slurm job, ask for more CPUs.",
              command="docker run --cpus=16 ...   # Slurm: #SBATCH --cpus-per-task=16"),
-    )
+    ))
     if per_gpu < 2:
         yield Finding(
             code=CPU_STARVED,
@@ -384,7 +410,8 @@ def host_disk(facts: Any) -> Iterator[Finding | Summary]:
             Step("See what takes the space.",
                  command=f"du -xh --max-depth=1 {disk.get('path')} | sort -h | tail -20"),
             Step("Remove old runs or caches, e.g. pip's and torch hub's.",
-                 command="pip cache purge; rm -rf ~/.cache/torch/hub/checkpoints"),
+                 command=f"{target_pip(facts)} cache purge; "
+                         f"rm -rf ~/.cache/torch/hub/checkpoints"),
             Step("Or write checkpoints to a larger filesystem (the trainer's --project/--save-dir "
                  "option), checking it first.", command="df -h"),
         ),
@@ -480,10 +507,11 @@ def host_port(facts: Any) -> Iterator[Finding | Summary]:
             kill,
             Step("Or start this job on another port.",
                  command=(f"export MASTER_PORT={other}" if from_env else
-                          f"python -m torch.distributed.run --master_port {other} "
+                          f"{target_python(facts)} -m torch.distributed.run "
+                          f"--master_port {other} "
                           f"--nproc_per_node {nproc} train.py")),
             Step("On a single machine, let torchrun pick a free port itself.",
-                 command=f"python -m torch.distributed.run --standalone --nproc_per_node {nproc} "
-                         f"train.py", url=TORCHRUN_DOCS),
+                 command=f"{target_python(facts)} -m torch.distributed.run --standalone "
+                         f"--nproc_per_node {nproc} train.py", url=TORCHRUN_DOCS),
         ),
     )

@@ -24,10 +24,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._resources import usable_gpus, visible_device_ids
+from gpu_doctor.checks._resources import (
+    FULL_GPU_SHARE,
+    full_gpus,
+    mig_enabled,
+    target_python,
+    usable_gpus,
+    visible_device_ids,
+)
+from gpu_doctor.checks._util import human_bytes
 
 from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Step
+from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
 DDP_DOCS = "https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html"
@@ -58,27 +66,34 @@ BATCH_NOT_DIVISIBLE = Code(
 )
 
 
-def _device_list(facts: Any, count: int) -> tuple[str, str]:
-    """The --device value naming COUNT physical GPUs, and a note on where it came from."""
+def _is_full(entry: str, full: list[dict[str, Any]]) -> bool:
+    return any(entry == str(g.get("index")) or (entry.startswith("GPU-") and (
+        g.get("uuid") or "").lower().startswith(entry.lower())) for g in full)
+
+
+def _device_list(facts: Any, count: int) -> str:
+    """The --device value naming COUNT physical GPUs, leaving out full ones when it can."""
     env_vars = facts.get("env_vars") or {}
     nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
-    visible = visible_device_ids(env_vars, max(nvml_count, count))
-    if visible:
-        return ",".join(visible[:count]), "the GPUs CUDA_VISIBLE_DEVICES selects"
-    return ",".join(str(i) for i in range(count)), ""
+    visible = visible_device_ids(env_vars, max(nvml_count, count), mig_enabled(facts))
+    candidates = visible or [str(i) for i in range(max(nvml_count, count))]
+    full = full_gpus(facts)
+    free = [e for e in candidates if not _is_full(e, full)]
+    return ",".join((free if len(free) >= count else candidates)[:count])
 
 
 def launch_command(facts: Any, gpus: int, batch: int | None) -> str:
     """The exact command for this machine: torchrun for several GPUs, plain python for one."""
     plan = facts["plan"]
     script = plan.get("script") or "train.py"
-    devices, _ = _device_list(facts, gpus)
-    args = f"{script}" + (f" --batch {batch}" if batch else "") + f" --device {devices}"
+    python = target_python(facts)
+    args = f"{script}" + (f" --batch {batch}" if batch else "") + \
+        f" --device {_device_list(facts, gpus)}"
     if gpus == 1:
-        return f"python {args}"
+        return f"{python} {args}"
     port = (facts.get("host") or {}).get("rendezvous_port") or {}
     standalone = "--standalone " if port.get("in_use") else ""
-    return f"python -m torch.distributed.run {standalone}--nproc_per_node {gpus} {args}"
+    return f"{python} -m torch.distributed.run {standalone}--nproc_per_node {gpus} {args}"
 
 
 def _nearest(batch: int, gpus: int) -> tuple[int, int]:
@@ -86,6 +101,13 @@ def _nearest(batch: int, gpus: int) -> tuple[int, int]:
     if below == 0:  # smaller than the GPU count: the two smallest valid sizes
         return gpus, 2 * gpus
     return below, below + gpus
+
+
+def _fitted(batch: int | None, gpus: int) -> int | None:
+    """The user's batch when it splits over GPUS, else the nearest smaller size that does."""
+    if batch is None or gpus <= 0 or batch % gpus == 0:
+        return batch
+    return _nearest(batch, gpus)[0]
 
 
 @check(id="launch.plan", title="Launch plan", area="launch",
@@ -98,25 +120,34 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
                       "launch command")
         return
     usable, source = usable_gpus(facts)
+    full = full_gpus(facts)
     wanted = gpus or usable
+    # The batch is judged on the GPUs the job can run on. Full GPUs only warn (their memory
+    # may be free by launch time), so they do not change that count; their step fits the batch.
+    runs_on = min(wanted, usable)
     problems = False
     if wanted == 0 or wanted > usable:
         problems = True
-        yield _too_few(facts, gpus, usable, source)
-    if batch is not None and wanted and batch % wanted:
+        yield _too_few(facts, gpus, usable, source, batch)
+    elif full and wanted > usable - len(full):
         problems = True
-        below, above = _nearest(batch, wanted)
+        yield _full(facts, wanted, usable, full, batch)
+    if batch is not None and runs_on and batch % runs_on:
+        problems = True
+        below, above = _nearest(batch, runs_on)
+        on = f"the {runs_on} GPUs it can use" if runs_on < wanted else f"{runs_on} GPUs"
         yield Finding(
             code=BATCH_NOT_DIVISIBLE,
-            title=f"--batch {batch} on {wanted} GPUs: {batch} is not a multiple of {wanted}; "
-                  f"use {below} or {above}",
+            title=f"--batch {batch} on {on}: {batch} is not a multiple of {runs_on}; use "
+                  f"{below} or {above}",
             evidence=(Evidence("batch", str(batch), "--batch"),
-                      Evidence("GPUs", str(wanted), "--gpus" if gpus else source),
-                      Evidence("per GPU", f"{batch / wanted:.2f}", "batch / GPUs")),
+                      Evidence("GPUs", str(runs_on),
+                               "--gpus" if gpus and runs_on == gpus else source),
+                      Evidence("per GPU", f"{batch / runs_on:.2f}", "batch / GPUs")),
             remediation=(
-                Step(f"Use a batch size that splits evenly: {below} ({below // wanted} per "
-                     f"GPU) or {above} ({above // wanted} per GPU).",
-                     command=launch_command(facts, wanted, below)),
+                Step(f"Use a batch size that splits evenly: {below} ({below // runs_on} per "
+                     f"GPU) or {above} ({above // runs_on} per GPU).",
+                     command=launch_command(facts, runs_on, below)),
             ),
         )
     if problems:
@@ -130,7 +161,39 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
                   "launch with:", command=command)
 
 
-def _too_few(facts: Any, planned: int | None, usable: int, source: str) -> Finding:
+def _full(facts: Any, wanted: int, usable: int, full: list[dict[str, Any]],
+          batch: int | None) -> Finding:
+    """Some GPUs the job would use are already full of other processes' memory."""
+    room = usable - len(full)
+    names = ", ".join(str(g["index"]) for g in full)
+    steps = []
+    if room:
+        steps.append(Step(f"Launch on the {room} GPU(s) with memory free.",
+                          command=launch_command(facts, room, _fitted(batch, room))))
+    steps.append(Step("Or free the full GPU(s) first: see who holds them (VIS006), then wait "
+                      "for or stop those processes.",
+                      command="nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,"
+                              "used_memory --format=csv"))
+    return Finding(
+        code=TOO_FEW_GPUS,
+        title=f"{'--gpus ' + str(wanted) if facts['plan'].get('gpus') else f'{wanted} GPUs'} "
+              f"but GPU{'s' if len(full) > 1 else ''} {names} "
+              f"{'are' if len(full) > 1 else 'is'} already full: only {room} of the {usable} "
+              f"usable GPUs have memory for a rank",
+        # The GPUs exist and CUDA sees them; their memory may free up before the launch.
+        severity=Severity.WARNING,
+        evidence=tuple(Evidence(f"GPU {g['index']} ({g.get('name')})",
+                                f"{human_bytes(g.get('memory_used'))} of "
+                                f"{human_bytes(g.get('memory_total'))} used",
+                                f"NVML; full at {FULL_GPU_SHARE:.0%} used")
+                       for g in full),
+        remediation=tuple(steps),
+        affects=tuple(f"gpu:{g['index']}" for g in full),
+    )
+
+
+def _too_few(facts: Any, planned: int | None, usable: int, source: str,
+             batch: int | None) -> Finding:
     wanted = planned or 1
     env_vars = facts.get("env_vars") or {}
     nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
@@ -142,7 +205,7 @@ def _too_few(facts: Any, planned: int | None, usable: int, source: str) -> Findi
     steps = []
     if usable:
         steps.append(Step(f"Plan for the {usable} usable GPU(s).",
-                          command=launch_command(facts, usable, None)))
+                          command=launch_command(facts, usable, _fitted(batch, usable))))
     if cvd is not None:
         evidence.append(Evidence("CUDA_VISIBLE_DEVICES", repr(cvd), "environment"))
         if nvml_count >= wanted:

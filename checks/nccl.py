@@ -11,7 +11,15 @@ Sources:
   and NVIDIA/nccl#199 ("not hanging actually, it is just running at a very low speed").
 - No NCCL in Windows and macOS builds of torch ("Distributed package doesn't have NCCL
   built in"): https://docs.pytorch.org/docs/stable/distributed.html#backends
-- nccl-tests all_reduce_perf: https://github.com/NVIDIA/nccl-tests
+- nccl-tests all_reduce_perf: https://github.com/NVIDIA/nccl-tests (building it needs nvcc
+  and NCCL's headers: `make CUDA_HOME=... NCCL_HOME=...`, which pip-only installs lack, so
+  the steps measure with torch itself: ``torch.distributed.run --no-python`` runs any
+  command once per rank, https://docs.pytorch.org/docs/stable/elastic/run.html; bus
+  bandwidth = algorithm bandwidth x 2(n-1)/n for all_reduce, as nccl-tests'
+  doc/PERFORMANCE.md defines it)
+- IOMMU passthrough on the kernel command line: GRUB_CMDLINE_LINUX + update-grub on
+  Debian/Ubuntu; `grubby --update-kernel=ALL --args=...` on RHEL-family systems, which
+  adds the argument to every boot entry (grubby(8), https://github.com/rhboot/grubby)
 """
 
 from __future__ import annotations
@@ -19,15 +27,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gpu_doctor.checks._resources import nccl_version_text, target_pip, target_python
+from gpu_doctor.checks._util import wheel_advice, wheel_for_machine
+
 from gpu_doctor.categories import Category
+from gpu_doctor.knowledge.wheels import WHEEL_INDEX
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
 NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
-ALL_REDUCE = "./build/all_reduce_perf -b 8 -e 256M -f 2 -g {n}"
-NCCL_TESTS = ("git clone https://github.com/NVIDIA/nccl-tests && cd nccl-tests && make && "
-              + ALL_REDUCE)
+# One all_reduce of 256 MiB per rank, timed over 20 rounds: needs only torch, not nvcc.
+ALL_REDUCE_CODE = (
+    "import os,time,torch,torch.distributed as d; d.init_process_group('nccl'); "
+    "r=int(os.environ['LOCAL_RANK']); torch.cuda.set_device(r); "
+    "x=torch.ones(2**26,device='cuda'); n=d.get_world_size(); d.all_reduce(x); "
+    "torch.cuda.synchronize(); t=time.time(); [d.all_reduce(x) for _ in range(20)]; "
+    "torch.cuda.synchronize(); s=time.time()-t; print(f'rank {r}: all_reduce of 256 MiB, "
+    "bus bandwidth {20*x.numel()*4*2*(n-1)/n/s/1e9:.1f} GB/s'); d.destroy_process_group()"
+)
+NCCL_TESTS_NOTE = ("With the CUDA toolkit and NCCL's headers installed, NVIDIA's nccl-tests "
+                   "measure more finely: git clone https://github.com/NVIDIA/nccl-tests && cd "
+                   "nccl-tests && make CUDA_HOME=/usr/local/cuda NCCL_HOME=<nccl dir> && "
+                   "./build/all_reduce_perf -b 8 -e 256M -f 2 -g <GPUs>.")
 TRUTHY = {"1", "true", "yes", "on"}
 
 NCCL_MISSING = Code(
@@ -162,6 +184,25 @@ def _is_wsl(facts: Any) -> bool:
     return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
 
 
+def all_reduce_test(facts: Any, n: int) -> str:
+    """A shell command timing NCCL all_reduce over N GPUs with the diagnosed torch."""
+    python = target_python(facts)
+    return (f"{python} -m torch.distributed.run --standalone --nproc_per_node {n} --no-python "
+            f"{python} -c \"{ALL_REDUCE_CODE}\"")
+
+
+_RPM_LIKE = frozenset({"fedora", "rhel", "centos", "rocky", "almalinux", "ol", "amzn"})
+
+
+def _iommu_pt_command(facts: Any) -> str:
+    """Add iommu=pt to the kernel command line the distribution's way, then reboot."""
+    distro = (((facts.get("os") or {}).get("distro") or {}).get("id") or "").lower()
+    if distro in _RPM_LIKE:
+        return "sudo grubby --update-kernel=ALL --args=iommu=pt && sudo reboot"
+    return ("sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&iommu=pt /' /etc/default/grub && "
+            "sudo update-grub && sudo reboot")
+
+
 @check(
     id="nccl.available",
     title="NCCL in this PyTorch",
@@ -173,7 +214,7 @@ def _is_wsl(facts: Any) -> bool:
 def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
     torch = facts["torch"]
     dist = torch.get("distributed") or {}
-    version = (torch.get("libraries") or {}).get("nccl_version")
+    version = nccl_version_text((torch.get("libraries") or {}).get("nccl_version"))
     if not (torch.get("build") or {}).get("cuda"):
         yield Summary("not a CUDA build of torch: NCCL is not expected")
         return
@@ -184,16 +225,20 @@ def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
     reason = ("torch.distributed is not available" if not dist.get("available")
               else "torch.distributed.is_nccl_available() is False")
     steps = [Step("Use the gloo backend, which every build has.",
-                  command="python -c \"import torch.distributed as d; "
-                          "print(d.is_gloo_available())\"  # then init_process_group('gloo')")]
+                  command=f"{target_python(facts)} -c \"import torch.distributed as d; "
+                          f"print(d.is_gloo_available())\"  # then init_process_group('gloo')")]
     if system in ("Windows", "Darwin"):
         steps.append(Step("For NCCL, train under Linux or WSL2 with a Linux CUDA build of "
                           "torch.", command="wsl --install -d Ubuntu",
                           url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html"))
     else:
-        steps.append(Step("Install an official Linux CUDA build of torch (it bundles NCCL).",
-                          command="pip install --force-reinstall torch "
-                                  "--index-url https://download.pytorch.org/whl/cu128"))
+        wheel = wheel_for_machine(facts)
+        steps.append(Step(
+            f"Install an official Linux CUDA build of torch (it bundles NCCL), with the "
+            f"torchvision and torchaudio built for it: {wheel_advice(facts, wheel)}.",
+            command=(f"{target_pip(facts)} install --force-reinstall torch torchvision "
+                     f"torchaudio --index-url {WHEEL_INDEX}/{wheel.tag}") if wheel else None,
+            url=None if wheel else "https://pytorch.org/get-started/locally/"))
     yield Finding(
         code=NCCL_MISSING,
         title=f"This PyTorch build has no NCCL ({reason}"
@@ -248,7 +293,9 @@ def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
             remediation=(
                 Step("Unset it, then confirm the first all-reduce completes quickly.",
                      command="unset NCCL_P2P_DISABLE NCCL_P2P_LEVEL"),
-                Step("Measure with and without it.", command=NCCL_TESTS.format(n=2)),
+                Step("Measure all_reduce bandwidth as it is now, then again after `unset "
+                     "NCCL_P2P_DISABLE NCCL_P2P_LEVEL`. " + NCCL_TESTS_NOTE,
+                     command=all_reduce_test(facts, 2)),
             ),
         )
     if _on(env.get("NCCL_SHM_DISABLE")):
@@ -273,8 +320,8 @@ def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
             remediation=(Step("Unset it.", command="unset NCCL_IB_DISABLE"),
                          Step("Confirm NCCL picks IB (look for 'NET/IB : Using').",
                               command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "
-                                      "python -m torch.distributed.run --nproc_per_node 2 "
-                                      "your_script.py 2>&1 | grep NET/")),
+                                      f"{target_python(facts)} -m torch.distributed.run "
+                                      f"--nproc_per_node 2 your_script.py 2>&1 | grep NET/")),
         )
     ifname = env.get("NCCL_SOCKET_IFNAME")
     interfaces = (inter or {}).get("interfaces")
@@ -396,7 +443,8 @@ def nccl_p2p(facts: Any) -> Iterator[Finding | Summary]:
                 Step("On NVSwitch (HGX/DGX) systems, the fabric manager must run.",
                      command="systemctl status nvidia-fabricmanager"),
                 Step("Look for NVLink Xid 74 errors.", command="sudo dmesg -T | grep -i xid"),
-                Step("Measure.", command=NCCL_TESTS.format(n=len(matrix))),
+                Step("Measure all_reduce bandwidth across the GPUs. " + NCCL_TESTS_NOTE,
+                     command=all_reduce_test(facts, len(matrix))),
             ),
             affects=tuple(sorted({f"gpu:{i}" for _, _, i, _, _ in broken}
                                  | {f"gpu:{j}" for _, _, _, j, _ in broken})),
@@ -418,16 +466,14 @@ def nccl_p2p(facts: Any) -> Iterator[Finding | Summary]:
                                "/sys/kernel/iommu_groups"),
                       Evidence("PCIe P2P pairs", pairs, "torch.cuda.can_device_access_peer")),
             remediation=(
-                Step("Test: if the job (or all_reduce_perf) runs with P2P off, the PCIe path "
-                     "is the problem.", command="cd nccl-tests && NCCL_P2P_DISABLE=1 "
-                     + ALL_REDUCE.format(n=len(matrix))),
+                Step("Test: if all_reduce finishes (or the job runs) with P2P off but hangs or "
+                     "crawls without, the PCIe path is the problem.",
+                     command="NCCL_P2P_DISABLE=1 " + all_reduce_test(facts, len(matrix))),
                 Step("Keep NCCL on NVLink only (or off P2P) until fixed.",
                      command="export NCCL_P2P_DISABLE=1"),
                 Step("Fix: IOMMU passthrough on the kernel command line (GRUB_CMDLINE_LINUX), "
                      "then reboot; or disable VT-d/IOMMU or ACS in the BIOS.",
-                     command="sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&iommu=pt /' "
-                             "/etc/default/grub && sudo update-grub && sudo reboot",
-                     url=NCCL_TROUBLE),
+                     command=_iommu_pt_command(facts), url=NCCL_TROUBLE),
                 Step("Look at ACS on the PCIe bridges (ReqRedir+ CmpltRedir+ = redirected).",
                      command="sudo lspci -vvv | grep -i acsctl"),
             ),

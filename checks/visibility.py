@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_doctor.checks._resources import target_python
 from gpu_doctor.checks._util import GIB, human_bytes
 
 from gpu_doctor.categories import Category
@@ -105,7 +106,9 @@ GPU_BUSY = Code(
 )
 MIXED_MODELS = Code(
     id="VIS007",
-    category=Category.GPU_NOT_VISIBLE,
+    # Every GPU is visible and works; the cost is speed and the smallest card's memory, which
+    # no category names (gpu_not_visible means GPUs are hidden), so "none of the above".
+    category=Category.UNKNOWN,
     summary="The visible GPUs are different models",
     what="The GPUs one job would use are not all the same model.",
     why=("DDP waits for every rank at each all-reduce, so the slowest GPU sets the pace and "
@@ -127,7 +130,12 @@ class Selection:
 
 
 def parse_visible_devices(value: str, nvml_gpus: list[dict[str, Any]]) -> Selection:
-    """Apply CUDA's rules to VALUE: indices or UUIDs, stopping at the first invalid entry."""
+    """Apply CUDA's rules to VALUE: indices or UUIDs, stopping at the first invalid entry.
+
+    A MIG- UUID names a device only when some GPU runs in MIG mode; with MIG off
+    everywhere it is as invalid as a typo.
+    """
+    mig_on = any((g.get("mig_mode") or {}).get("current") == 1 for g in nvml_gpus)
     gpus: list[int] = []
     mig: list[str] = []
     count = len(nvml_gpus)
@@ -139,6 +147,8 @@ def parse_visible_devices(value: str, nvml_gpus: list[dict[str, Any]]) -> Select
                 return Selection(gpus, mig, entry, False)
             gpus.append(index)
         elif entry.startswith("MIG-"):
+            if not mig_on:
+                return Selection(gpus, mig, entry, False)
             mig.append(entry)
         elif entry.startswith("GPU-"):
             matches = [g["index"] for g in nvml_gpus
@@ -229,13 +239,16 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
     order = [g["index"] for g in gpus] if sel is None or sel.unresolved else sel.gpus
     table = _mapping_table(facts, gpus, order)
     n = len(gpus)
+    listing = "nvidia-smi -L   # then e.g.: export CUDA_VISIBLE_DEVICES=0,1"
     unset = Step("Let the job see every GPU.", command="unset CUDA_VISIBLE_DEVICES")
-    pick = Step(f"Or name the GPUs to use by index (0-{n - 1}) or UUID.",
-                command="nvidia-smi -L   # then e.g.: export CUDA_VISIBLE_DEVICES=0,1")
+    pick = Step(f"Or name the GPUs to use by index (0-{n - 1}) or UUID.", command=listing)
+    stopped = (sel.stopped_at or "") if sel is not None else ""
+    names_nothing = ("is a MIG instance UUID, but no GPU here has MIG enabled"
+                     if stopped.startswith("MIG-") else "names no GPU here")
     if sel is not None and not sel.gpus and not sel.mig and not sel.unresolved:
         why = "is empty" if not cvd.strip() else (
-            "is -1" if cvd.strip() == "-1" else f"starts with '{sel.stopped_at}', which names "
-            f"no GPU here")
+            "is -1" if cvd.strip() == "-1" else f"starts with '{stopped}', which "
+            f"{names_nothing}")
         yield Finding(
             code=ALL_HIDDEN,
             title=f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {n} GPU{'s' if n > 1 else ''} "
@@ -250,10 +263,15 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
         yield Finding(
             code=LIST_CUT_SHORT,
             title=f"CUDA_VISIBLE_DEVICES={cvd!r} stops at '{sel.stopped_at}' (this machine has "
-                  f"GPUs 0-{n - 1}): CUDA sees only GPU{'s' if len(sel.gpus) != 1 else ''} "
-                  f"{kept}",
+                  f"GPUs 0-{n - 1}"
+                  + ("; none in MIG mode" if stopped.startswith("MIG-") else "")
+                  + f"): CUDA sees only GPU{'s' if len(sel.gpus) != 1 else ''} {kept}",
             evidence=(_cvd_evidence(cvd), table),
-            remediation=(pick, unset),
+            remediation=(
+                Step(f"List only GPUs that exist here, by index (0-{n - 1}) or UUID.",
+                     command=listing),
+                Step("Or let the job see every GPU.", command="unset CUDA_VISIBLE_DEVICES"),
+            ),
         )
     expected = len(gpus) if sel is None or sel.unresolved else len(sel.gpus) + min(
         len(sel.mig), 1)
@@ -268,8 +286,8 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
                       _cvd_evidence(cvd), table),
             remediation=(
                 Step("Compare what the driver and CUDA see.",
-                     command="nvidia-smi -L; python -c \"import torch; "
-                             "print(torch.cuda.device_count())\""),
+                     command=f"nvidia-smi -L; {target_python(facts)} -c \"import torch; "
+                             f"print(torch.cuda.device_count())\""),
                 Step("In a container, pass every GPU in.", command="docker run --gpus all ..."),
             ),
         )
@@ -320,13 +338,13 @@ def _busy(g: dict[str, Any]) -> bool:
     return used >= BUSY_MIN_BYTES and total > 0 and used >= BUSY_MIN_FRACTION * total
 
 
-def _who(p: dict[str, Any]) -> str:
+def _who(p: dict[str, Any], with_memory: bool) -> str:
     parts = [f"pid {p.get('pid')}"]
     if p.get("name"):
         parts.append(str(p["name"]))
     if p.get("username"):
         parts.append(f"user {p['username']}")
-    if p.get("used_memory") is not None:
+    if with_memory and p.get("used_memory") is not None:
         parts.append(human_bytes(p["used_memory"]))
     return " ".join(parts)
 
@@ -348,7 +366,9 @@ def busy_gpus(facts: Any) -> Iterator[Finding | Summary]:
     idle = [g["index"] for g in _gpus(facts) if not _busy(g)]
     evidence = []
     for g in busy:
-        procs = "; ".join(_who(p) for p in g.get("processes") or []) or "no process visible " \
+        listed = g.get("processes") or []
+        # One process: its memory is the "used" figure already shown; several: say whose.
+        procs = "; ".join(_who(p, len(listed) > 1) for p in listed) or "no process visible " \
             "(another container or user)"
         evidence.append(Evidence(
             f"GPU {g['index']} ({g.get('name')})",
@@ -356,8 +376,10 @@ def busy_gpus(facts: Any) -> Iterator[Finding | Summary]:
             f"{procs}", "NVML memory info and compute processes"))
     steps = [Step("See who holds the GPUs.", command=SMI_APPS)]
     if idle:
-        steps.append(Step("Run on the idle GPUs only.",
-                          command="export CUDA_VISIBLE_DEVICES=" + ",".join(map(str, idle))))
+        # nvidia-smi numbers GPUs by PCI bus; CUDA does too only with CUDA_DEVICE_ORDER set.
+        steps.append(Step("Run on the idle GPUs only (numbered as nvidia-smi numbers them).",
+                          command="export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="
+                                  + ",".join(map(str, idle)), url=CUDA_ENV_DOCS))
     steps.append(Step("Or stop a process you own that holds a GPU (check the pid first).",
                       command="kill <pid>"))
     indices = ", ".join(str(g["index"]) for g in busy)

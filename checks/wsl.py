@@ -10,7 +10,8 @@ Sources:
   cuda / cuda-drivers meta-packages, install cuda-toolkit-X-Y from the WSL-Ubuntu repo;
   pinned memory and NVML are limited)
 - https://learn.microsoft.com/en-us/windows/wsl/wsl-config (.wslconfig [wsl2] memory,
-  default 50 % of Windows RAM; applies after `wsl --shutdown`)
+  default 50 % of Windows RAM, and processors, default all of Windows' logical
+  processors; both apply after `wsl --shutdown`)
 - https://learn.microsoft.com/en-us/windows/wsl/basic-commands (`wsl --set-version`,
   `wsl --update`, `wsl --shutdown`)
 - microsoft/WSL#8587 ("libcuda.so: cannot open shared object file", fixed with
@@ -26,10 +27,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._resources import planned_ranks, ram_needed
-from gpu_doctor.checks._util import GIB, human_bytes
+from gpu_doctor.checks._resources import (
+    cpu_cores,
+    nccl_version_text,
+    planned_ranks,
+    ram_needed,
+    target_pip,
+    target_python,
+    workers_per_rank,
+    workers_phrase,
+)
+from gpu_doctor.checks._util import GIB, human_bytes, wheel_advice, wheel_for_machine
 
 from gpu_doctor.categories import Category
+from gpu_doctor.knowledge.wheels import WHEEL_INDEX
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
@@ -96,6 +107,20 @@ VM_MEMORY_SMALL = Code(
          "below the estimate for the GPU processes and DataLoader workers.",
     why="The Linux OOM killer inside the VM ends ranks with SIGKILL (exit code -9).",
     fix="Set [wsl2] memory= in %UserProfile%\\.wslconfig on Windows and run `wsl --shutdown`.",
+    severity=Severity.WARNING,
+    docs_url=WSL_CONFIG_DOCS,
+)
+VM_PROCESSORS_FEW = Code(
+    id="WSL007",
+    category=Category.WSL_SETUP,
+    summary="The WSL VM is limited to too few processors for the planned job",
+    what="[wsl2] processors= in .wslconfig caps the WSL 2 VM below what the GPU processes "
+         "and their DataLoader workers need (2 per GPU process, or one per process and "
+         "worker).",
+    why="Starved of CPUs, the GPUs wait on input and the DataLoader workers compete for "
+        "the few processors; without the line the VM would get all of Windows' processors.",
+    fix="Raise or remove [wsl2] processors= in %UserProfile%\\.wslconfig and run "
+        "`wsl --shutdown`, or use fewer DataLoader workers.",
     severity=Severity.WARNING,
     docs_url=WSL_CONFIG_DOCS,
 )
@@ -208,7 +233,8 @@ def wsl_setup(facts: Any) -> Iterator[Finding | Summary]:
                      command=f"echo 'export LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH' "
                              f">> ~/.bashrc && source ~/.bashrc"),
                 Step("Check torch sees the GPU.",
-                     command="python -c \"import torch; print(torch.cuda.is_available())\""),
+                     command=f"{target_python(facts)} -c \"import torch; "
+                             f"print(torch.cuda.is_available())\""),
             ),
         )
     if not found:
@@ -267,22 +293,33 @@ def _gib_up(n: int) -> int:
 
 
 @check(id="wsl.limits", title="WSL limits", area="wsl",
-       requires=("wsl", "host"), codes=(VM_MEMORY_SMALL, MULTI_GPU_ON_WSL),
+       requires=("wsl", "host"), codes=(VM_MEMORY_SMALL, VM_PROCESSORS_FEW, MULTI_GPU_ON_WSL),
        blocked_by=("wsl.setup",))
 def wsl_limits(facts: Any) -> Iterator[Finding | Summary]:
-    """What WSL 2 caps: the VM's memory (.wslconfig) and NCCL between GPUs."""
+    """What WSL 2 caps: the VM's memory and processors (.wslconfig) and NCCL between GPUs."""
     wsl = _wsl(facts)
     if not wsl.get("is_wsl"):
         yield Summary("not running under WSL")
         return
     vm = int(facts["host"].get("memory_total") or 0)
     need = ram_needed(facts)
-    memory = _memory_finding(wsl, vm, need)
-    multi = _multi_gpu_finding(facts, wsl)
-    yield from (f for f in (memory, multi) if f is not None)
-    if memory is None and multi is None:
+    found = [f for f in (_memory_finding(wsl, vm, need), _processors_finding(facts, wsl),
+                         _multi_gpu_finding(facts, wsl)) if f is not None]
+    yield from found
+    if not found:
         yield Summary(f"{human_bytes(vm)} in the VM (about {human_bytes(need['total'])} "
                       f"needed), {need['ranks']} GPU")
+
+
+
+def _wslconfig_line(configs: list[dict[str, Any]], key: str, value: str) -> str:
+    """A command that sets [wsl2] KEY=VALUE in the .wslconfig found (or appends a section)."""
+    holder = next((c for c in configs if c.get(key) is not None), None)
+    if holder:  # the key is there: change that line in place, keep the rest of the file
+        return (f"sed -i 's/^[[:space:]]*{key}[[:space:]]*=.*/{key}={value}/' "
+                f"{holder['path']}")
+    path = configs[0]["path"] if configs else "/mnt/c/Users/<you>/.wslconfig"
+    return f"printf '[wsl2]\\n{key}={value}\\n' >> {path}"
 
 
 def _memory_finding(wsl: dict[str, Any], vm: int, need: dict[str, Any]) -> Finding | None:
@@ -292,10 +329,11 @@ def _memory_finding(wsl: dict[str, Any], vm: int, need: dict[str, Any]) -> Findi
     set_to = next((c.get("memory") for c in configs if c.get("memory")), None)
     path = configs[0]["path"] if configs else "/mnt/c/Users/<you>/.wslconfig"
     want = _gib_up(need["total"]) + 2
+    how = ("changing the memory= line" if set_to else "with no [wsl2] section yet")
     return Finding(
         code=VM_MEMORY_SMALL,
         title=f"The WSL VM has {human_bytes(vm)} of memory; {need['ranks']} GPU process(es) "
-              f"with {need['workers']} DataLoader workers each need about "
+              f"with {workers_phrase(need['workers'], need['workers_planned'])} need about "
               f"{human_bytes(need['total'])}",
         evidence=(
             Evidence("VM memory", human_bytes(vm), "/proc/meminfo inside WSL"),
@@ -307,12 +345,55 @@ def _memory_finding(wsl: dict[str, Any], vm: int, need: dict[str, Any]) -> Findi
         remediation=(
             Step(f"On Windows, give the VM more memory in %UserProfile%\\.wslconfig "
                  f"([wsl2] section, memory={want}GB; keep some RAM for Windows). From WSL, "
-                 f"with no [wsl2] section yet:",
-                 command=f"printf '[wsl2]\\nmemory={want}GB\\n' >> {path}",
+                 f"{how}:",
+                 command=_wslconfig_line(configs, "memory", f"{want}GB"),
                  url=WSL_CONFIG_DOCS),
             Step("Restart the VM so it applies (wait until `wsl --list --running` is empty).",
                  command="wsl.exe --shutdown"),
             Step("Or use fewer DataLoader workers (--workers).")
+        ),
+    )
+
+
+def _processors_finding(facts: Any, wsl: dict[str, Any]) -> Finding | None:
+    """[wsl2] processors= below 2 per GPU process, or below the planned workers + ranks.
+
+    The same rule as host.cpu (HST003), which leaves a VM capped by .wslconfig to this check.
+    """
+    configs = wsl.get("wslconfig") or []
+    set_to = next((c["processors"] for c in configs if c.get("processors")), None)
+    ranks = planned_ranks(facts)
+    if set_to is None or ranks == 0:
+        return None
+    workers, planned = workers_per_rank(facts, ranks)
+    need = ranks * (workers + 1) if planned else 2 * ranks
+    if set_to >= need:
+        return None
+    cores = cpu_cores(facts["host"])
+    fewer = max(0, set_to // ranks - 1)
+    what = (f"{ranks} GPU process(es) with {workers} DataLoader workers each need {need}"
+            if planned else f"{ranks} GPU process(es) need at least {need} (2 each)")
+    return Finding(
+        code=VM_PROCESSORS_FEW,
+        title=f".wslconfig limits the WSL VM to {set_to} processor"
+              f"{'s' if set_to != 1 else ''}; {what}",
+        evidence=(
+            Evidence(".wslconfig processors=", str(set_to),
+                     next(c["path"] for c in configs if c.get("processors"))),
+            Evidence("CPU cores in the VM", str(cores), "sched_getaffinity inside WSL"),
+            Evidence("GPU processes", str(ranks), "--gpus, else the usable GPUs"),
+            Evidence("DataLoader workers per process", str(workers),
+                     "--workers" if planned else "default min(cores per GPU, 8)"),
+        ),
+        remediation=(
+            Step(f"Give the VM at least {need} processors (no more than Windows has; deleting "
+                 f"the line gives it all of them). From WSL:",
+                 command=_wslconfig_line(configs, "processors", str(need)),
+                 url=WSL_CONFIG_DOCS),
+            Step("Restart the VM so it applies (wait until `wsl --list --running` is empty).",
+                 command="wsl.exe --shutdown"),
+            Step(f"Or keep the limit and use at most {fewer} DataLoader workers per GPU process "
+                 f"(--workers {fewer})."),
         ),
     )
 
@@ -328,20 +409,27 @@ def _multi_gpu_finding(facts: Any, wsl: dict[str, Any]) -> Finding | None:
     ranks = planned_ranks(facts)
     if ranks < 2:
         return None
-    nccl = ((facts.get("torch") or {}).get("libraries") or {}).get("nccl_version")
+    nccl = nccl_version_text(
+        ((facts.get("torch") or {}).get("libraries") or {}).get("nccl_version"))
     version = _nccl_tuple(nccl)
     too_old = version is not None and version < NCCL_MIN_FOR_WSL
     steps = []
     if too_old:
-        steps.append(Step("Upgrade torch: its bundled NCCL is older than 2.10, which does not "
-                          "work on WSL2.", command="pip install --upgrade torch"))
+        wheel = wheel_for_machine(facts)
+        advice = wheel_advice(facts, wheel)
+        steps.append(Step(
+            f"Upgrade torch with torchvision and torchaudio (they are built in pairs): its "
+            f"bundled NCCL is older than 2.10, which does not work on WSL2; {advice}.",
+            command=(f"{target_pip(facts)} install --upgrade torch torchvision torchaudio "
+                     f"--index-url {WHEEL_INDEX}/{wheel.tag}") if wheel else None,
+            url=None if wheel else WINDOWS_DRIVER))
     steps += [
         Step("Expect NCCL to run without GPU peer-to-peer ('Legacy IPC not supported' / "
              "'Could not enable P2P' in NCCL_DEBUG=INFO output); if it hangs or fails at "
              "init, turn P2P off explicitly.", command="export NCCL_P2P_DISABLE=1"),
         Step("Run a short 2-GPU job with NCCL logging first.",
-             command=f"NCCL_DEBUG=INFO python -m torch.distributed.run --nproc_per_node "
-                     f"{ranks} train.py"),
+             command=f"NCCL_DEBUG=INFO {target_python(facts)} -m torch.distributed.run "
+                     f"--nproc_per_node {ranks} train.py"),
         Step("If NCCL cannot work here, the gloo backend still runs DDP (slower): "
              "init_process_group(backend='gloo'); for real multi-GPU throughput use native "
              "Linux.", url=WSL_GUIDE),

@@ -22,8 +22,7 @@ from tests.conftest import load_fixture_facts
 
 NCCL_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 DOCKER = "docker run --ipc=host ...   # or: --shm-size=16g"
-KUBERNETES = ("volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}]; "
-              "volumeMounts: [{name: dshm, mountPath: /dev/shm}]")
+KUBERNETES = None  # YAML for the pod spec: in the step's text, not a shell command
 REMOUNT = "sudo mount -o remount,size=16G /dev/shm"
 DF = "df /dev/shm (psutil.disk_usage)"
 
@@ -73,7 +72,10 @@ def test_docker_default_64mb_is_an_error_with_the_docker_fix_first():
         "container": "/.dockerenv exists; /proc/1/cgroup mentions docker"}
     assert commands(finding) == [DOCKER, KUBERNETES, None]
     assert finding.remediation[0].url == NCCL_DOCS
-    assert "--workers 0" in finding.remediation[2].text
+    # Ultralytics takes workers=0 (key=value), not --workers 0
+    assert "`workers=0` for Ultralytics (`yolo train ... workers=0`)" in \
+        finding.remediation[2].text
+    assert "--workers" not in finding.remediation[2].text
     assert finding.to_dict()["docs_url"] == NCCL_DOCS
 
 

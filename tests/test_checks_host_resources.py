@@ -6,7 +6,15 @@ import pytest
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Severity, Status
-from tests.check_helpers import GIB, commands, evidence, only_finding, run, variant
+from tests.check_helpers import (
+    GIB,
+    commands,
+    evidence,
+    only_finding,
+    run,
+    variant,
+    without_fact,
+)
 
 PLAN = {"gpus": None, "batch": None, "workers": None, "script": "train.py"}
 HEALTHY = ["healthy_8x_v100_pcie", "workstation_2x_rtx3090_pcie", "wsl2_rtx4070",
@@ -47,11 +55,23 @@ def test_container_memory_limit_below_the_job():
     assert commands(finding)[-1] == "sudo dmesg -T | grep -i -E 'out of memory|killed process'"
 
 
+def test_assumed_workers_are_called_assumed():
+    """Without --workers the count is the YOLO default, and the title says so."""
+    facts = variant("workstation_2x_rtx3090_pcie", {"host.cgroup_memory_limit": 16 * GIB})
+    finding = only_finding(run(facts)["host.memory"])
+    assert finding.title == (
+        "16.0 GiB of host RAM for 2 GPU process(es) with 8 DataLoader workers each (assumed: "
+        "the YOLO default, min(CPU cores per GPU, 8); give --workers to size your job); about "
+        "24.0 GiB needed")
+
+
 def test_eight_gpus_on_eight_cores():
     """A Slurm step on the 8x V100 node given one CPU per GPU (sched_getaffinity = 8)."""
     facts = variant("healthy_8x_v100_pcie", {"host.cpu_affinity": 8})
     finding = only_finding(run(facts)["host.cpu"])
     assert finding.code.id == "HST003"
+    # too few cores is no OOM kill: not host_out_of_memory, and no other category fits
+    assert finding.category is Category.UNKNOWN
     assert finding.title == "8 CPU cores for 8 GPU processes: 1.0 per GPU, fewer than 2"
     assert commands(finding) == ["export OMP_NUM_THREADS=1",
                                  "docker run --cpus=16 ...   # Slurm: #SBATCH --cpus-per-task=16"]
@@ -70,9 +90,13 @@ def test_nearly_full_disk_for_checkpoints():
     facts = variant("workstation_2x_rtx3090_pcie", {"host.disk.free": 5 * GIB})
     finding = only_finding(run(facts)["host.disk"])
     assert finding.code.id == "HST004"
+    assert finding.category is Category.UNKNOWN  # a full disk is not host RAM
     assert finding.title == ("Only 5.0 GiB free in /home/user/llm; checkpoints need about "
                              "48.0 GiB")
     assert commands(finding)[0] == "du -xh --max-depth=1 /home/user/llm | sort -h | tail -20"
+    # pip of the diagnosed interpreter
+    assert commands(finding)[1] == ("/home/user/venvs/train/bin/python -m pip cache purge; "
+                                    "rm -rf ~/.cache/torch/hub/checkpoints")
 
 
 def test_ulimit_1024_with_dataloader_workers():
@@ -115,8 +139,11 @@ def test_second_training_on_port_29500():
     assert commands(finding) == [
         "ss -ltnp 'sport = :29500'",
         "kill 4242   # still there after a minute: kill -9 4242",
-        "python -m torch.distributed.run --master_port 29501 --nproc_per_node 2 train.py",
-        "python -m torch.distributed.run --standalone --nproc_per_node 2 train.py"]
+        # the interpreter being diagnosed (--python), not whatever `python` is on PATH
+        "/home/user/venvs/train/bin/python -m torch.distributed.run --master_port 29501 "
+        "--nproc_per_node 2 train.py",
+        "/home/user/venvs/train/bin/python -m torch.distributed.run --standalone "
+        "--nproc_per_node 2 train.py"]
 
 
 def test_master_port_from_the_environment_and_no_pid():
@@ -135,3 +162,14 @@ def test_unknown_port_state_is_said_not_guessed():
     result = run(facts)["host.port"]
     assert result.status is Status.PASS
     assert result.summary == "port 29500: could not tell (bind: EACCES)"
+
+
+def test_pip_falls_back_to_python_on_path_when_the_interpreter_is_unknown():
+    facts = without_fact(variant("workstation_2x_rtx3090_pcie", {"host.disk.free": 5 * GIB}),
+                         "python", "probe failed")
+    assert commands(only_finding(run(facts)["host.disk"]))[1].startswith(
+        "python -m pip cache purge; ")
+    spaced = variant("workstation_2x_rtx3090_pcie", {"host.disk.free": 5 * GIB,
+                                                     "python.executable": "/opt/my env/python"})
+    assert commands(only_finding(run(spaced)["host.disk"]))[1].startswith(
+        "'/opt/my env/python' -m pip cache purge; ")  # quoted for the shell

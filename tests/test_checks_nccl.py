@@ -50,6 +50,32 @@ def test_cuda_build_without_nccl():
                              "is_nccl_available() is False on Windows): multi-GPU DDP cannot "
                              "use 'nccl'")
     assert "wsl --install -d Ubuntu" in commands(finding)
+    assert commands(finding)[0].startswith(
+        "/home/user/venvs/train/bin/python -c \"import torch.distributed as d; ")
+
+
+def test_linux_cuda_build_without_nccl_gets_a_wheel_for_this_driver():
+    """A source build without NCCL on the 2x RTX 3090 workstation (driver CUDA 13.0): the
+    reinstall names the diagnosed interpreter, torch's pairs, and a variant this driver runs
+    (was a hard-coded cu128 with a bare `pip`)."""
+    facts = variant("workstation_2x_rtx3090_pcie", {"torch.distributed.nccl_available": False})
+    finding = only_finding(run(facts)["nccl.available"])
+    wheel = commands(finding)[1]
+    assert wheel.startswith("/home/user/venvs/train/bin/python -m pip install --force-reinstall "
+                            "torch torchvision torchaudio --index-url "
+                            "https://download.pytorch.org/whl/cu")
+    assert "cu128" not in wheel
+    old_driver = variant("workstation_2x_rtx3090_pcie", {
+        "torch.distributed.nccl_available": False, "nvml.cuda_driver_version": "11.4"})
+    step = only_finding(run(old_driver)["nccl.available"]).remediation[1]
+    assert step.command is None  # no current build runs on it: no install command to paste
+
+
+def test_nccl_version_from_old_torch_is_decoded():
+    """The container fixture recorded torch 1.7's int NCCL_VERSION_CODE 2708 (NCCL 2.7.8)."""
+    assert run(variant("container_64mb_shm"))["nccl.available"].summary == "NCCL 2.7.8"
+    facts = variant(H100, {"torch.libraries.nccl_version": "21003"})  # 2.9+ encoding
+    assert run(facts)["nccl.available"].summary == "NCCL 2.10.3"
 
 
 def test_cpu_build_is_left_to_tor002():
@@ -66,6 +92,13 @@ def test_p2p_disabled_on_an_nvlink_machine_wastes_the_nvlinks():
     assert finding.title == "NCCL_P2P_DISABLE=1 turns off GPU peer-to-peer: this machine's " \
                             "NVLinks go unused"
     assert evidence(finding)["GPU links"] == "28 pairs NV18"
+    # measured with the diagnosed torch, not nccl-tests (which needs nvcc and NCCL headers)
+    measure = finding.remediation[1]
+    assert measure.command.startswith(
+        "/usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 --no-python "
+        "/usr/bin/python3 -c \"import os,time,torch,torch.distributed as d; ")
+    assert "make CUDA_HOME=" in measure.text
+    assert "nccl-tests" not in measure.command
     pcie = variant("workstation_2x_rtx3090_pcie", {"env_vars.NCCL_P2P_LEVEL": "LOC"})
     assert only_finding(run(pcie)["nccl.env"]).effective_severity is Severity.INFO
 
@@ -135,6 +168,17 @@ def test_iommu_with_pcie_p2p_is_the_known_hang():
     assert finding.title == ("IOMMU is on (120 groups, no iommu=pt) and 28 GPU pairs use PCIe "
                              "P2P: NCCL's first collective may hang")
     assert "export NCCL_P2P_DISABLE=1" in commands(finding)
+    assert commands(finding)[0].startswith(
+        "NCCL_P2P_DISABLE=1 /opt/venvs/train/bin/python -m torch.distributed.run --standalone "
+        "--nproc_per_node 8 --no-python ")
+    assert ("sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&iommu=pt /' /etc/default/grub && "
+            "sudo update-grub && sudo reboot") in commands(finding)  # Ubuntu 20.04
+    rhel = variant(V100, {"torch.cuda.p2p": p2p(8, True), "os.distro.id": "rocky",
+                          "interconnect.iommu": {"cmdline_flags": ["intel_iommu=on"],
+                                                 "groups": 120, "enabled": True,
+                                                 "passthrough": False, "cmdline_read": True}})
+    assert "sudo grubby --update-kernel=ALL --args=iommu=pt && sudo reboot" in commands(
+        only_finding(run(rhel)["nccl.p2p"]))
     assert evidence(finding)["kernel command line"] == "intel_iommu=on"
     passthrough = variant(V100, {"torch.cuda.p2p": p2p(8, True),
                                  "interconnect.iommu.enabled": True,

@@ -68,6 +68,28 @@ def test_list_stops_at_the_first_invalid_entry():
     assert finding.title == ("CUDA_VISIBLE_DEVICES='0,1,8,3' stops at '8' (this machine has "
                              "GPUs 0-7): CUDA sees only GPUs 0,1")
     assert result.summary == "2 of 8 GPUs visible (CUDA_VISIBLE_DEVICES=0,1,8,3)"
+    # the first step corrects the list; unsetting is the alternative, second
+    assert finding.remediation[0].text == "List only GPUs that exist here, by index (0-7) or UUID."
+    assert finding.remediation[1].text.startswith("Or let the job see every GPU")
+
+
+def test_mig_uuid_with_mig_off_names_no_device():
+    """With MIG disabled on every GPU a MIG- UUID is invalid: CUDA sees no device at all."""
+    mig = "MIG-1234abcd-0000-1111-2222-333344445555"
+    facts = variant(H100, {"env_vars.CUDA_VISIBLE_DEVICES": mig})
+    finding = only_finding(run(facts)["visibility.devices"])
+    assert finding.code.id == "VIS001"
+    assert finding.title == (f"CUDA_VISIBLE_DEVICES='{mig}' hides all 8 GPUs from CUDA (it "
+                             f"starts with '{mig}', which is a MIG instance UUID, but no GPU "
+                             f"here has MIG enabled)")
+    after = variant(H100, {"env_vars.CUDA_VISIBLE_DEVICES": f"0,{mig}"})
+    cut = only_finding(run(after)["visibility.devices"])
+    assert cut.code.id == "VIS002"
+    assert cut.title == (f"CUDA_VISIBLE_DEVICES='0,{mig}' stops at '{mig}' (this machine has "
+                         f"GPUs 0-7; none in MIG mode): CUDA sees only GPU 0")
+    on = variant(H100, {"env_vars.CUDA_VISIBLE_DEVICES": mig,
+                        "nvml.gpus.0.mig_mode": {"current": 1, "pending": 1}})
+    assert run(on)["visibility.devices"].findings == ()
 
 
 def test_uuids_select_gpus_and_an_unknown_uuid_stops_the_list():
@@ -86,6 +108,8 @@ def test_torch_seeing_fewer_devices_than_nvml():
     finding = only_finding(run(facts)["visibility.devices"])
     assert finding.code.id == "VIS003"
     assert finding.title == "PyTorch sees 1 CUDA device but the driver lists 8 usable GPUs"
+    assert commands(finding)[0] == ("nvidia-smi -L; /usr/bin/python3 -c \"import torch; "
+                                    "print(torch.cuda.device_count())\"")
 
 
 def test_mig_enabled_gpu():
@@ -109,16 +133,24 @@ def test_busy_gpus_on_the_real_v100_server():
     assert finding.title == ("GPUs 2, 5, 6 already in use by other processes (3 of 8 this job "
                              "would use)")
     assert evidence(finding)["GPU 5 (Tesla V100-PCIE-32GB)"] == (
-        "31.6 GiB of 31.7 GiB used; pid 230331 python 31.6 GiB")
-    assert "export CUDA_VISIBLE_DEVICES=0,1,3,4,7" in commands(finding)
+        "31.6 GiB of 31.7 GiB used; pid 230331 python")  # the size once, not twice
+    # nvidia-smi's numbers mean the same GPUs to CUDA only in PCI bus order
+    assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1,3,4,7" in \
+        commands(finding)
 
 
 def test_busy_names_the_process_and_user_when_known_and_respects_visible_devices():
     proc = [{"pid": 4242, "used_memory": 20 * GIB, "name": "python3", "username": "alice"}]
     facts = variant(H100, {"nvml.gpus.6.processes": proc, "nvml.gpus.6.memory_used": 20 * GIB})
     finding = only_finding(run(facts)["visibility.busy"])
-    assert evidence(finding)["GPU 6 (NVIDIA H100 80GB HBM3)"].endswith(
-        "pid 4242 python3 user alice 20.0 GiB")
+    assert evidence(finding)["GPU 6 (NVIDIA H100 80GB HBM3)"] == (
+        "20.0 GiB of 79.6 GiB used; pid 4242 python3 user alice")
+    two = variant(H100, {"nvml.gpus.6.processes": [*proc, {**proc[0], "pid": 4343,
+                                                           "used_memory": 2 * GIB}],
+                         "nvml.gpus.6.memory_used": 22 * GIB})
+    assert evidence(only_finding(run(two)["visibility.busy"]))[
+        "GPU 6 (NVIDIA H100 80GB HBM3)"] == ("22.0 GiB of 79.6 GiB used; pid 4242 python3 user "
+                                            "alice 20.0 GiB; pid 4343 python3 user alice 2.0 GiB")
     elsewhere = variant(H100, {"nvml.gpus.6.processes": proc,
                                "env_vars.CUDA_VISIBLE_DEVICES": "0,1,2,3"})
     assert run(elsewhere)["visibility.busy"].findings == ()
@@ -140,6 +172,8 @@ def test_mixed_models_and_device_order():
     result = run(facts)["visibility.models"]
     found = {f.code.id: f for f in result.findings}
     assert set(found) == {"VIS007", "VIS004"}
+    # nothing is hidden, so not gpu_not_visible; no category names "slow mix", hence unknown
+    assert found["VIS007"].category is Category.UNKNOWN
     assert found["VIS007"].title.startswith(
         "This job would mix GPU models: 1x NVIDIA GeForce RTX 3090 (GPU 0), "
         "1x NVIDIA GeForce RTX 4090 (GPU 1)")

@@ -82,7 +82,9 @@ def test_loader_that_does_not_look_in_the_wsl_lib_dir():
         "echo /usr/lib/wsl/lib | sudo tee /etc/ld.so.conf.d/ld.wsl.conf && sudo ldconfig",
         "echo 'export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH' >> ~/.bashrc "
         "&& source ~/.bashrc",
-        "python -c \"import torch; print(torch.cuda.is_available())\""]
+        # the interpreter being diagnosed (--python), not whatever `python` is on PATH
+        "/home/jesse/miniconda3/envs/cuda/bin/python -c \"import torch; "
+        "print(torch.cuda.is_available())\""]
 
 
 def test_linux_driver_installed_inside_wsl():
@@ -114,7 +116,7 @@ def test_vm_memory_capped_by_wslconfig():
     facts = variant("wsl2_rtx4070", {
         "host.memory_total": 4 * GIB,
         "wsl.wslconfig": [{"path": "/mnt/c/Users/jesse/.wslconfig", "memory": "4GB",
-                           "memory_bytes": 4 * GIB, "processors": 2, "swap": None,
+                           "memory_bytes": 4 * GIB, "processors": None, "swap": None,
                            "swap_bytes": None, "error": None}],
         "plan": {**PLAN, "workers": 8}})
     results = run(facts)
@@ -124,8 +126,10 @@ def test_vm_memory_capped_by_wslconfig():
     assert finding.title == ("The WSL VM has 4.0 GiB of memory; 1 GPU process(es) with 8 "
                              "DataLoader workers each need about 8.0 GiB")
     assert evidence(finding)[".wslconfig memory="] == "4GB"
+    # memory= is already there: change that line rather than append a second [wsl2]
     assert commands(finding)[:2] == [
-        "printf '[wsl2]\\nmemory=10GB\\n' >> /mnt/c/Users/jesse/.wslconfig", "wsl.exe --shutdown"]
+        "sed -i 's/^[[:space:]]*memory[[:space:]]*=.*/memory=10GB/' "
+        "/mnt/c/Users/jesse/.wslconfig", "wsl.exe --shutdown"]
     # host.memory leaves the VM to the WSL check instead of a second finding
     assert results["host.memory"].findings == ()
 
@@ -141,7 +145,8 @@ def test_two_gpus_under_wsl2_are_best_effort():
     assert finding.title == "2 GPUs under WSL2: NCCL runs without peer-to-peer, best-effort"
     assert commands(finding)[:2] == [
         "export NCCL_P2P_DISABLE=1",
-        "NCCL_DEBUG=INFO python -m torch.distributed.run --nproc_per_node 2 train.py"]
+        "NCCL_DEBUG=INFO /home/jesse/miniconda3/envs/cuda/bin/python -m "
+        "torch.distributed.run --nproc_per_node 2 train.py"]
 
 
 def test_nccl_older_than_2_10_does_not_work_on_wsl2():
@@ -151,4 +156,62 @@ def test_nccl_older_than_2_10_does_not_work_on_wsl2():
     finding = only_finding(run(facts)["wsl.limits"])
     assert finding.effective_severity is Severity.ERROR
     assert finding.title.endswith("and NCCL 2.7.8 is too old for WSL2")
-    assert commands(finding)[0] == "pip install --upgrade torch"
+    # torch with its pairs, for this driver (566.36: CUDA 12.7), into the diagnosed env
+    assert commands(finding)[0] == (
+        "/home/jesse/miniconda3/envs/cuda/bin/python -m pip install --upgrade torch "
+        "torchvision torchaudio --index-url https://download.pytorch.org/whl/cu126")
+
+
+def test_nccl_version_recorded_as_an_int_is_decoded():
+    """Old torch returned NCCL_VERSION_CODE (2708 = 2.7.8); older snapshots kept it raw, and
+    read as (2708,) it compared as newer than 2.10."""
+    facts = variant("wsl2_rtx4070", {"plan": {**PLAN, "gpus": 2, "workers": 4},
+                                     "torch.libraries.nccl_version": "2708"})
+    finding = only_finding(run(facts)["wsl.limits"])
+    assert finding.effective_severity is Severity.ERROR
+    assert finding.title.endswith("and NCCL 2.7.8 is too old for WSL2")
+    assert evidence(finding)["NCCL in torch"] == "2.7.8"
+
+
+def test_wslconfig_processors_below_the_plan():
+    """Issue section 7: .wslconfig [wsl2] processors=4 with 2 GPU processes and 4 DataLoader
+    workers each (10 needed)."""
+    config = {"path": "/mnt/c/Users/jesse/.wslconfig", "memory": None, "memory_bytes": None,
+              "processors": 4, "swap": None, "swap_bytes": None, "error": None}
+    facts = variant("wsl2_rtx4070", {"wsl.wslconfig": [config], "host.cpu_affinity": 4,
+                                     "host.cpu_logical": 4, "host.memory_total": 64 * GIB,
+                                     "plan": {**PLAN, "gpus": 2, "workers": 4},
+                                     "torch.libraries.nccl_version": "2.21.5"})
+    results = run(facts)
+    findings = {f.code.id: f for f in results["wsl.limits"].findings}
+    assert set(findings) == {"WSL007", "WSL006"}
+    finding = findings["WSL007"]
+    assert finding.category is Category.WSL_SETUP
+    assert finding.effective_severity is Severity.WARNING
+    assert finding.title == (".wslconfig limits the WSL VM to 4 processors; 2 GPU process(es) "
+                             "with 4 DataLoader workers each need 10")
+    assert evidence(finding)[".wslconfig processors="] == "4"
+    assert commands(finding) == [
+        "sed -i 's/^[[:space:]]*processors[[:space:]]*=.*/processors=10/' "
+        "/mnt/c/Users/jesse/.wslconfig", "wsl.exe --shutdown", None]
+    assert "--workers 1" in finding.remediation[2].text
+    # host.cpu leaves a VM capped by .wslconfig to the WSL check instead of a second finding
+    assert results["host.cpu"].findings == ()
+    assert "judged by the WSL check" in results["host.cpu"].summary
+
+
+def test_wslconfig_processors_enough_or_unset_is_quiet():
+    config = {"path": "/mnt/c/Users/jesse/.wslconfig", "memory": None, "memory_bytes": None,
+              "processors": 12, "swap": None, "swap_bytes": None, "error": None}
+    plan = {"plan": {**PLAN, "gpus": 1, "workers": 8}}
+    assert run(variant("wsl2_rtx4070", {"wsl.wslconfig": [config], **plan}))[
+        "wsl.limits"].findings == ()
+    # without --workers only the 2-per-GPU floor applies (the default follows the cores)
+    few = {**config, "processors": 2}
+    assert run(variant("wsl2_rtx4070", {"wsl.wslconfig": [few], "plan": PLAN}))[
+        "wsl.limits"].findings == ()
+    one = {**config, "processors": 1}
+    finding = only_finding(run(variant("wsl2_rtx4070", {"wsl.wslconfig": [one],
+                                                         "plan": PLAN}))["wsl.limits"])
+    assert finding.title == (".wslconfig limits the WSL VM to 1 processor; 1 GPU process(es) "
+                             "need at least 2 (2 each)")

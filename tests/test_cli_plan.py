@@ -27,7 +27,8 @@ def test_a_valid_plan_prints_the_launch_command(command):
     result = invoke(command, "--facts", HEALTHY_8GPU, "--gpus", "8", "--batch", "64")
     assert result.exit_code == 0, result.output
     # The command is on a line of its own, whole, ready to copy.
-    assert ("    $ python -m torch.distributed.run --nproc_per_node 8 train.py --batch 64 "
+    assert ("    $ /usr/bin/python3 -m torch.distributed.run --nproc_per_node 8 train.py "
+            "--batch 64 "
             "--device 0,1,2,3,4,5,6,7\n") in result.stdout
 
 

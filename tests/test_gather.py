@@ -127,6 +127,68 @@ def test_a_probe_that_raises_is_an_unavailable_fact_and_the_rest_survive():
         assert facts.available(name), name
 
 
+class HungCwd(FakePsutil):
+    """statvfs of the working directory never returns, as on a hung NFS/Lustre mount."""
+
+    def __init__(self, release: threading.Event, **kw):
+        super().__init__(**kw)
+        self.release = release
+
+    def disk_usage(self, path):
+        if path != "/dev/shm":
+            self.release.wait(60)
+        return super().disk_usage(path)
+
+
+def test_an_in_process_probe_past_its_deadline_is_a_failed_fact_not_a_hang():
+    release = threading.Event()
+    env = v100_server(fake_psutil=HungCwd(release, memory_total=376 * GIB,
+                                          disks={"/dev/shm": (188 * GIB, 188 * GIB)}))
+    start = time.monotonic()
+    try:
+        facts = gather(env, GatherOptions(python=PY, in_process_timeout_s=0.3))
+    finally:
+        release.set()
+    assert time.monotonic() - start < 5
+    host = facts.records["host"]
+    assert host.ok is False
+    assert host.error == "the host probe did not finish within 0.3 s (a hung mount?)"
+    assert set(facts.records) == ALL_FACTS
+    for name in ALL_FACTS - {"host"}:
+        assert facts.available(name), name
+
+
+HUNG_FOREVER = """
+import sys, threading
+sys.path.insert(0, {root!r})
+from tests.fakes import FakePsutil
+from tests.test_gather import PY, v100_server
+from gpu_doctor.facts.gather import GatherOptions, gather
+
+class Forever(FakePsutil):
+    def disk_usage(self, path):
+        if path != "/dev/shm":
+            threading.Event().wait()  # never returns
+        return super().disk_usage(path)
+
+facts = gather(v100_server(fake_psutil=Forever()), GatherOptions(python=PY,
+                                                                 in_process_timeout_s=0.2))
+print(facts.records["host"].error)
+"""
+
+
+def test_a_probe_stuck_for_good_does_not_keep_the_doctor_from_exiting():
+    """The stuck thread is a daemon: the interpreter exits without joining it."""
+    import subprocess
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", HUNG_FOREVER.format(root=root)],
+                          capture_output=True, text=True, timeout=60, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "the host probe did not finish within 0.2 s (a hung mount?)"
+
+
 def test_a_child_probe_whose_parent_side_raises_still_yields_records():
     env = v100_server()
     env.commands = [c for c in env.commands if c[0] != NVML_ARGV]  # FakeEnv will raise

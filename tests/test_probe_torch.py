@@ -617,3 +617,13 @@ def test_validate_interpreter_rejects_python2(tmp_path):
     py2 = _script(tmp_path / "python2", "#!/bin/sh\necho gpu-doctor-python-ok 2\n")
     with pytest.raises(InterpreterError, match="Python 2 cannot run PyTorch"):
         validate_interpreter(RealEnv(), py2)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ((2, 20, 5), "2.20.5"),  # torch >= 1.9ish: a tuple
+    (2708, "2.7.8"),  # torch 1.7: NCCL_VERSION_CODE, major*1000 + minor*100 + patch
+    (21003, "2.10.3"),  # NCCL >= 2.9 encodes major*10000 + minor*100 + patch
+    (22805, "2.28.5"),
+])
+def test_nccl_version_is_decoded_in_the_probe(value, text):
+    assert probe_script.nccl_version_text(value) == text

@@ -4,15 +4,23 @@ The slow probes (the interpreter probe that imports torch, the NVML child) run s
 side with the quick in-process ones, so a run costs about as much as importing torch.
 A probe that raises becomes an unavailable fact carrying its error text; the doctor
 goes on and the checks that needed it say why they were skipped.
+
+Every probe also has a deadline. The child-process probes enforce their own (the torch and
+NVML timeouts); the in-process ones could still block in the kernel, e.g. ``statvfs`` of a
+working directory on a hung NFS or Lustre mount, so each runs in a daemon thread that the
+gather stops waiting for at its deadline: the fact is recorded as failed ("did not finish
+within N s") and the thread, if it never returns, does not keep the doctor from exiting.
 """
 
 from __future__ import annotations
 
 import platform
 import sys
+import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -29,12 +37,39 @@ from gpu_doctor.facts.snapshot import FactRecord, Facts
 from gpu_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, probe_python
 from gpu_doctor.facts.wsl import probe_wsl
 
+# In-process probes read /proc, /sys and a few syscalls: well under a second normally.
+IN_PROCESS_TIMEOUT_S = 15.0
+# Slack on top of a child probe's own timeout, for starting it and reading its output.
+CHILD_SLACK_S = 10.0
+
 
 @dataclass(frozen=True)
 class GatherOptions:
     python: str = sys.executable
     torch_timeout_s: float = TORCH_PROBE_TIMEOUT_S
     nvml_timeout_s: float = NVML_TIMEOUT_S
+    in_process_timeout_s: float = IN_PROCESS_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class _Job:
+    names: tuple[str, ...]  # the facts it records
+    run: Callable[[], list[FactRecord]]
+    deadline_s: float
+
+
+def _start(job: _Job) -> Future[list[FactRecord]]:
+    """Run JOB in a daemon thread: one stuck in a syscall cannot hold up interpreter exit."""
+    future: Future[list[FactRecord]] = Future()
+
+    def target() -> None:
+        try:
+            future.set_result(job.run())
+        except BaseException as exc:  # _timed/_guarded catch Exception; keep the rest too
+            future.set_exception(exc)
+
+    threading.Thread(target=target, name=f"probe-{job.names[0]}", daemon=True).start()
+    return future
 
 
 def _timed(name: str, fn: Callable[[], Any]) -> list[FactRecord]:
@@ -60,18 +95,27 @@ def _guarded(names: tuple[str, ...], fn: Callable[[], list[FactRecord]]) -> list
                            duration_s=time.monotonic() - start) for n in names]
 
 
+def _in_process(name: str, fn: Callable[[], Any], deadline_s: float) -> _Job:
+    return _Job((name,), lambda: _timed(name, fn), deadline_s)
+
+
 def gather(env: Env, options: GatherOptions | None = None) -> Facts:
     options = options or GatherOptions()
-    jobs: list[Callable[[], list[FactRecord]]] = [
-        lambda: _guarded(("python", "torch"),
-                         lambda: probe_python(env, options.python, options.torch_timeout_s)),
-        lambda: _guarded(("nvml",), lambda: [probe_nvml(env, options.nvml_timeout_s)]),
-        lambda: _timed("os", lambda: probe_os(env)),
-        lambda: _timed("host", lambda: probe_host(env)),
-        lambda: _timed("driver", lambda: probe_driver_files(env)),
-        lambda: _timed("env_vars", lambda: probe_environ(env)),
-        lambda: _timed("interconnect", lambda: probe_interconnect(env)),
-        lambda: _timed("wsl", lambda: probe_wsl(env)),
+    quick = options.in_process_timeout_s
+    jobs = [
+        _Job(("python", "torch"),
+             lambda: _guarded(("python", "torch"),
+                              lambda: probe_python(env, options.python, options.torch_timeout_s)),
+             options.torch_timeout_s + CHILD_SLACK_S),
+        _Job(("nvml",), lambda: _guarded(("nvml",), lambda: [probe_nvml(env,
+                                                                         options.nvml_timeout_s)]),
+             options.nvml_timeout_s + CHILD_SLACK_S),
+        _in_process("os", lambda: probe_os(env), quick),
+        _in_process("host", lambda: probe_host(env), quick),
+        _in_process("driver", lambda: probe_driver_files(env), quick),
+        _in_process("env_vars", lambda: probe_environ(env), quick),
+        _in_process("interconnect", lambda: probe_interconnect(env), quick),
+        _in_process("wsl", lambda: probe_wsl(env), quick),
     ]
     facts = Facts(meta={
         "gathered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -79,8 +123,19 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         "doctor_python": platform.python_version(),
         "target_python": options.python,
     })
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        for records in pool.map(lambda job: job(), jobs):
-            for record in records:
-                facts.add(record)
+    start = time.monotonic()
+    futures = [(job, _start(job)) for job in jobs]
+    for job, future in futures:
+        left = max(0.0, start + job.deadline_s - time.monotonic())
+        try:
+            records = future.result(timeout=left)
+        except FutureTimeout:
+            records = [FactRecord(name, ok=False, error=f"the {name} probe did not finish within "
+                                  f"{job.deadline_s:g} s (a hung mount?)",
+                                  duration_s=time.monotonic() - start) for name in job.names]
+        except BaseException as exc:  # not raised by _timed/_guarded; keep the fact anyway
+            records = [FactRecord(name, ok=False, error=f"{type(exc).__name__}: {exc}",
+                                  duration_s=time.monotonic() - start) for name in job.names]
+        for record in records:
+            facts.add(record)
     return facts

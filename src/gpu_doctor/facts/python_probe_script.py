@@ -146,6 +146,21 @@ def cudnn_compile_version(torch):
     return ".".join(str(part) for part in module.getCompileVersion())
 
 
+def nccl_version_text(value):
+    """torch.cuda.nccl.version() as "2.7.8": a tuple in newer torch, NCCL_VERSION_CODE before.
+
+    The code is major*1000 + minor*100 + patch up to NCCL 2.8 and major*10000 + minor*100 +
+    patch from 2.9 on (NVIDIA/nccl src/nccl.h.in; torch's c10d getNcclVersion decodes it
+    the same way).
+    """
+    if isinstance(value, (tuple, list)):
+        return ".".join(str(v) for v in value)
+    if isinstance(value, int) and value > 0:
+        div = 10000 if value >= 10000 else 1000
+        return "%d.%d.%d" % (value // div, value % div // 100, value % 100)
+    return str(value)
+
+
 def torch_libraries(torch):
     libs = {"cudnn_available": None, "cudnn_version": None, "cudnn_compile_version": None,
             "nccl_version": None}
@@ -158,8 +173,7 @@ def torch_libraries(torch):
                                             lambda: cudnn_compile_version(torch))
     if getattr(torch.version, "cuda", None):
         def nccl():
-            value = torch.cuda.nccl.version()
-            return ".".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+            return nccl_version_text(torch.cuda.nccl.version())
         libs["nccl_version"] = attempt("nccl version", nccl)
     return libs
 
