@@ -19,7 +19,6 @@ Sources:
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from gpu_doctor.checks._util import GIB
@@ -33,21 +32,6 @@ WORKER_BYTES = GIB // 2
 # A GPU whose memory others already hold to this share cannot take a training rank: what is
 # left is about the CUDA context alone (a rule of thumb, like the RAM estimate below).
 FULL_GPU_SHARE = 0.90
-
-
-def target_python(facts: Any) -> str:
-    """The interpreter being diagnosed (--python), ready for a shell; "python" if unknown.
-
-    Private copy of gpu_doctor.checks._util.target_python (helper G adds it there; the
-    two behave the same and the lead keeps one).
-    """
-    exe = (facts.get("python") or {}).get("executable")
-    return shlex.quote(str(exe)) if exe else "python"
-
-
-def target_pip(facts: Any) -> str:
-    """pip of the interpreter being diagnosed: "/venv/bin/python -m pip" (copy, see above)."""
-    return f"{target_python(facts)} -m pip"
 
 
 def nccl_version_text(value: Any) -> str | None:

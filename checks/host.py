@@ -30,12 +30,10 @@ from gpu_doctor.checks._resources import (
     effective_ram,
     planned_ranks,
     ram_needed,
-    target_pip,
-    target_python,
     workers_per_rank,
     workers_phrase,
 )
-from gpu_doctor.checks._util import GIB, MIB, human_bytes
+from gpu_doctor.checks._util import GIB, MIB, human_bytes, target_pip, target_python
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step

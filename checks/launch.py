@@ -28,11 +28,10 @@ from gpu_doctor.checks._resources import (
     FULL_GPU_SHARE,
     full_gpus,
     mig_enabled,
-    target_python,
     usable_gpus,
     visible_device_ids,
 )
-from gpu_doctor.checks._util import human_bytes
+from gpu_doctor.checks._util import human_bytes, target_python
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step

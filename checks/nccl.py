@@ -27,11 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._resources import nccl_version_text, target_pip, target_python
-from gpu_doctor.checks._util import wheel_advice, wheel_for_machine
+from gpu_doctor.checks._resources import nccl_version_text
+from gpu_doctor.checks._util import install_steps, target_python
 
 from gpu_doctor.categories import Category
-from gpu_doctor.knowledge.wheels import WHEEL_INDEX
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
@@ -232,13 +231,9 @@ def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
                           "torch.", command="wsl --install -d Ubuntu",
                           url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html"))
     else:
-        wheel = wheel_for_machine(facts)
-        steps.append(Step(
-            f"Install an official Linux CUDA build of torch (it bundles NCCL), with the "
-            f"torchvision and torchaudio built for it: {wheel_advice(facts, wheel)}.",
-            command=(f"{target_pip(facts)} install --force-reinstall torch torchvision "
-                     f"torchaudio --index-url {WHEEL_INDEX}/{wheel.tag}") if wheel else None,
-            url=None if wheel else "https://pytorch.org/get-started/locally/"))
+        # An official Linux CUDA wheel bundles NCCL (nvidia-nccl-cu*): install one this
+        # driver runs, with torchvision/torchaudio of the same build.
+        steps += install_steps(facts, "torch torchvision torchaudio")
     yield Finding(
         code=NCCL_MISSING,
         title=f"This PyTorch build has no NCCL ({reason}"

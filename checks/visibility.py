@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_doctor.checks._resources import target_python
-from gpu_doctor.checks._util import GIB, human_bytes
+from gpu_doctor.checks._util import GIB, human_bytes, target_python
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step

@@ -25,6 +25,7 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from gpu_doctor.checks._resources import (
@@ -32,15 +33,12 @@ from gpu_doctor.checks._resources import (
     nccl_version_text,
     planned_ranks,
     ram_needed,
-    target_pip,
-    target_python,
     workers_per_rank,
     workers_phrase,
 )
-from gpu_doctor.checks._util import GIB, human_bytes, wheel_advice, wheel_for_machine
+from gpu_doctor.checks._util import GIB, human_bytes, install_steps, target_python
 
 from gpu_doctor.categories import Category
-from gpu_doctor.knowledge.wheels import WHEEL_INDEX
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.registry import Summary, check
 
@@ -415,14 +413,11 @@ def _multi_gpu_finding(facts: Any, wsl: dict[str, Any]) -> Finding | None:
     too_old = version is not None and version < NCCL_MIN_FOR_WSL
     steps = []
     if too_old:
-        wheel = wheel_for_machine(facts)
-        advice = wheel_advice(facts, wheel)
-        steps.append(Step(
-            f"Upgrade torch with torchvision and torchaudio (they are built in pairs): its "
-            f"bundled NCCL is older than 2.10, which does not work on WSL2; {advice}.",
-            command=(f"{target_pip(facts)} install --upgrade torch torchvision torchaudio "
-                     f"--index-url {WHEEL_INDEX}/{wheel.tag}") if wheel else None,
-            url=None if wheel else WINDOWS_DRIVER))
+        # torch, torchvision and torchaudio are built in pairs: upgrade them together to a
+        # build this driver runs (its bundled NCCL is then >= 2.10).
+        first, *rest = install_steps(facts, "torch torchvision torchaudio")
+        why = "Upgrade torch, whose bundled NCCL is older than 2.10 and does not work on WSL2. "
+        steps += [replace(first, text=why + first.text), *rest]
     steps += [
         Step("Expect NCCL to run without GPU peer-to-peer ('Legacy IPC not supported' / "
              "'Could not enable P2P' in NCCL_DEBUG=INFO output); if it hangs or fails at "

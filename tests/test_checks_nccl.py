@@ -61,14 +61,17 @@ def test_linux_cuda_build_without_nccl_gets_a_wheel_for_this_driver():
     facts = variant("workstation_2x_rtx3090_pcie", {"torch.distributed.nccl_available": False})
     finding = only_finding(run(facts)["nccl.available"])
     wheel = commands(finding)[1]
-    assert wheel.startswith("/home/user/venvs/train/bin/python -m pip install --force-reinstall "
+    assert wheel.startswith("/home/user/venvs/train/bin/python -m pip install --upgrade "
                             "torch torchvision torchaudio --index-url "
                             "https://download.pytorch.org/whl/cu")
     assert "cu128" not in wheel
     old_driver = variant("workstation_2x_rtx3090_pcie", {
         "torch.distributed.nccl_available": False, "nvml.cuda_driver_version": "11.4"})
     step = only_finding(run(old_driver)["nccl.available"]).remediation[1]
-    assert step.command is None  # no current build runs on it: no install command to paste
+    # No current build runs on a CUDA 11.4 driver: an exact older release that does.
+    assert step.command == ("/home/user/venvs/train/bin/python -m pip install torch==2.4.1 "
+                            "torchvision==0.19.1 torchaudio==2.4.1 "
+                            "--index-url https://download.pytorch.org/whl/cu118")
 
 
 def test_nccl_version_from_old_torch_is_decoded():
