@@ -1,0 +1,200 @@
+"""How the smoke job is started: options, ports, multi-node values and the command line.
+
+The job is launched the way users launch DDP (``python -m torch.distributed.run``), in
+the interpreter being diagnosed, so it proves that *their* environment trains. The worker
+package is put on PYTHONPATH through a small shim directory, so that interpreter needs
+torch but not gpu-doctor itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+WORKER_MODULE = "gpu_doctor.train_smoke.worker"
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    """Everything one smoke run needs; ``None`` means "choose for this machine"."""
+
+    device: str = "auto"  # auto | cuda | cpu
+    nproc: int | None = None  # processes on this node (one per GPU by default, 2 on CPU)
+    steps: int = 30
+    batch: int = 8  # images per process and step
+    imgsz: int = 128
+    model: str = "n"
+    workers: int | None = None  # DataLoader workers per process
+    launcher: str = "torchrun"  # torchrun | spawn
+    mode: str = "ddp"  # ddp | dp
+    sync_bn: bool = False
+    amp: bool = True
+    scaling: bool = False
+    timeout: float = 180.0  # wall-clock deadline of one run
+    stall_timeout: float | None = None  # no event from a rank for this long = hang
+    pg_timeout: float | None = None  # init_process_group(timeout=...)
+    nnodes: int | None = None
+    node_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    python: str = field(default_factory=lambda: sys.executable)
+    run_dir: str | None = None  # where rank files go (a fresh temporary one by default)
+
+    def deadlines(self) -> tuple[float, float, float]:
+        """(wall, stall, process-group) deadlines: stall < process group < wall.
+
+        The stall deadline is shortest so a hang is located by the supervisor (it knows
+        which rank fell behind) rather than reported by the rank that waits for it; the
+        process-group timeout is a backstop inside the ranks that still ends before the
+        wall-clock deadline, so ranks can report their own error before being killed.
+        """
+        wall = self.timeout
+        stall = self.stall_timeout or min(45.0, wall / 3)
+        pg = self.pg_timeout or max(stall + 5.0, min(wall * 0.75, stall * 2))
+        return wall, stall, min(pg, wall - 1.0)
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where this node sits in the job: node count, its rank, and the rendezvous address."""
+
+    nnodes: int
+    node_rank: int
+    master_addr: str
+    master_port: int | None  # None: pick a free one (single node only)
+
+
+def new_tag() -> str:
+    """A unique tag put on every command line of the run, so leftovers can be found."""
+    return f"gpu-doctor-smoke-{uuid.uuid4().hex[:12]}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now: bind port 0 and let the kernel choose."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
+    """True when binding ``port`` fails with EADDRINUSE (what rank 0's store would meet)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def expand_first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list, for the simple forms ``a,b`` and ``n[01-04,7]``.
+
+    ``scontrol show hostnames`` is used instead when it exists (it knows every form).
+    """
+    if shutil.which("scontrol"):
+        try:
+            out = subprocess.run(["scontrol", "show", "hostnames", nodelist],
+                                 capture_output=True, text=True, timeout=10, check=False)
+            first = out.stdout.split()
+            if out.returncode == 0 and first:
+                return first[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    head = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if head is None:
+        return nodelist
+    prefix, ranges = head.group(1), head.group(2)
+    if not ranges:
+        return prefix
+    first = ranges.split(",")[0].split("-")[0]
+    return prefix + first
+
+
+def node_layout(options: SmokeOptions, environ: dict[str, str]) -> NodeLayout:
+    """The node values: options first, then Slurm's environment, then a single local node.
+
+    Under Slurm every node must agree on the port without talking to each other, so it is
+    derived from the job id (MASTER_PORT wins when set).
+    """
+    nnodes, node_rank = options.nnodes, options.node_rank
+    addr, port = options.master_addr, options.master_port
+    slurm = "SLURM_JOB_ID" in environ and "SLURM_NNODES" in environ
+    if nnodes is None and slurm:
+        nnodes = int(environ["SLURM_NNODES"])
+        if node_rank is None:
+            node_rank = int(environ.get("SLURM_NODEID", "0"))
+        if addr is None:
+            nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
+            addr = environ.get("MASTER_ADDR") or (expand_first_host(nodelist) if nodelist
+                                                  else None)
+        if port is None:
+            port = int(environ.get("MASTER_PORT") or 20000 + int(environ["SLURM_JOB_ID"]) % 20000)
+    nnodes = nnodes or 1
+    return NodeLayout(nnodes=nnodes, node_rank=node_rank or 0,
+                      master_addr=addr or "127.0.0.1", master_port=port)
+
+
+def shim_dir(run_dir: Path) -> Path:
+    """A directory that makes ``gpu_doctor.train_smoke`` importable in any interpreter.
+
+    The worker package imports torch and the standard library only, so linking it under
+    an empty ``gpu_doctor`` package is all the target interpreter needs.
+    """
+    import gpu_doctor.train_smoke as package
+
+    root = run_dir / "pkg"
+    (root / "gpu_doctor").mkdir(parents=True, exist_ok=True)
+    (root / "gpu_doctor" / "__init__.py").write_text('"""Shim for the smoke job."""\n')
+    link = root / "gpu_doctor" / "train_smoke"
+    if not link.exists():
+        link.symlink_to(Path(package.__file__).resolve().parent, target_is_directory=True)
+    return root
+
+
+def worker_args(options: SmokeOptions, run_dir: Path, tag: str, device: str, workers: int,
+                pg_timeout: float) -> list[str]:
+    args = ["--run-dir", str(run_dir), "--tag", tag, "--device", device,
+            "--steps", str(options.steps), "--batch", str(options.batch),
+            "--imgsz", str(options.imgsz), "--model", options.model,
+            "--workers", str(workers), "--mode", options.mode,
+            "--amp", "on" if options.amp else "off", "--pg-timeout", f"{pg_timeout:g}"]
+    return args + (["--sync-bn"] if options.sync_bn else [])
+
+
+def launch_command(options: SmokeOptions, layout: NodeLayout, port: int, nproc: int,
+                   wargs: list[str]) -> list[str]:
+    """The command line, as a user would type it for this launcher and mode."""
+    py = options.python
+    if options.mode == "dp":
+        return [py, "-m", WORKER_MODULE, *wargs]
+    if options.launcher == "spawn":
+        return [py, "-m", WORKER_MODULE, *wargs, "--spawn", str(nproc),
+                "--nnodes", str(layout.nnodes), "--node-rank", str(layout.node_rank),
+                "--master-addr", layout.master_addr, "--master-port", str(port)]
+    return [py, "-m", "torch.distributed.run", "--nnodes", str(layout.nnodes),
+            "--node_rank", str(layout.node_rank), "--nproc_per_node", str(nproc),
+            "--master_addr", layout.master_addr, "--master_port", str(port),
+            "--max_restarts", "0", "-m", WORKER_MODULE, *wargs]
+
+
+def child_env(shim: Path, nproc: int) -> dict[str, str]:
+    """The ranks' environment: the user's, plus the shim and sane CPU thread counts."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    # torchrun sets 1 thread per rank when unset; give the cores out evenly instead.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, nproc))))
+    return env
+
+
+def with_nproc(options: SmokeOptions, nproc: int, device: str) -> SmokeOptions:
+    """The same job on ``nproc`` ranks of an already resolved device (for --scaling)."""
+    return replace(options, nproc=nproc, device=device, scaling=False)

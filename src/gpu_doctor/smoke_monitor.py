@@ -1,0 +1,215 @@
+"""Watching a running smoke job: tail each rank's event file, enforce deadlines, clean up.
+
+The launcher runs in its own session, but torchrun starts each rank in a session of its
+own too (torch.distributed.elastic's SubprocessHandler uses ``start_new_session``), so
+killing one process group is not enough. Every process the run started is found three
+ways: the launcher's process group, its descendants (remembered while they are alive,
+because a SIGKILLed launcher orphans them), and the run's unique tag on command lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+PHASES = ("startup", "init_process_group", "barrier", "all_reduce_check",
+          "all_reduce_bandwidth", "data", "model", "train", "checksum",
+          "destroy_process_group", "done")
+POLL_S = 0.1
+
+
+@dataclass
+class RankState:
+    """What the supervisor knows about one rank from its event file so far."""
+
+    rank: int
+    path: str
+    offset: int = 0
+    partial: str = ""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    last_seen: float | None = None  # supervisor's monotonic time of the last new event
+    open_phase: str | None = None
+    last_phase: str | None = None
+    steps_done: int = 0
+    done: bool = False
+
+    def read_new(self, now: float) -> int:
+        """Read whole new lines; a half-written last line waits for the next poll."""
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+                self.offset = fh.tell()
+        except OSError:
+            return 0
+        if not chunk:
+            return 0
+        text = self.partial + chunk
+        lines = text.split("\n")
+        self.partial = lines.pop()
+        added = 0
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self._apply(event)
+            added += 1
+        if added:
+            self.last_seen = now
+        return added
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        kind, phase = event.get("kind"), event.get("phase")
+        if kind == "begin":
+            self.open_phase = phase
+        elif kind == "end":
+            self.open_phase, self.last_phase = None, phase
+        elif kind == "step":
+            self.steps_done = max(self.steps_done, int(event.get("step", 0)))
+        elif kind == "done":
+            self.done, self.last_phase = True, "done"
+        elif kind == "info" and self.last_phase is None:
+            self.last_phase = phase
+
+    @property
+    def where(self) -> str:
+        """The phase the rank is in (or stopped after)."""
+        return self.open_phase or self.last_phase or "startup"
+
+    def progress(self) -> tuple[int, int]:
+        """Ordering key: how far the rank got (phase index, then steps)."""
+        phase = self.where
+        index = PHASES.index(phase) if phase in PHASES else 0
+        if self.open_phase is None and self.last_phase is not None:
+            index += 1  # finished that phase: further than a rank still inside it
+        return (index * 2, self.steps_done)
+
+    def ended(self, phase: str) -> dict[str, Any] | None:
+        for event in self.events:
+            if event.get("kind") == "end" and event.get("phase") == phase:
+                return event
+        return None
+
+    def steps(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("kind") == "step"]
+
+
+@dataclass
+class Outcome:
+    """How the launcher ended: exit code, and which deadline (if any) stopped it."""
+
+    returncode: int | None
+    stopped_by: str | None  # None | "stall" | "deadline"
+    stalled: list[int] = field(default_factory=list)
+    wall_s: float = 0.0
+    started: float = 0.0  # supervisor's monotonic time at launch
+
+
+class Reaper:
+    """Remembers every process of the run and ends them all: SIGTERM, then SIGKILL."""
+
+    def __init__(self, proc: subprocess.Popen[Any], tag: str) -> None:
+        self.proc, self.tag = proc, tag
+        self.known: dict[int, psutil.Process] = {}
+        self.remember()
+
+    def remember(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(self.proc.pid)
+            for p in [root, *root.children(recursive=True)]:
+                self.known.setdefault(p.pid, p)
+
+    def tagged(self) -> list[psutil.Process]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if p.pid != os.getpid() and self.tag in " ".join(p.info["cmdline"] or ()):
+                    found.append(p)
+        return found
+
+    def alive(self) -> list[psutil.Process]:
+        procs = {p.pid: p for p in self.known.values()}
+        procs.update({p.pid: p for p in self.tagged()})
+        live = []
+        for p in procs.values():
+            with contextlib.suppress(psutil.Error):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    live.append(p)
+        return live
+
+    def _signal(self, procs: Iterable[psutil.Process], sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)  # the launcher's group (it leads its session)
+        for p in procs:
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                p.send_signal(sig)
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """End everything of the run; returns when nothing of it is left (or 10 s passed)."""
+        self.remember()
+        live = self.alive()
+        if live or self.proc.poll() is None:
+            self._signal(live, signal.SIGTERM)
+            self._wait(grace_s)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            self.remember()
+            live = self.alive()
+            if not live and self.proc.poll() is not None:
+                break
+            self._signal(live, signal.SIGKILL)
+            self._wait(0.5)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=1.0)
+
+    def _wait(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.proc.poll()
+            if self.proc.returncode is not None and not self.alive():
+                return
+            time.sleep(0.05)
+
+
+def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState],
+              started: float, wall_s: float, stall_s: float,
+              on_progress: Callable[[list[RankState]], None] | None = None) -> Outcome:
+    """Poll until the launcher exits, a rank stalls, or the wall-clock deadline passes.
+
+    The caller ends every process in ``finally`` (``Reaper.stop``) whatever happens here.
+    """
+    last_remember = 0.0
+    while True:
+        now = time.monotonic()
+        for state in ranks:
+            state.read_new(now)
+        if on_progress is not None:
+            on_progress(ranks)
+        code = proc.poll()
+        if code is not None:
+            for state in ranks:  # the last lines written before exit
+                state.read_new(time.monotonic())
+            return Outcome(code, None, wall_s=time.monotonic() - started, started=started)
+        if now - last_remember > 0.5:
+            reaper.remember()
+            last_remember = now
+        stalled = [s.rank for s in ranks
+                   if not s.done and now - (s.last_seen or started) > stall_s]
+        if stalled:
+            return Outcome(None, "stall", stalled, now - started, started)
+        if now - started > wall_s:
+            return Outcome(None, "deadline", [], now - started, started)
+        time.sleep(POLL_S)

@@ -1,0 +1,248 @@
+"""One rank of the smoke-training job, run the way users run DDP.
+
+Under torchrun (``python -m torch.distributed.run ... -m gpu_doctor.train_smoke.worker``)
+each process reads RANK/LOCAL_RANK/WORLD_SIZE from its environment; with ``--spawn N`` the
+same program starts N local ranks itself through ``torch.multiprocessing.spawn``; with
+``--mode dp`` one process drives every visible GPU through ``nn.DataParallel``.
+
+Each phase of the point-4 list is bracketed in the rank's own JSON-lines event file
+(``events.py``), so the supervisor can judge the run and locate a hang without reading
+stdout. Only torch and the standard library are imported: this file runs in the user's
+training interpreter, which need not have gpu-doctor's dependencies.
+
+Test hook: ``GPU_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP`` makes one rank misbehave at a step so
+the supervisor's fault handling can be tested with the real job: ``kill`` (SIGKILL
+itself), ``hang`` (stop making progress), ``nccl`` (exit with an NCCL error text).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler
+
+from .collectives import checked_all_reduce, measure_all_reduce
+from .data import SyntheticDetection, collate
+from .events import EventWriter, event_path, stderr_path
+from .loss import DetectionLoss
+from .model import build_model, parameter_fingerprint
+
+NUM_CLASSES = 4
+# A small fixed data set seen again and again: a working setup must memorise it, so the
+# loss falls clearly within a few dozen steps (the verdict's "loss fell" criterion).
+BATCHES_PER_EPOCH = 4
+FAULT_ENV = "GPU_DOCTOR_SMOKE_FAULT"
+NCCL_FAULT_TEXT = (
+    "torch.distributed.DistBackendError: NCCL error in: "
+    "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error "
+    "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+    "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+    "or device error.\nLast error:\nError while creating shared memory segment "
+    "/dev/shm/nccl-Xq2m1T (size 9637888)"
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="gpu_doctor.train_smoke.worker")
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--tag", default="", help="unique run tag (lets the supervisor find us)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--batch", type=int, default=8, help="images per rank per step")
+    p.add_argument("--imgsz", type=int, default=128)
+    p.add_argument("--model", choices=("n", "s", "m"), default="n")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--mode", choices=("ddp", "dp"), default="ddp")
+    p.add_argument("--sync-bn", action="store_true")
+    p.add_argument("--amp", choices=("auto", "on", "off"), default="auto")
+    p.add_argument("--pg-timeout", type=float, default=60.0)
+    p.add_argument("--ar-bytes", type=int, default=0, help="bandwidth buffer (0: by device)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--spawn", type=int, default=0, help="start N local ranks (spawn launcher)")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29500)
+    return p.parse_args(argv)
+
+
+def _fault(rank: int) -> tuple[str, int] | None:
+    spec = os.environ.get(FAULT_ENV, "")
+    parts = spec.split(":")
+    if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) == rank:
+        return parts[0], int(parts[2])
+    return None
+
+
+def _apply_fault(kind: str) -> None:
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "hang":
+        while True:
+            time.sleep(60)
+    elif kind == "nccl":
+        raise RuntimeError(NCCL_FAULT_TEXT)
+
+
+def _redirect_stderr(path: str) -> None:
+    """Send this rank's stderr (Python tracebacks and native NCCL/CUDA logs) to its file."""
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _batches(loader: DataLoader, sampler: DistributedSampler | None) -> Iterator[Any]:
+    epoch = 0
+    while True:
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def _use_amp(args: argparse.Namespace, device: torch.device) -> bool:
+    return device.type == "cuda" and args.amp != "off"
+
+
+def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -> None:
+    """Everything one rank does, phase by phase, each phase recorded in its event file."""
+    _redirect_stderr(stderr_path(args.run_dir, rank))
+    ev = EventWriter(event_path(args.run_dir, rank), rank)
+    distributed = args.mode == "ddp"
+    if args.device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    fault = _fault(rank)
+    ev.emit("info", "startup", time.monotonic(), None, time.time(), None, pid=os.getpid(),
+            local_rank=local_rank, world_size=world, device=str(device), mode=args.mode,
+            torch=torch.__version__)
+
+    if distributed:
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        with ev.phase("init_process_group", backend=backend):
+            dist.init_process_group(backend, rank=rank, world_size=world,
+                                    timeout=timedelta(seconds=args.pg_timeout))
+        with ev.phase("barrier"):
+            dist.barrier()
+        with ev.phase("all_reduce_check") as out:
+            out.update(checked_all_reduce(device))
+        with ev.phase("all_reduce_bandwidth") as out:
+            nbytes = args.ar_bytes or (64 << 20 if device.type == "cuda" else 4 << 20)
+            out.update(measure_all_reduce(device, nbytes))
+
+    with ev.phase("data", workers=args.workers) as out:
+        dataset = SyntheticDetection(args.batch * world * BATCHES_PER_EPOCH, args.imgsz,
+                                     num_classes=NUM_CLASSES, seed=args.seed)
+        sampler = (DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
+                                      seed=args.seed, drop_last=True) if distributed else None)
+        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler,
+                            shuffle=False, num_workers=args.workers, collate_fn=collate,
+                            pin_memory=device.type == "cuda", drop_last=True,
+                            persistent_workers=args.workers > 0)
+        batches = _batches(loader, sampler)
+        first = next(batches)  # starts the workers: /dev/shm and start-up are exercised
+        out["samples_per_rank"] = len(sampler) if sampler is not None else len(dataset)
+
+    with ev.phase("model", size=args.model, sync_bn=args.sync_bn) as out:
+        torch.manual_seed(args.seed)
+        net = build_model(args.model, num_classes=NUM_CLASSES).to(device)
+        if distributed and args.sync_bn:
+            net = nn.SyncBatchNorm.convert_sync_batchnorm(net)
+        if distributed:
+            model: nn.Module = nn.parallel.DistributedDataParallel(
+                net, device_ids=[local_rank] if device.type == "cuda" else None)
+        elif device.type == "cuda" and torch.cuda.device_count() > 1:
+            model = nn.DataParallel(net)
+        else:
+            model = net
+        loss_fn = DetectionLoss(net, NUM_CLASSES)
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.0)
+        out["parameters"] = sum(p.numel() for p in net.parameters())
+
+    amp = _use_amp(args, device)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    with ev.phase("train", steps=args.steps, amp=amp) as out:
+        model.train()
+        batch = first
+        for step in range(1, args.steps + 1):
+            t0, w0 = time.monotonic(), time.time()
+            if batch is None:
+                batch = next(batches)
+            images, targets = batch
+            batch = None
+            images = images.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
+            with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
+                preds = model(images)
+                loss, _parts = loss_fn(preds, targets)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if fault and fault[1] == step:
+                _apply_fault(fault[0])
+            ev.step(step, t0, w0, loss=float(loss.detach()), images=int(images.shape[0]))
+        out["peak_mem_bytes"] = (torch.cuda.max_memory_allocated(device)
+                                 if device.type == "cuda" else None)
+
+    with ev.phase("checksum") as out:
+        fingerprint = parameter_fingerprint(net).to(device)
+        text = ",".join(str(v) for v in fingerprint.cpu().tolist())
+        out["digest"] = hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+        if distributed:
+            gathered = [torch.zeros_like(fingerprint) for _ in range(world)]
+            dist.all_gather(gathered, fingerprint)
+            out["mismatched_ranks"] = [r for r, g in enumerate(gathered)
+                                       if not torch.equal(g, gathered[0])]
+        else:
+            out["mismatched_ranks"] = []
+        out["in_sync"] = not out["mismatched_ranks"]
+
+    if distributed:
+        with ev.phase("destroy_process_group"):
+            dist.destroy_process_group()
+    ev.emit("done", "done", time.monotonic(), time.monotonic(), time.time(), time.time())
+    ev.close()
+
+
+def _spawned(local_rank: int, args: argparse.Namespace) -> None:
+    rank = args.node_rank * args.spawn + local_rank
+    world = args.nnodes * args.spawn
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world))
+    run_rank(args, rank, local_rank, world)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.mode == "dp":
+        run_rank(args, 0, 0, 1)
+    elif args.spawn:
+        import torch.multiprocessing as mp
+
+        os.environ.setdefault("MASTER_ADDR", args.master_addr)
+        os.environ.setdefault("MASTER_PORT", str(args.master_port))
+        mp.spawn(_spawned, args=(args,), nprocs=args.spawn, join=True)
+    else:
+        env = os.environ
+        run_rank(args, int(env["RANK"]), int(env.get("LOCAL_RANK", "0")),
+                 int(env["WORLD_SIZE"]))
+
+
+if __name__ == "__main__":
+    main()
