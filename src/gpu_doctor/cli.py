@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpu_doctor import __version__
-from gpu_doctor.codes_doc import render_code_text
+from gpu_doctor.codes_doc import all_codes, render_code_text
 from gpu_doctor.facts.plan import apply_plan, make_plan
 from gpu_doctor.facts.snapshot import (
     Facts,
@@ -68,6 +68,7 @@ class RunOptions:
     gpus: Optional[str] = None  # the launch plan as typed; _validate() checks the numbers
     batch: Optional[str] = None
     workers: Optional[str] = None
+    smoke: bool = False  # run the smoke job after the checks (doctor without --no-smoke)
 
 
 def _version_callback(value: bool) -> None:
@@ -129,10 +130,17 @@ def doctor(
     gpus: Optional[str] = GPUS_OPT,
     batch: Optional[str] = BATCH_OPT,
     workers: Optional[str] = WORKERS_OPT,
+    no_smoke: bool = typer.Option(False, "--no-smoke",
+                                  help="Only run the checks, not the smoke-training job."),
 ) -> None:
-    """Diagnose this machine before training (the default command)."""
+    """Diagnose this machine before training (the default command).
+
+    Runs the checks, then the DDP smoke-training job (unless a finding makes it pointless,
+    --no-smoke is given, or --facts replays a snapshot).
+    """
     _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
-                    save_facts_file, probe_timeout, gpus, batch, workers))
+                    save_facts_file, probe_timeout, gpus, batch, workers,
+                    smoke=not no_smoke and facts_file is None))
 
 
 @app.command()
@@ -153,6 +161,117 @@ def check(
     """Gather facts and run the checks only (the pre-flight step for CI)."""
     _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
                     save_facts_file, probe_timeout, gpus, batch, workers))
+
+
+@app.command()
+def smoke(
+    device: str = typer.Option("auto", "--device", metavar="auto|cuda|cpu",
+                               help="Train on the GPUs (NCCL) or the CPU (gloo); auto: GPUs "
+                                    "when torch can use them."),
+    nproc: Optional[int] = typer.Option(None, "--nproc", min=1, metavar="N",
+                                        help="Processes on this node (default: one per GPU, "
+                                             "2 on CPU)."),
+    steps: int = typer.Option(30, "--steps", min=2, metavar="N", help="Training steps."),
+    batch: int = typer.Option(8, "--batch", min=1, metavar="B",
+                              help="Images per process and step."),
+    imgsz: int = typer.Option(128, "--imgsz", min=32, metavar="S",
+                              help="Image size in pixels (a multiple of 32)."),
+    model: str = typer.Option("n", "--model", metavar="n|s|m", help="Detector size."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=0, metavar="W",
+                                          help="DataLoader workers per process (default 1 "
+                                               "on CPU, 2 on GPU)."),
+    launcher: str = typer.Option("torchrun", "--launcher", metavar="torchrun|spawn",
+                                 help="python -m torch.distributed.run, or "
+                                      "torch.multiprocessing.spawn."),
+    mode: str = typer.Option("ddp", "--mode", metavar="ddp|dp",
+                             help="DistributedDataParallel, or nn.DataParallel in one process."),
+    sync_bn: bool = typer.Option(False, "--sync-bn", help="Convert BatchNorm to SyncBatchNorm."),
+    amp: bool = typer.Option(True, "--amp/--no-amp", help="Mixed precision on GPUs."),
+    scaling: bool = typer.Option(False, "--scaling",
+                                 help="Also run on 1 rank: speedup and scaling efficiency."),
+    timeout: float = typer.Option(180.0, "--timeout", min=10.0, metavar="S",
+                                  help="Wall-clock deadline of a run; everything is stopped "
+                                       "after it."),
+    stall_timeout: Optional[float] = typer.Option(
+        None, "--stall-timeout", min=1.0, metavar="S",
+        help="A rank silent this long is hung (default: min(45, timeout/3))."),
+    nnodes: Optional[int] = typer.Option(None, "--nnodes", min=1, metavar="N",
+                                         help="Nodes in the job (default: Slurm's, else 1)."),
+    node_rank: Optional[int] = typer.Option(None, "--node-rank", min=0, metavar="R"),
+    master_addr: Optional[str] = typer.Option(None, "--master-addr", metavar="A"),
+    master_port: Optional[int] = typer.Option(None, "--master-port", min=1, max=65535,
+                                              metavar="P",
+                                              help="Rendezvous port (default: a free one)."),
+    json_out: Optional[str] = JSON_OPT,
+    markdown_out: Optional[str] = MD_OPT,
+    python: Optional[str] = PYTHON_OPT,
+    verbose: bool = VERBOSE_OPT,
+) -> None:
+    """Prove that DDP training works here: train a small YOLO detector on every GPU."""
+    from gpu_doctor.smoke import SmokeUsageError, run_smoke
+    from gpu_doctor.smoke_launch import SmokeOptions
+
+    try:
+        _check_output_path(json_out, "--json")
+        _check_output_path(markdown_out, "--markdown")
+        if json_out == "-" and markdown_out == "-":
+            raise UsageError("--json and --markdown cannot both write to stdout ('-')")
+        for option, value, allowed in (("--device", device, ("auto", "cuda", "cpu")),
+                                       ("--model", model, ("n", "s", "m")),
+                                       ("--launcher", launcher, ("torchrun", "spawn")),
+                                       ("--mode", mode, ("ddp", "dp"))):
+            if value not in allowed:
+                raise UsageError(f"{option} {value!r}: choose one of {', '.join(allowed)}")
+        if imgsz % 32:
+            raise UsageError(f"--imgsz {imgsz}: must be a multiple of 32 (the largest stride)")
+        target = sys.executable
+        if python:
+            from gpu_doctor.facts.env import RealEnv
+            from gpu_doctor.facts.interpreter import InterpreterError, validate_interpreter
+
+            try:
+                target = validate_interpreter(RealEnv(), python)
+            except InterpreterError as exc:
+                raise UsageError(str(exc)) from None
+        options = SmokeOptions(
+            device=device, nproc=nproc, steps=steps, batch=batch, imgsz=imgsz, model=model,
+            workers=workers, launcher=launcher, mode=mode, sync_bn=sync_bn, amp=amp,
+            scaling=scaling, timeout=timeout, stall_timeout=stall_timeout, nnodes=nnodes,
+            node_rank=node_rank, master_addr=master_addr, master_port=master_port,
+            python=target)
+        try:
+            result = run_smoke(options, _progress(json_out, markdown_out))
+        except SmokeUsageError as exc:
+            raise UsageError(str(exc)) from None
+        report = _smoke_report(result, target)
+        _render_smoke(report, RunOptions(json_out, markdown_out, verbose=verbose))
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    raise typer.Exit(report.exit_code())
+
+
+def _smoke_report(result: object, python: str) -> Report:
+    from datetime import datetime, timezone
+
+    data = result.data  # type: ignore[attr-defined]
+    return Report(tool_version=__version__,
+                  created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  results=(result.check_result(),),  # type: ignore[attr-defined]
+                  environment={"python_executable": python}, smoke=data)
+
+
+def _render_smoke(report: Report, options: RunOptions) -> None:
+    from gpu_doctor.render.json import render_json
+    from gpu_doctor.render.markdown import render_markdown
+    from gpu_doctor.render.smoke import render_smoke_console
+
+    if options.json_out:
+        _write(options.json_out, render_json(report), "--json")
+    if options.markdown_out:
+        _write(options.markdown_out, render_markdown(report), "--markdown")
+    if "-" not in (options.json_out, options.markdown_out):
+        render_smoke_console(report, Console(highlight=False), verbose=options.verbose)
 
 
 @app.command("checks")
@@ -176,7 +295,7 @@ def list_checks() -> None:
 def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code, e.g. DRV001.")
             ) -> None:
     """Explain a finding code: what it means, why it matters, how to fix it."""
-    codes = load_catalogue().codes()
+    codes = all_codes(load_catalogue())
     found = codes.get(code.strip().upper())
     if found is None:
         _fail_usage(f"unknown code {code!r}; `gpu-doctor checks` lists them all "
@@ -300,11 +419,44 @@ def _run(options: RunOptions) -> None:
                 raise UsageError(f"--save-facts {options.save_facts_file}: cannot write: "
                                  f"{exc.strerror or exc}") from None
         report = build_report(catalogue, facts, facts_source=source)
+        if options.smoke:
+            report = _with_smoke(report, facts, options)
         _render(report, options)
     except UsageError as exc:
         _fail_usage(str(exc))
         return
     raise typer.Exit(report.exit_code(options.strict))
+
+
+def _progress(options_json: Optional[str], options_md: Optional[str]):  # noqa: ANN202
+    """Live per-rank bars on the terminal, unless a report goes to stdout."""
+    if "-" in (options_json, options_md):
+        return None
+    from gpu_doctor.render.smoke import RichProgress
+
+    console = Console(highlight=False)
+    return RichProgress(console) if console.is_terminal else None
+
+
+def _with_smoke(report: Report, facts: Facts, options: RunOptions) -> Report:
+    """The checks' report plus the smoke job (or the reason it was skipped)."""
+    from dataclasses import replace
+
+    from gpu_doctor.smoke import SmokeUsageError, run_smoke, skipped
+    from gpu_doctor.smoke_launch import SmokeOptions
+    from gpu_doctor.smoke_plan import plan_smoke
+
+    python = (facts.get("python") or {}).get("executable") or sys.executable
+    planned = plan_smoke(report, facts.get("torch"), _plan_numbers(options),
+                         SmokeOptions(python=python))
+    if isinstance(planned, str):
+        result = skipped(planned)
+    else:
+        try:
+            result = run_smoke(planned, _progress(options.json_out, options.markdown_out))
+        except SmokeUsageError as exc:
+            raise UsageError(str(exc)) from None
+    return replace(report, results=(*report.results, result.check_result()), smoke=result.data)
 
 
 _ROOT_FLAGS = {"-h", "--help", "--version"}

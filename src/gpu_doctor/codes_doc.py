@@ -7,8 +7,21 @@ Both come from the same ``Code`` objects, so the reference and the tool cannot d
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from gpu_doctor.model import Code
+
+if TYPE_CHECKING:
+    from gpu_doctor.registry import Catalogue
+
+
+def all_codes(catalogue: Catalogue) -> dict[str, Code]:
+    """The checks' codes plus those the smoke job and the log rules report (no check emits
+    them, yet `explain` and docs/codes.md must know them)."""
+    from gpu_doctor.logrules import LOG_CODES
+    from gpu_doctor.smoke_codes import SMOKE_CODES
+
+    return {**catalogue.codes(), **{c.id: c for c in (*SMOKE_CODES, *LOG_CODES)}}
 
 
 def render_code_text(code: Code) -> str:
@@ -72,5 +85,5 @@ if __name__ == "__main__":
     from gpu_doctor.registry import load_catalogue
 
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/codes.md")
-    target.write_text(render_codes_markdown(load_catalogue().codes().values()), encoding="utf-8")
+    target.write_text(render_codes_markdown(all_codes(load_catalogue()).values()), encoding="utf-8")
     print(f"wrote {target}")

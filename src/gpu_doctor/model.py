@@ -175,6 +175,7 @@ class Report:
     facts_source: str = "live"
     environment: dict[str, Any] = field(default_factory=dict)
     probe_errors: dict[str, str] = field(default_factory=dict)
+    smoke: dict[str, Any] | None = None  # the smoke-training job's results, when it ran
 
     @property
     def findings(self) -> list[Finding]:
@@ -204,7 +205,7 @@ class Report:
         return {0: "ready", 1: "problems found", 3: "doctor error"}[self.exit_code(strict)]
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
-        return {
+        data = {
             "schema_version": REPORT_SCHEMA_VERSION,
             "tool": "gpu-doctor",
             "tool_version": self.tool_version,
@@ -218,3 +219,6 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             "checks": [r.to_dict() for r in self.results],
         }
+        if self.smoke is not None:
+            data["smoke"] = self.smoke
+        return data

@@ -234,6 +234,12 @@ def render_console(
         for item in _checks_section(report, verbose):
             _print(console, item)
         console.print()
+        if report.smoke is not None:
+            from gpu_doctor.render.smoke import smoke_table
+
+            console.print(Text("Smoke training", style="bold underline"))
+            _print(console, _indent(smoke_table(report.smoke), 2))
+            console.print()
     findings = report.findings
     if findings:
         console.print(Text(f"Findings ({len(findings)})", style="bold underline"))

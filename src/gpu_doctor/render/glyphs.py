@@ -35,6 +35,7 @@ AREA_TITLES = {
     "host": "Host",
     "launch": "Launch plan",
     "plugins": "Plugins",
+    "smoke": "Smoke training",
 }
 
 

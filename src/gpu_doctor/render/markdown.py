@@ -66,6 +66,10 @@ def render_markdown(report: Report, strict: bool = False) -> str:
     ]
     lines += [f"| {name} | {_cell(value)} |" for name, value in rows if value is not None]
     lines.append("")
+    if report.smoke is not None:
+        from gpu_doctor.render.smoke import smoke_markdown
+
+        lines += smoke_markdown(report.smoke)
     findings = report.findings
     lines += [f"## Findings ({len(findings)})", ""]
     if not findings:
