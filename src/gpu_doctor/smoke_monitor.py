@@ -25,6 +25,9 @@ PHASES = ("startup", "init_process_group", "barrier", "all_reduce_check",
           "all_reduce_bandwidth", "data", "model", "train", "checksum",
           "destroy_process_group", "done")
 POLL_S = 0.1
+# Before its first event a rank is importing torch and (spawn) starting its interpreter:
+# on a loaded machine that alone can take tens of seconds, so it gets at least this long.
+STARTUP_GRACE_S = 30.0
 
 
 @dataclass
@@ -206,8 +209,9 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
         if now - last_remember > 0.5:
             reaper.remember()
             last_remember = now
-        stalled = [s.rank for s in ranks
-                   if not s.done and now - (s.last_seen or started) > stall_s]
+        stalled = [s.rank for s in ranks if not s.done and (
+            now - s.last_seen > stall_s if s.last_seen is not None
+            else now - started > max(stall_s, STARTUP_GRACE_S))]
         if stalled:
             return Outcome(None, "stall", stalled, now - started, started)
         if now - started > wall_s:

@@ -73,6 +73,8 @@ def rank_exit_codes(launcher_text: str, node_first_rank: int = 0) -> dict[int, i
 
 
 def _where(state: RankState, steps: int) -> str:
+    if not state.events:
+        return "start-up (no event yet)"
     if state.where == "train" and state.open_phase == "train":
         return f"train (after step {state.steps_done} of {steps})"
     if state.open_phase:
@@ -91,7 +93,8 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
     stalled = [by_rank[r] for r in ctx.outcome.stalled]
     least = min(s.progress() for s in stalled)
     behind = [s for s in stalled if s.progress() == least]
-    never_met = all(s.where in ("startup", "init_process_group") for s in ctx.ranks)
+    never_met = (any(s.open_phase == "init_process_group" for s in ctx.ranks)
+                 and not any(s.ended("init_process_group") for s in ctx.ranks))
     code = C.RENDEZVOUS if never_met else C.RANK_STALLED
     names = ", ".join(str(s.rank) for s in behind)
     phase = _where(behind[0], ctx.steps)

@@ -1,0 +1,43 @@
+"""Shared helpers for the smoke-job tests: leftover-process checks."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import psutil
+
+
+def run_tag(command: str | None) -> str:
+    match = re.search(r"--tag (\S+)", command or "")
+    assert match, f"no run tag in {command!r}"
+    return match.group(1)
+
+
+def leftovers(tag: str) -> list[str]:
+    """Processes still alive that this test started: descendants, or the run's tag."""
+    found = []
+    me = psutil.Process(os.getpid())
+    for child in me.children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{child.pid} {' '.join(child.cmdline())[:120]}")
+        except psutil.Error:
+            pass
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if tag in " ".join(proc.info["cmdline"] or ()) and proc.pid != os.getpid():
+                found.append(f"{proc.pid} tagged")
+        except psutil.Error:
+            pass
+    return found
+
+
+def assert_nothing_left(tag: str) -> None:
+    # The supervisor returns only after its sweep; allow the kernel a moment to reap.
+    for _ in range(20):
+        if not leftovers(tag):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes left behind: {leftovers(tag)}")

@@ -1,0 +1,79 @@
+"""Faults in a real 2-rank CPU run: each ends with the right finding, within its deadline,
+with no process left behind. Faults are injected with the worker's test hook
+(GPU_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP) or a socket bound by the test."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from gpu_doctor.smoke import run_smoke
+from gpu_doctor.smoke_launch import SmokeOptions
+from tests.smoke_helpers import assert_nothing_left, run_tag
+
+WALL_S = 60.0
+
+
+def run_with_fault(monkeypatch, fault: str, **extra):
+    monkeypatch.setenv("GPU_DOCTOR_SMOKE_FAULT", fault)
+    start = time.monotonic()
+    options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S, stall_timeout=6)
+    result = run_smoke(SmokeOptions(**{**options, **extra}))
+    return result, time.monotonic() - start
+
+
+def only(result, code: str):
+    codes = [f.code.id for f in result.findings]
+    assert code in codes, codes
+    return next(f for f in result.findings if f.code.id == code)
+
+
+def test_a_rank_killed_by_sigkill(monkeypatch):
+    result, elapsed = run_with_fault(monkeypatch, "kill:1:4")
+    finding = only(result, "LOG007")
+    assert finding.category.value == "host_out_of_memory"
+    assert finding.affects == ("rank:1",)
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert evidence["exit code"] == "-9 (SIGKILL)"
+    assert evidence["phase"] == "train (after step 3 of 12)"
+    assert not result.ok and result.data["stopped_by"] is None
+    assert elapsed < WALL_S
+    assert result.data["run_dir"]  # kept for the user to read
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_a_rank_that_stops_making_progress(monkeypatch):
+    result, elapsed = run_with_fault(monkeypatch, "hang:1:4")
+    finding = only(result, "SMK002")
+    assert finding.category.value == "collective_timeout"
+    assert finding.title.startswith("Rank 1 stopped making progress in train (after step 3")
+    assert finding.affects == ("rank:1",)
+    assert result.data["stopped_by"] == "stall"
+    # Located by the stall deadline (6 s), long before the process-group timeout and wall.
+    assert elapsed < 30
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_a_rank_that_exits_with_an_nccl_error(monkeypatch):
+    result, elapsed = run_with_fault(monkeypatch, "nccl:1:2")
+    finding = only(result, "LOG002")
+    assert finding.category.value == "nccl_shared_memory"
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert "unhandled system error" in evidence["matched"]
+    assert "ncclSystemError" in evidence["rank 1 stderr (last lines)"]
+    assert evidence["exit code"] == "1"
+    assert elapsed < WALL_S
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_the_given_master_port_is_already_bound():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        start = time.monotonic()
+        result = run_smoke(SmokeOptions(device="cpu", nproc=2, master_port=port))
+    finding = only(result, "SMK009")
+    assert finding.category.value == "rendezvous_port_in_use"
+    assert str(port) in finding.title
+    assert time.monotonic() - start < 5
