@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from gpu_doctor.train_smoke.collectives import allreduce_bus_factor, bus_bandwidth
 
 from gpu_doctor.categories import Category
 from gpu_doctor.logrules import match_text
@@ -28,13 +29,13 @@ from gpu_doctor.smoke_verdict import (
     rank_exit_codes,
     stall_findings,
 )
-from gpu_doctor.train_smoke.collectives import allreduce_bus_factor, bus_bandwidth
 from tests.conftest import load_fixture_facts
 
 # torchrun's failure report as knowledge.md §8.2 records it (pytorch/pytorch
 # torch/distributed/elastic/multiprocessing/errors/__init__.py).
 TORCHRUN_REPORT = """\
-ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: /venv/bin/python
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 \
+(pid: 812917) of binary: /venv/bin/python
 torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
 Failures:

@@ -428,7 +428,7 @@ def _run(options: RunOptions) -> None:
     raise typer.Exit(report.exit_code(options.strict))
 
 
-def _progress(options_json: Optional[str], options_md: Optional[str]):  # noqa: ANN202
+def _progress(options_json: Optional[str], options_md: Optional[str]):
     """Live per-rank bars on the terminal, unless a report goes to stdout."""
     if "-" in (options_json, options_md):
         return None

@@ -24,7 +24,7 @@ import psutil
 PHASES = ("startup", "init_process_group", "barrier", "all_reduce_check",
           "all_reduce_bandwidth", "data", "model", "train", "checksum",
           "destroy_process_group", "done")
-POLL_S = 0.1
+POLL_S = 0.25  # waiting on the launcher in between: its exit is seen at once
 # Before its first event a rank is importing torch and (spawn) starting its interpreter:
 # on a loaded machine that alone can take tens of seconds, so it gets at least this long.
 STARTUP_GRACE_S = 30.0
@@ -206,7 +206,7 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
             for state in ranks:  # the last lines written before exit
                 state.read_new(time.monotonic())
             return Outcome(code, None, wall_s=time.monotonic() - started, started=started)
-        if now - last_remember > 0.5:
+        if now - last_remember > 1.0:
             reaper.remember()
             last_remember = now
         stalled = [s.rank for s in ranks if not s.done and (
@@ -216,4 +216,5 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
             return Outcome(None, "stall", stalled, now - started, started)
         if now - started > wall_s:
             return Outcome(None, "deadline", [], now - started, started)
-        time.sleep(POLL_S)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=POLL_S)

@@ -1,0 +1,74 @@
+"""`gpu-doctor smoke` and the smoke job inside `gpu-doctor doctor`, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from gpu_doctor.cli import app, normalize_argv
+from tests.conftest import FACTS_DIR
+
+runner = CliRunner()
+SANDBOX = str(FACTS_DIR / "sandbox_cpu_container.json")
+
+
+def invoke(*args: str):
+    return runner.invoke(app, normalize_argv(list(args)))
+
+
+def doctor(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = subprocess.run([sys.executable, "-m", "gpu_doctor", *args, "--json", "-"],
+                          capture_output=True, text=True, timeout=240, check=False)
+    return proc, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--imgsz", "100"), "--imgsz 100: must be a multiple of 32"),
+    (("--device", "gpu"), "--device 'gpu': choose one of auto, cuda, cpu"),
+    (("--launcher", "mpirun"), "--launcher 'mpirun': choose one of torchrun, spawn"),
+    (("--device", "cpu", "--nnodes", "2"), "--nnodes > 1 needs --master-port"),
+])
+def test_bad_smoke_options_are_one_line_and_exit_2(args, message):
+    result = invoke("smoke", *args)
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"gpu-doctor: error: {message}")
+
+
+@pytest.mark.parametrize("code", ["SMK002", "SMK009", "LOG001", "LOG007"])
+def test_explain_knows_the_smoke_and_log_codes(code):
+    result = invoke("explain", code)
+    assert result.exit_code == 0 and result.stdout.startswith(f"{code}: ")
+
+
+def test_replayed_facts_never_start_the_smoke_job():
+    result = invoke("doctor", "--facts", SANDBOX, "--json", "-")
+    report = json.loads(result.stdout)
+    assert "smoke" not in report
+    assert "smoke.train" not in [c["id"] for c in report["checks"]]
+
+
+def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
+    proc, report = doctor("doctor")
+    smoke = report["smoke"]
+    assert smoke["ok"] is True and smoke["device"] == "cpu" and smoke["ranks"] == 2
+    checks = {c["id"]: c for c in report["checks"]}
+    assert checks["smoke.train"]["status"] == "pass"
+    assert list(checks)[-1] == "smoke.train"  # after every check
+    assert proc.returncode == report["exit_code"]
+
+
+def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
+    _, plain = doctor("doctor", "--no-smoke")
+    assert "smoke" not in plain
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    _, report = doctor("doctor", "--python", str(venv / "bin" / "python"))
+    assert report["smoke"] == {"ok": None, "skipped": "blocked by TOR001: torch cannot be "
+                                                      "imported"}
+    smoke_check = {c["id"]: c for c in report["checks"]}["smoke.train"]
+    assert smoke_check["status"] == "skip"
