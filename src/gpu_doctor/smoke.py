@@ -203,13 +203,18 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
              for r in range(first_rank, first_rank + (nproc if options.mode == "ddp" else 1))]
     env = child_env(shim_dir(run_dir), nproc)
     out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
+    started = time.monotonic()
+    try:
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    env=env, cwd=str(run_dir), start_new_session=True)
+    except OSError as exc:
+        return SmokeResult(data, [Finding(C.LAUNCH_FAILED, f"The smoke job could not start: "
+                                          f"{exc.strerror or exc}",
+                                          (Evidence("command", data["command"], ""),))])
+    reaper = Reaper(proc, tag)
     if progress is not None:
         progress.begin(label, [s.rank for s in ranks], options.steps)
-    started = time.monotonic()
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                env=env, cwd=str(run_dir), start_new_session=True)
-    reaper = Reaper(proc, tag)
     try:
         outcome = supervise(proc, reaper, ranks, started, wall, stall,
                             progress.update if progress is not None else None)
