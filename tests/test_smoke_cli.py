@@ -72,3 +72,12 @@ def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
                                                       "imported"}
     smoke_check = {c["id"]: c for c in report["checks"]}["smoke.train"]
     assert smoke_check["status"] == "skip"
+
+
+def test_smoke_in_dataparallel_mode_writes_markdown():
+    result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "10", "--imgsz", "64",
+                    "--markdown", "-")
+    assert result.exit_code == 0, result.output
+    assert "## Smoke training" in result.stdout
+    assert "| Ranks | 1 (1 on this node), cpu, nn.DataParallel in one process |" in result.stdout
+    assert "Parameters across ranks" not in result.stdout  # one replica: nothing to compare

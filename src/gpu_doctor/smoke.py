@@ -248,7 +248,7 @@ def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:
         data.update(loss_first=round(first, 6), loss_last=round(last, 6))
     data["steps_done"] = min((s.steps_done for s in ctx.ranks), default=0)
     checks = [s.ended("checksum") for s in ctx.ranks]
-    if all(checks) and checks:
+    if all(checks) and checks and ctx.mode == "ddp":  # one replica (dp) has nothing to compare
         data["params_in_sync"] = all(c.get("in_sync") for c in checks if c)
     reduces = [s.ended("all_reduce_check") for s in ctx.ranks]
     if all(reduces) and reduces:

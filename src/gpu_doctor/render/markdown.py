@@ -64,7 +64,10 @@ def render_markdown(report: Report, strict: bool = False) -> str:
         ("GPUs", ", ".join(env.get("gpus") or []) or "none"),
         ("torch.cuda.is_available()", env.get("cuda_available")),
     ]
-    lines += [f"| {name} | {_cell(value)} |" for name, value in rows if value is not None]
+    if "torch" in env:  # a `gpu-doctor smoke` report gathers no machine facts
+        lines += [f"| {name} | {_cell(value)} |" for name, value in rows if value is not None]
+    else:
+        lines = lines[:-3]
     lines.append("")
     if report.smoke is not None:
         from gpu_doctor.render.smoke import smoke_markdown

@@ -62,8 +62,9 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     rows: list[tuple[str, Any]] = [
         ("Result", "passed" if data.get("ok") else "FAILED"),
         ("Ranks", f"{data.get('ranks')} ({data.get('local_ranks')} on this node), "
-                  f"{data.get('device')}, {data.get('backend') or 'no process group'}, "
-                  f"{data.get('mode')} via {data.get('launcher')}"),
+                  f"{data.get('device')}, " + (
+                      f"{data.get('backend')}, ddp via {data.get('launcher')}"
+                      if data.get("mode") == "ddp" else "nn.DataParallel in one process")),
         ("Model", f"YOLO-{data.get('model')} at {data.get('imgsz')} px, batch "
                   f"{data.get('batch')} per rank"),
         ("Steps", f"{data.get('steps_done')} of {data.get('steps')}"),
