@@ -17,7 +17,6 @@ overlap, so each label's box is the exact pixel extent of what was drawn. Labels
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
 from torch.utils.data import Dataset
 
 # Class index -> shape drawn; a data set uses the first ``num_classes`` of them.
@@ -30,8 +29,15 @@ PLACEMENT_TRIES = 12
 
 
 def _item_seed(seed: int, index: int) -> int:
-    """A distinct 64-bit seed per (seed, index): seed in the high word, index in the low."""
-    return ((seed & 0xFFFFFFFF) << 32) | (index & 0xFFFFFFFF)
+    """A 32-bit generator seed, distinct for every index of one data set.
+
+    torch's CPU generator (MT19937) keeps only the low 32 bits of its seed
+    (``init_with_uint32`` in https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/core/MT19937RNGEngine.h),
+    so packing ``seed`` into high bits would give every seed the same images. Instead
+    ``index`` is offset by ``seed`` times the 32-bit golden-ratio constant: a bijection
+    of the index for a given seed, and different seeds start ~2**32/phi apart.
+    """
+    return (index + seed * 0x9E3779B9) & 0xFFFFFFFF
 
 
 def _uniform(g: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
@@ -57,16 +63,29 @@ def _shape_mask(kind: str, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     raise ValueError(f"unknown shape {kind!r}")
 
 
+def _upsample(coarse: torch.Tensor, size: int) -> torch.Tensor:
+    """Bilinear upsampling of ``[C, c, c]`` to ``[C, size, size]`` from single IEEE ops.
+
+    ``F.interpolate`` returns results that differ in the last bit with the number of
+    intra-op threads (a DataLoader worker runs with one, the main process with all), so
+    the same item would differ between a worker and the parent. Gathers, subtractions,
+    multiplications and additions issued as separate tensor ops are exact whatever the
+    threading or vector width.
+    """
+    c = coarse.shape[-1]
+    src = ((torch.arange(size, dtype=torch.float32) + 0.5) * (c / size) - 0.5).clamp(0, c - 1)
+    lo = src.floor().long()
+    hi = (lo + 1).clamp(max=c - 1)
+    t = src - lo.float()
+    rows = coarse[:, lo, :] + (coarse[:, hi, :] - coarse[:, lo, :]) * t[None, :, None]
+    return rows[:, :, lo] + (rows[:, :, hi] - rows[:, :, lo]) * t[None, None, :]
+
+
 def _background(g: torch.Generator, size: int) -> torch.Tensor:
     """Dark base colour + bilinear-upsampled coarse noise (texture) + pixel noise."""
     base = _uniform(g, 0.05, 0.30, 3, 1, 1)
     coarse = max(2, size // 16)
-    texture = F.interpolate(
-        _uniform(g, -0.15, 0.15, 1, 3, coarse, coarse),
-        size=(size, size),
-        mode="bilinear",
-        align_corners=False,
-    )[0]
+    texture = _upsample(_uniform(g, -0.15, 0.15, 3, coarse, coarse), size)
     noise = _uniform(g, -0.05, 0.05, 3, size, size)
     return (base + texture + noise).clamp(0.0, BACKGROUND_MAX)
 
