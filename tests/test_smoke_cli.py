@@ -75,7 +75,7 @@ def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
 
 
 def test_smoke_in_dataparallel_mode_writes_markdown():
-    result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "10", "--imgsz", "64",
+    result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "20", "--imgsz", "64",
                     "--markdown", "-")
     assert result.exit_code == 0, result.output
     assert "## Smoke training" in result.stdout

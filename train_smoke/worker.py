@@ -36,7 +36,7 @@ from .collectives import checked_all_reduce, measure_all_reduce
 from .data import SyntheticDetection, collate
 from .events import EventWriter, event_path, stderr_path
 from .loss import DetectionLoss
-from .model import build_model, parameter_fingerprint
+from .model import build_model, build_optimizer, parameter_fingerprint
 
 NUM_CLASSES = 4
 # A small fixed data set seen again and again: a working setup must memorise it, so the
@@ -170,7 +170,7 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
         else:
             model = net
         loss_fn = DetectionLoss(net, NUM_CLASSES)
-        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.0)
+        optimizer = build_optimizer(net)
         out["parameters"] = sum(p.numel() for p in net.parameters())
 
     amp = _use_amp(args, device)
