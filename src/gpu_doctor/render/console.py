@@ -219,7 +219,8 @@ def verdict_line(report: Report, strict: bool) -> Text:
     text.append(f"{label} (exit code {code})", style=style)
     text.append(f" — {errors} error{'s' * (errors != 1)}, "
                 f"{warnings} warning{'s' * (warnings != 1)}")
-    text.append(f"\n{len(report.results)} checks: {counts}", style="dim")
+    noun = "check" if len(report.results) == 1 else "checks"
+    text.append(f"\n{len(report.results)} {noun}: {counts}", style="dim")
     return text
 
 
