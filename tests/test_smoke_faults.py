@@ -4,8 +4,14 @@ with no process left behind. Faults are injected with the worker's test hook
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 from gpu_doctor.smoke import run_smoke
 from gpu_doctor.smoke_launch import SmokeOptions
@@ -14,10 +20,12 @@ from tests.smoke_helpers import assert_nothing_left, run_tag
 WALL_S = 60.0
 
 
-def run_with_fault(monkeypatch, fault: str, **extra):
+def run_with_fault(monkeypatch, fault: str, tmp_path: Path, **extra):
     monkeypatch.setenv("GPU_DOCTOR_SMOKE_FAULT", fault)
     start = time.monotonic()
-    options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S, stall_timeout=6)
+    # The failed run keeps its directory by design: put it where pytest cleans up.
+    options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S, stall_timeout=6,
+                   run_dir=str(tmp_path / "run"))
     result = run_smoke(SmokeOptions(**{**options, **extra}))
     return result, time.monotonic() - start
 
@@ -28,8 +36,8 @@ def only(result, code: str):
     return next(f for f in result.findings if f.code.id == code)
 
 
-def test_a_rank_killed_by_sigkill(monkeypatch):
-    result, elapsed = run_with_fault(monkeypatch, "kill:1:4")
+def test_a_rank_killed_by_sigkill(monkeypatch, tmp_path):
+    result, elapsed = run_with_fault(monkeypatch, "kill:1:4", tmp_path)
     finding = only(result, "LOG007")
     assert finding.category.value == "host_out_of_memory"
     assert finding.affects == ("rank:1",)
@@ -42,8 +50,8 @@ def test_a_rank_killed_by_sigkill(monkeypatch):
     assert_nothing_left(run_tag(result.data["command"]))
 
 
-def test_a_rank_that_stops_making_progress(monkeypatch):
-    result, elapsed = run_with_fault(monkeypatch, "hang:1:4")
+def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
+    result, elapsed = run_with_fault(monkeypatch, "hang:1:4", tmp_path)
     finding = only(result, "SMK002")
     assert finding.category.value == "collective_timeout"
     assert finding.title.startswith("Rank 1 stopped making progress in train (after step 3")
@@ -54,8 +62,8 @@ def test_a_rank_that_stops_making_progress(monkeypatch):
     assert_nothing_left(run_tag(result.data["command"]))
 
 
-def test_a_rank_that_exits_with_an_nccl_error(monkeypatch):
-    result, elapsed = run_with_fault(monkeypatch, "nccl:1:2")
+def test_a_rank_that_exits_with_an_nccl_error(monkeypatch, tmp_path):
+    result, elapsed = run_with_fault(monkeypatch, "nccl:1:2", tmp_path)
     finding = only(result, "LOG002")
     assert finding.category.value == "nccl_shared_memory"
     evidence = {e.label: e.value for e in finding.evidence}
@@ -77,3 +85,23 @@ def test_the_given_master_port_is_already_bound():
     assert finding.category.value == "rendezvous_port_in_use"
     assert str(port) in finding.title
     assert time.monotonic() - start < 5
+
+
+def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
+    tag = "gpu-doctor-smoke-sigtermtest"
+    script = textwrap.dedent(f"""
+        from gpu_doctor import smoke
+        from gpu_doctor.smoke_launch import SmokeOptions
+        smoke.new_tag = lambda: {tag!r}
+        smoke.run_smoke(SmokeOptions(device="cpu", nproc=2, steps=500, imgsz=64,
+                                     run_dir={str(tmp_path / "run")!r}))
+    """)
+    doctor = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    events = tmp_path / "run" / "rank1.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (events.exists() and '"step"' in events.read_text()):
+        time.sleep(0.2)
+    assert events.exists(), "the ranks never started"
+    os.kill(doctor.pid, signal.SIGTERM)
+    assert doctor.wait(timeout=30) == 128 + signal.SIGTERM
+    assert_nothing_left(tag)

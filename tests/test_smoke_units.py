@@ -4,15 +4,19 @@ deadlines, event tailing, the doctor's decision to run the job, and the summary 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import time
 
 import pytest
 from gpu_doctor.train_smoke.collectives import allreduce_bus_factor, bus_bandwidth
 
 from gpu_doctor.categories import Category
 from gpu_doctor.logrules import match_text
-from gpu_doctor.model import Report
+from gpu_doctor.model import Report, Severity
 from gpu_doctor.render.smoke import smoke_markdown, smoke_rows
 from gpu_doctor.runner import build_report
+from gpu_doctor.smoke import run_once, summarize
 from gpu_doctor.smoke_launch import (
     SmokeOptions,
     expand_first_host,
@@ -20,13 +24,17 @@ from gpu_doctor.smoke_launch import (
     node_layout,
     port_in_use,
 )
-from gpu_doctor.smoke_monitor import Outcome, RankState
+from gpu_doctor.smoke_monitor import Outcome, RankState, stall_deadline, supervise
 from gpu_doctor.smoke_plan import plan_smoke
 from gpu_doctor.smoke_verdict import (
     LOSS_DROP_MIN,
+    LOSS_MIN_STEPS,
     RunContext,
     criteria_findings,
+    failure_findings,
+    order_failed,
     rank_exit_codes,
+    rerun_command,
     stall_findings,
 )
 from tests.conftest import load_fixture_facts
@@ -207,7 +215,7 @@ def _finished(rank: int, losses: list[float], tmp_path, mismatched=()) -> RankSt
 
 
 def _criteria(states, steps):
-    ctx = RunContext(states, Outcome(0, None), steps, 2, "", {}, 8.0, 60.0)
+    ctx = RunContext(states, Outcome(0, None), steps, 2, "", {}, 8.0, 60.0, backend="nccl")
     return [f.code.id for f in criteria_findings(ctx)]
 
 
@@ -223,7 +231,13 @@ def test_criteria_flat_loss_nan_and_params_out_of_sync(tmp_path):
     assert _criteria([_finished(0, nan, tmp_path)], 10) == ["SMK005"]
     good = [1.0] * 5 + [0.5] * 5
     assert _criteria([_finished(0, good, tmp_path, mismatched=[1])], 10) == ["SMK007"]
-    assert _criteria([_finished(0, good[:6], tmp_path)], 10) == ["SMK004"]
+    # On CPU/gloo no GPU transport is involved: not nccl_p2p, and no NCCL advice.
+    ctx = RunContext([_finished(0, good, tmp_path, mismatched=[1])], Outcome(0, None), 10, 2,
+                     "", {}, 8.0, 60.0, backend="gloo")
+    [finding] = criteria_findings(ctx)
+    assert finding.code.id == "SMK014" and finding.category is Category.UNKNOWN
+    assert "NCCL" not in " ".join(s.command or "" for s in finding.remediation)
+    assert _criteria([_finished(0, good[:6], tmp_path)], 10) == ["SMK004", "SMK016"]
 
 
 def _report(fixture: str) -> Report:
@@ -278,3 +292,142 @@ def test_summary_rows_and_markdown():
     assert "| Images/s | 800 total (400, 400 per rank) |" in smoke_markdown(data)
     assert smoke_rows({"ok": None, "skipped": "blocked by TOR001"}) == [
         ("Smoke training", "not run: blocked by TOR001")]
+
+
+class _FakeProc:
+    """A launcher that never exits (for supervise)."""
+
+    pid = 0
+    returncode = None
+
+    def poll(self):
+        return None
+
+    def wait(self, timeout=None):
+        time.sleep(timeout or 0)
+        raise subprocess.TimeoutExpired("fake", timeout)
+
+
+class _FakeReaper:
+    def remember(self):
+        pass
+
+
+def test_a_rank_without_events_gets_only_the_wall_deadline(tmp_path):
+    silent = RankState(0, str(tmp_path / "none.jsonl"))
+    start = time.monotonic()
+    outcome = supervise(_FakeProc(), _FakeReaper(), [silent], start, 1.0, 0.2)
+    # Stall is 0.2 s, but a rank that never started is only stopped by the wall deadline.
+    assert outcome.stopped_by == "deadline" and outcome.wall_s >= 1.0
+    ctx = RunContext([silent], outcome, 10, 2, "slow NFS import\n", {}, 0.2, 1.0,
+                     backend="gloo", options=SmokeOptions(device="cpu", nproc=2))
+    [finding] = failure_findings(ctx)
+    assert finding.code.id == "SMK013" and finding.category is Category.UNKNOWN
+    assert finding.title.startswith("Rank 0 did not start within")
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert "slow NFS import" in evidence["launcher stderr and stdout (last lines)"]
+    commands = " ".join(s.command or "" for s in finding.remediation)
+    assert "import torch" in commands and "NCCL" not in commands
+    assert "--device cpu --nproc 2 --timeout 600" in commands
+
+
+def test_stall_behind_a_rank_that_never_started_names_that_rank(tmp_path):
+    waiting = _state(0, [{"kind": "begin", "phase": "init_process_group"}], tmp_path)
+    silent = RankState(1, str(tmp_path / "none.jsonl"))
+    ctx = RunContext([waiting, silent], Outcome(None, "stall", [0], 50.0, 0.0), 10, 2, "",
+                     {}, 8.0, 60.0)
+    [finding] = stall_findings(ctx)
+    assert finding.code.id == "SMK013" and finding.affects == ("rank:1",)
+
+
+def test_stall_deadline_scales_with_the_slowest_step(tmp_path):
+    slow = {"kind": "step", "phase": "train", "step": 1, "loss": 1.0, "t_start": 0.0,
+            "t_end": 20.0}
+    state = _state(0, [{"kind": "begin", "phase": "train"}, slow], tmp_path)
+    assert state.slowest_step_s == 20.0
+    assert stall_deadline([state], 45.0) == 100.0  # 5 x 20 s
+    assert stall_deadline([RankState(1, "x")], 45.0) == 45.0
+    ctx = RunContext([state], Outcome(None, "stall", [0], 150.0, 0.0, 100.0), 10, 1, "",
+                     {}, 45.0, 600.0)
+    assert "no event for 100 s" in stall_findings(ctx)[0].title
+
+
+def test_stall_remediation_by_backend_phase_and_with_the_users_options(tmp_path):
+    train = _state(0, [{"kind": "begin", "phase": "train"}, _step(0, 1, 1.0)], tmp_path)
+    options = SmokeOptions(device="cpu", nproc=2, steps=12)
+    gloo = RunContext([train], Outcome(None, "stall", [0], 20.0, 0.0), 12, 2, "", {}, 8.0,
+                      60.0, backend="gloo", options=options)
+    finding = stall_findings(gloo)[0]
+    commands = [s.command or "" for s in finding.remediation]
+    assert not any("NCCL" in c for c in commands)
+    assert any(c.endswith("gpu-doctor smoke --device cpu --nproc 2 --steps 12")
+               for c in commands)
+    nccl = RunContext([train], Outcome(None, "stall", [0], 20.0, 0.0), 12, 2, "", {}, 8.0,
+                      60.0, backend="nccl", options=SmokeOptions(device="cuda", nproc=4))
+    commands = [s.command for s in stall_findings(nccl)[0].remediation]
+    assert "NCCL_P2P_DISABLE=1 gpu-doctor smoke --device cuda --nproc 4" in commands
+    data = _state(1, [{"kind": "begin", "phase": "data"}], tmp_path)
+    ctx = RunContext([data], Outcome(None, "stall", [1], 20.0, 0.0), 12, 2, "", {}, 8.0,
+                     60.0, backend="gloo", options=options)
+    commands = [s.command for s in stall_findings(ctx)[0].remediation]
+    assert "gpu-doctor smoke --device cpu --nproc 2 --steps 12 --workers 0" in commands
+    assert "df -h /dev/shm" in commands
+
+
+def test_rerun_command_keeps_options_and_applies_changes():
+    options = SmokeOptions(device="cpu", nproc=2, imgsz=64, amp=False, sync_bn=True)
+    assert rerun_command(options, steps=100) == (
+        "gpu-doctor smoke --device cpu --nproc 2 --steps 100 --imgsz 64 --sync-bn --no-amp")
+    assert rerun_command(None, steps=100) == "gpu-doctor smoke --steps 100"
+
+
+def test_too_few_steps_skip_the_loss_criterion_with_a_note(tmp_path):
+    flat = [1.306, 1.2, 1.307]
+    ctx = RunContext([_finished(0, flat, tmp_path)], Outcome(0, None), 3, 1, "", {}, 8.0,
+                     60.0, backend="gloo")
+    [note] = criteria_findings(ctx)
+    assert note.code.id == "SMK016" and note.effective_severity is Severity.INFO
+    assert "Loss not judged" in note.title
+    assert "not judged" in summarize({"ranks": 1, "device": "cpu", "steps_done": 3,
+                                      "steps": 3, "loss_first": 1.3, "loss_last": 1.3,
+                                      "loss_judged": False})
+    # From LOSS_MIN_STEPS on, a flat loss is judged again.
+    flat10 = [1.0] * LOSS_MIN_STEPS
+    assert _criteria([_finished(0, flat10, tmp_path)], LOSS_MIN_STEPS) == ["SMK006"]
+
+
+SURVIVOR_AND_KILLED = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Failures:
+[1]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 11)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 10)
+"""
+
+
+def test_a_killed_rank_comes_before_survivors_peer_errors(tmp_path):
+    states = [_state(r, [{"kind": "begin", "phase": "train"}], tmp_path) for r in (0, 1)]
+    ctx = RunContext(states, Outcome(1, None), 10, 2, SURVIVOR_AND_KILLED,
+                     {0: "torch.distributed.DistBackendError: NCCL error: remote process "
+                         "exited or there was a network error, ncclRemoteError\n", 1: ""},
+                     8.0, 60.0, backend="nccl")
+    findings = failure_findings(ctx)
+    assert [f.code.id for f in findings] == ["LOG007"]
+    assert findings[0].affects == ("rank:1",)
+    assert "rank 0 (exit 1)" in {e.label: e.value for e in findings[0].evidence}["also stopped"]
+    # torchrun's root cause first, then signal deaths, then SIGTERMed survivors.
+    assert order_failed({0: -15, 1: 1, 2: -9, 3: 1}, "") == [2, 1, 3, 0]
+    assert order_failed({1: -9, 3: 1}, "Root Cause (first observed failure):\n[0]:\n"
+                        "  rank      : 3 (local_rank: 3)\n") == [3, 1]
+
+
+def test_run_once_restores_the_signal_handlers(tmp_path):
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    result = run_once(SmokeOptions(device="cpu", nproc=2, python=str(tmp_path / "nopython"),
+                                   run_dir=str(tmp_path / "run")))
+    assert result.findings[0].code.id == "SMK010"
+    assert {sig: signal.getsignal(sig) for sig in before} == before

@@ -4,7 +4,13 @@
 diagnosed, tails every rank's event file, stops the whole process tree at the first of
 three deadlines (a rank silent for the stall deadline, the wall-clock deadline, or the
 launcher exiting), and turns what the ranks left behind into findings and measurements.
-Whatever happens, nothing it started is alive when it returns.
+Whatever happens, nothing it started is alive when it returns: SIGTERM, SIGHUP and
+SIGINT to the doctor during a run raise ``SmokeInterrupted`` so the cleanup still runs
+(the previous handlers are restored afterwards).
+
+Run directory: a temporary one (``gpu-doctor-smoke-*`` under $TMPDIR) is removed when the
+run passes or is interrupted, and kept when it fails, for the user to read (its path is in
+``run_dir`` of the result). A directory given with ``run_dir`` is never removed.
 """
 
 from __future__ import annotations
@@ -12,9 +18,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +44,7 @@ from gpu_doctor.smoke_launch import (
     with_nproc,
     worker_args,
 )
-from gpu_doctor.smoke_monitor import RankState, Reaper, supervise
+from gpu_doctor.smoke_monitor import Outcome, RankState, Reaper, supervise
 from gpu_doctor.smoke_verdict import (
     RunContext,
     criteria_findings,
@@ -53,6 +63,35 @@ _PROBE = ("import json, torch; ok = torch.cuda.is_available(); print(json.dumps(
 
 class SmokeUsageError(Exception):
     """Options that cannot work together (exit code 2)."""
+
+
+class SmokeInterrupted(SystemExit):
+    """The doctor got SIGTERM/SIGHUP/SIGINT during a run; exit status 128 + signal."""
+
+
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGINT")
+                      if hasattr(signal, n))
+
+
+@contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """While inside, a stop signal raises SmokeInterrupted (once); old handlers come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if not fired:  # a second signal must not interrupt the cleanup
+            fired.append(signum)
+            raise SmokeInterrupted(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 class ProgressSink(Protocol):
@@ -96,7 +135,9 @@ def summarize(data: dict[str, Any]) -> str:
     parts = [f"{data.get('ranks')} × {data.get('device')} rank(s), "
              f"{data.get('steps_done')}/{data.get('steps')} steps"]
     if data.get("loss_first") is not None and data.get("loss_last") is not None:
-        parts.append(f"loss {data['loss_first']:.3g} → {data['loss_last']:.3g}")
+        parts.append(f"loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
+                     + (" (not judged: too few steps)" if data.get("loss_judged") is False
+                        else ""))
     if data.get("params_in_sync") is not None:
         parts.append("params in sync" if data["params_in_sync"] else "params differ")
     if m.get("images_per_s_total"):
@@ -153,7 +194,7 @@ def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> di
         "batch": options.batch, "ranks": world, "local_ranks": nproc, "steps": options.steps,
         "steps_done": 0, "loss_first": None, "loss_last": None, "params_in_sync": None,
         "all_reduce_ok": None, "wall_s": 0.0, "exit_code": None, "command": None,
-        "run_dir": None, "measurements": None, "per_rank": [], "scaling": None,
+        "run_dir": None, "loss_judged": None, "measurements": None, "per_rank": [], "scaling": None,
     }
 
 
@@ -204,34 +245,28 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     env = child_env(shim_dir(run_dir), nproc)
     out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
     started = time.monotonic()
-    try:
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    env=env, cwd=str(run_dir), start_new_session=True)
-    except OSError as exc:
+    with stop_signals_raise():
+        try:
+            outcome = _launch_and_watch(cmd, env, run_dir, out_path, err_path, tag, ranks,
+                                        started, wall, stall, progress, label, options.steps)
+        except BaseException:
+            if own_dir:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+    if isinstance(outcome, OSError):
         return SmokeResult(data, [Finding(C.LAUNCH_FAILED, f"The smoke job could not start: "
-                                          f"{exc.strerror or exc}",
+                                          f"{outcome.strerror or outcome}",
                                           (Evidence("command", data["command"], ""),))])
-    reaper = Reaper(proc, tag)
-    if progress is not None:
-        progress.begin(label, [s.rank for s in ranks], options.steps)
-    try:
-        outcome = supervise(proc, reaper, ranks, started, wall, stall,
-                            progress.update if progress is not None else None)
-    finally:
-        reaper.stop()
-        if progress is not None:
-            progress.end()
-    if outcome.returncode is None:
-        outcome.returncode = proc.returncode
     ctx = RunContext(ranks, outcome, options.steps, world,
                      _read(err_path) + "\n" + _read(out_path),
                      {s.rank: _read(Path(stderr_path(str(run_dir), s.rank))) for s in ranks},
-                     stall, wall, options.mode)
+                     stall, wall, options.mode, data["backend"], options)
     clean = outcome.stopped_by is None and outcome.returncode == 0
     findings = (criteria_findings(ctx) if clean else
                 failure_findings(ctx, first_rank))
     _fill(data, ctx, outcome.started)
+    if clean:
+        data["loss_judged"] = not any(f.code is C.LOSS_NOT_JUDGED for f in findings)
     data.update(ok=not any(f.effective_severity is Severity.ERROR for f in findings),
                 wall_s=round(outcome.wall_s, 3), exit_code=outcome.returncode,
                 stopped_by=outcome.stopped_by, run_dir=str(run_dir))
@@ -239,6 +274,37 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
         shutil.rmtree(run_dir, ignore_errors=True)
         data["run_dir"] = None
     return SmokeResult(data, findings)
+
+
+def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_path: Path,
+                      err_path: Path, tag: str, ranks: list[RankState], started: float,
+                      wall: float, stall: float, progress: ProgressSink | None, label: str,
+                      steps: int) -> Outcome | OSError:
+    """Start the launcher and supervise it; everything it started is ended on the way out."""
+    proc: subprocess.Popen[bytes] | None = None
+    reaper: Reaper | None = None
+    begun = False
+    try:
+        try:
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        env=env, cwd=str(run_dir), start_new_session=True)
+        except OSError as exc:
+            return exc
+        reaper = Reaper(proc, tag)
+        if progress is not None:
+            begun = True
+            progress.begin(label, [s.rank for s in ranks], steps)
+        outcome = supervise(proc, reaper, ranks, started, wall, stall,
+                            progress.update if progress is not None else None)
+    finally:
+        if proc is not None:
+            (reaper or Reaper(proc, tag)).stop()
+        if begun and progress is not None:
+            progress.end()
+    if outcome.returncode is None:
+        outcome.returncode = proc.returncode
+    return outcome
 
 
 def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:

@@ -8,7 +8,7 @@ docs/codes.md.
 from __future__ import annotations
 
 from gpu_doctor.categories import Category
-from gpu_doctor.model import Code
+from gpu_doctor.model import Code, Severity
 
 RUN_URL = "https://pytorch.org/docs/stable/elastic/run.html"
 DDP_URL = "https://pytorch.org/docs/stable/notes/ddp.html"
@@ -111,7 +111,38 @@ NO_GPU = Code(
     fix="Run `gpu-doctor check` to see why the GPUs are not usable (driver, CUDA build, "
         "CUDA_VISIBLE_DEVICES), or pass --nproc no larger than the GPU count.")
 
+NOT_STARTED = Code(
+    "SMK013", Category.UNKNOWN, "Ranks did not start within the deadline",
+    what="A rank wrote no event at all (it was still starting its interpreter and importing "
+         "torch) when the wall-clock deadline passed; the launcher's output is the evidence.",
+    why="Cold page caches, NFS-mounted environments and overloaded nodes can make `import "
+        "torch` take minutes; a real job pays the same start-up cost on every launch.",
+    fix="Time `python -c 'import torch'` in the same interpreter, check the speed of the "
+        "filesystem the environment lives on, and rerun with a longer --timeout.")
+PARAMS_DIFFER_GLOO = Code(
+    "SMK014", Category.UNKNOWN, "Model parameters differ between ranks after CPU (gloo) training",
+    what="After the last step of a CPU/gloo run, a bit-exact fingerprint of every parameter "
+         "differs between ranks.",
+    why="No GPU transport is involved, so NCCL peer-to-peer is not the cause; gloo itself, "
+        "the torch build, or nondeterministic CPU kernels are.",
+    fix="Rerun the smoke job; if it repeats, report it with the run directory's event files.")
+ALLREDUCE_WRONG_GLOO = Code(
+    "SMK015", Category.UNKNOWN, "All-reduce returned a wrong value on CPU (gloo)",
+    what="Each rank contributed rank + 1 to a gloo all-reduce; the sum was not n(n+1)/2 on "
+         "some element.",
+    why="A collective that returns wrong numbers corrupts every gradient average; with gloo "
+        "no GPU transport is involved.",
+    fix="Rerun the smoke job; if it repeats, check the torch build and report it.")
+LOSS_NOT_JUDGED = Code(
+    "SMK016", Category.UNKNOWN, "Too few steps to judge whether the loss falls",
+    what="The run had fewer than 10 training steps, so the loss-fell criterion compares "
+         "single noisy batches and is skipped.",
+    why="With so few steps a working setup can show a flat loss by chance.",
+    fix="Run with --steps 10 or more (the default is 30) to check that the loss falls.",
+    severity=Severity.INFO)
+
 SMOKE_CODES: tuple[Code, ...] = (
     RANK_FAILED, RANK_STALLED, DEADLINE, STEPS_MISSING, LOSS_NOT_FINITE, LOSS_FLAT,
     PARAMS_DIFFER, ALLREDUCE_WRONG, PORT_TAKEN, LAUNCH_FAILED, RENDEZVOUS, NO_GPU,
+    NOT_STARTED, PARAMS_DIFFER_GLOO, ALLREDUCE_WRONG_GLOO, LOSS_NOT_JUDGED,
 )

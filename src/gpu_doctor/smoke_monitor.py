@@ -25,9 +25,9 @@ PHASES = ("startup", "init_process_group", "barrier", "all_reduce_check",
           "all_reduce_bandwidth", "data", "model", "train", "checksum",
           "destroy_process_group", "done")
 POLL_S = 0.25  # waiting on the launcher in between: its exit is seen at once
-# Before its first event a rank is importing torch and (spawn) starting its interpreter:
-# on a loaded machine that alone can take tens of seconds, so it gets at least this long.
-STARTUP_GRACE_S = 30.0
+# A rank is stalled when silent for max(stall, STEP_FACTOR x the slowest step seen so far):
+# a legitimately slow step (a big model on the CPU, a first AMP/cuDNN step) is not a hang.
+STEP_FACTOR = 5.0
 
 
 @dataclass
@@ -44,6 +44,7 @@ class RankState:
     last_phase: str | None = None
     steps_done: int = 0
     done: bool = False
+    slowest_step_s: float = 0.0
 
     def read_new(self, now: float) -> int:
         """Read whole new lines; a half-written last line waits for the next poll."""
@@ -82,6 +83,9 @@ class RankState:
             self.open_phase, self.last_phase = None, phase
         elif kind == "step":
             self.steps_done = max(self.steps_done, int(event.get("step", 0)))
+            with contextlib.suppress(TypeError, ValueError, KeyError):
+                took = float(event["t_end"]) - float(event["t_start"])
+                self.slowest_step_s = max(self.slowest_step_s, took)
         elif kind == "done":
             self.done, self.last_phase = True, "done"
         elif kind == "info" and self.last_phase is None:
@@ -119,6 +123,13 @@ class Outcome:
     stalled: list[int] = field(default_factory=list)
     wall_s: float = 0.0
     started: float = 0.0  # supervisor's monotonic time at launch
+    stall_s: float | None = None  # the stall deadline in force when it fired
+
+
+def stall_deadline(ranks: list[RankState], stall_s: float) -> float:
+    """The stall deadline now: ``stall_s``, widened to STEP_FACTOR x the slowest step."""
+    slowest = max((s.slowest_step_s for s in ranks), default=0.0)
+    return max(stall_s, STEP_FACTOR * slowest)
 
 
 class Reaper:
@@ -192,6 +203,9 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
               on_progress: Callable[[list[RankState]], None] | None = None) -> Outcome:
     """Poll until the launcher exits, a rank stalls, or the wall-clock deadline passes.
 
+    Before its first event a rank is starting its interpreter and importing torch, which on
+    a cold cache or a network filesystem can take minutes: only the wall-clock deadline
+    applies to it then. After that, a rank silent for ``stall_deadline`` has stalled.
     The caller ends every process in ``finally`` (``Reaper.stop``) whatever happens here.
     """
     last_remember = 0.0
@@ -209,11 +223,11 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
         if now - last_remember > 1.0:
             reaper.remember()
             last_remember = now
-        stalled = [s.rank for s in ranks if not s.done and (
-            now - s.last_seen > stall_s if s.last_seen is not None
-            else now - started > max(stall_s, STARTUP_GRACE_S))]
+        limit = stall_deadline(ranks, stall_s)
+        stalled = [s.rank for s in ranks if not s.done and s.last_seen is not None
+                   and now - s.last_seen > limit]
         if stalled:
-            return Outcome(None, "stall", stalled, now - started, started)
+            return Outcome(None, "stall", stalled, now - started, started, limit)
         if now - started > wall_s:
             return Outcome(None, "deadline", [], now - started, started)
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import signal
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from gpu_doctor import smoke_codes as C
 from gpu_doctor.logrules import match_text
 from gpu_doctor.model import Evidence, Finding, Step
+from gpu_doctor.smoke_launch import SmokeOptions
 from gpu_doctor.smoke_monitor import Outcome, RankState
 
 # "Loss fell": the mean of the last few steps must be at least 10% below the mean of the
@@ -23,7 +25,44 @@ from gpu_doctor.smoke_monitor import Outcome, RankState
 # falls far more than that within 30 steps, while batch-to-batch noise on repeated
 # batches is much smaller; a broken gradient path (no update, no averaging) stays flat.
 LOSS_DROP_MIN = 0.10
+# Below this many steps the first and last windows are single noisy batches: the
+# loss-fell criterion is skipped (SMK016, an INFO note) instead of failing by chance.
+LOSS_MIN_STEPS = 10
 TAIL_LINES = 8
+
+# SmokeOptions field -> the smoke command's flag, for rerun commands that keep the user's
+# own options. Booleans: (flag when True, flag when False).
+_FLAGS: dict[str, Any] = {
+    "device": "--device", "nproc": "--nproc", "steps": "--steps", "batch": "--batch",
+    "imgsz": "--imgsz", "model": "--model", "workers": "--workers",
+    "launcher": "--launcher", "mode": "--mode", "sync_bn": ("--sync-bn", None),
+    "amp": ("--amp", "--no-amp"), "scaling": ("--scaling", None), "timeout": "--timeout",
+    "stall_timeout": "--stall-timeout", "nnodes": "--nnodes", "node_rank": "--node-rank",
+    "master_addr": "--master-addr", "master_port": "--master-port",
+}
+
+
+def rerun_command(options: SmokeOptions | None, env: str = "", **changes: Any) -> str:
+    """``gpu-doctor smoke`` with the user's non-default options, ``changes`` applied."""
+    words = ["gpu-doctor", "smoke"]
+    if options is not None:
+        options = replace(options, **changes)
+        default = SmokeOptions(python=options.python)
+        for f in fields(SmokeOptions):
+            flag, value = _FLAGS.get(f.name), getattr(options, f.name)
+            if flag is None or value is None or value == getattr(default, f.name):
+                continue
+            if isinstance(flag, tuple):
+                chosen = flag[0] if value else flag[1]
+                words += [chosen] if chosen else []
+            else:
+                shown = f"{value:g}" if isinstance(value, float) else str(value)
+                words += [flag, shown]
+    else:
+        for name, value in changes.items():
+            words += [str(_FLAGS[name]), f"{value:g}" if isinstance(value, float) else str(value)]
+    command = " ".join(shlex.quote(w) for w in words)
+    return f"{env} {command}" if env else command
 
 
 @dataclass
@@ -39,6 +78,15 @@ class RunContext:
     stall_s: float
     wall_s: float
     mode: str = "ddp"
+    backend: str | None = None  # nccl | gloo | None (dp)
+    options: SmokeOptions | None = None  # for rerun commands with the user's options
+
+    def rerun(self, env: str = "", **changes: Any) -> str:
+        return rerun_command(self.options, env, **changes)
+
+    @property
+    def nccl(self) -> bool:
+        return self.backend == "nccl"
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -58,6 +106,10 @@ def describe_exit(code: int) -> str:
 
 
 _ROOT = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
+# What survivors say when a peer died under them: effects, not causes.
+_PEER_GONE = re.compile(r"remote process exited|Connection closed by peer|"
+                        r"Connection reset by peer|ncclRemoteError", re.I)
 _SPAWN = re.compile(r"process (\d+) terminated with (?:signal (SIG\w+)|exit code (\d+))")
 
 
@@ -70,6 +122,24 @@ def rank_exit_codes(launcher_text: str, node_first_rank: int = 0) -> dict[int, i
         value = -int(signal.Signals[sig]) if sig else int(code)
         found.setdefault(node_first_rank + int(local), value)
     return found
+
+
+def root_cause_rank(launcher_text: str) -> int | None:
+    """The rank torchrun names under "Root Cause (first observed failure)", if any."""
+    match = _ROOT_CAUSE.search(launcher_text)
+    return int(match.group(1)) if match else None
+
+
+def _killed(code: int) -> bool:
+    """Died of a signal other than the SIGTERM the launcher sends to the survivors."""
+    return code < 0 and code != -signal.SIGTERM
+
+
+def order_failed(exits: dict[int, int], launcher_text: str) -> list[int]:
+    """Failed ranks, cause first: torchrun's root cause, then signal deaths, then the rest."""
+    root = root_cause_rank(launcher_text)
+    return sorted(exits, key=lambda r: (r != root, not _killed(exits[r]),
+                                        exits[r] == -signal.SIGTERM, r))
 
 
 def _where(state: RankState, steps: int) -> str:
@@ -87,8 +157,52 @@ def _stderr_evidence(ctx: RunContext, rank: int) -> list[Evidence]:
     return [Evidence(f"rank {rank} stderr (last lines)", text, "rank stderr")] if text else []
 
 
+def not_started_findings(ctx: RunContext, waited: float) -> list[Finding]:
+    """Ranks that never wrote an event: still starting (importing torch) after ``waited`` s."""
+    silent = [s for s in ctx.ranks if not s.events]
+    names = ", ".join(str(s.rank) for s in silent)
+    evidence = [Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}", "event file")
+                for s in ctx.ranks]
+    launcher = tail(ctx.launcher_text)
+    evidence.append(Evidence("launcher stderr and stdout (last lines)", launcher or "(empty)",
+                             "launcher"))
+    for state in silent:
+        evidence += _stderr_evidence(ctx, state.rank)
+    python = ctx.options.python if ctx.options else "python"
+    steps = (Step("Time how long the interpreter takes to import torch (cold caches and "
+                  "network filesystems can take minutes).",
+                  command=f"time {shlex.quote(python)} -c 'import torch'"),
+             Step("Check the filesystem the environment lives on (NFS, a slow disk).",
+                  command=f"df -h {shlex.quote(python)}"),
+             Step("Give the job more time.",
+                  command=ctx.rerun(timeout=max(600.0, ctx.wall_s * 2))))
+    return [Finding(C.NOT_STARTED, f"Rank {names} did not start within {waited:.0f} s "
+                    "(no event yet)", tuple(evidence), steps,
+                    affects=tuple(f"rank:{s.rank}" for s in silent))]
+
+
+def _hang_steps(ctx: RunContext, phase: str) -> tuple[Step, ...]:
+    """What to try for a hang, by backend and the phase it happened in."""
+    if phase.startswith("data"):
+        return (Step("Rule out DataLoader worker processes.", command=ctx.rerun(workers=0)),
+                Step("Check the size of /dev/shm (workers pass batches through it).",
+                     command="df -h /dev/shm"))
+    if not ctx.nccl:
+        return (Step("Rerun with the process group's own log to see where it waits.",
+                     command=ctx.rerun("TORCH_DISTRIBUTED_DEBUG=DETAIL")),
+                Step("Check that nothing else loads the CPUs.", command="top"))
+    return (Step("Rerun with NCCL's own log to see where it waits.",
+                 command=ctx.rerun("NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL")),
+            Step("If the hang is in a collective on GPUs, rule out peer-to-peer transport.",
+                 command=ctx.rerun("NCCL_P2P_DISABLE=1")))
+
+
 def stall_findings(ctx: RunContext) -> list[Finding]:
     now = ctx.outcome.wall_s
+    limit = ctx.outcome.stall_s or ctx.stall_s
+    if any(not s.events for s in ctx.ranks):
+        # The others wait for a rank that is still starting: that rank is the finding.
+        return not_started_findings(ctx, now)
     by_rank = {s.rank: s for s in ctx.ranks}
     stalled = [by_rank[r] for r in ctx.outcome.stalled]
     least = min(s.progress() for s in stalled)
@@ -99,8 +213,8 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
     names = ", ".join(str(s.rank) for s in behind)
     phase = _where(behind[0], ctx.steps)
     title = (f"Rank {names} stopped making progress in {phase}: no event for "
-             f"{ctx.stall_s:.0f} s" if code is C.RANK_STALLED else
-             f"The ranks never met: rank {names} still in {phase} after {ctx.stall_s:.0f} s")
+             f"{limit:.0f} s" if code is C.RANK_STALLED else
+             f"The ranks never met: rank {names} still in {phase} after {limit:.0f} s")
     evidence = []
     for state in ctx.ranks:
         quiet = now - ((state.last_seen or ctx.outcome.started) - ctx.outcome.started)
@@ -109,10 +223,7 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
                                  + (" (done)" if state.done else ""), "event file"))
     for state in behind:
         evidence += _stderr_evidence(ctx, state.rank)
-    steps = (Step("Rerun with NCCL's own log to see where it waits.",
-                  command="NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL gpu-doctor smoke"),
-             Step("If the hang is in a collective on GPUs, rule out peer-to-peer transport.",
-                  command="NCCL_P2P_DISABLE=1 gpu-doctor smoke"))
+    steps = _hang_steps(ctx, phase)
     if code is C.RENDEZVOUS:
         steps = (Step("Check that every node runs the same command with the same --nnodes, "
                       "--master-addr and --master-port, and can reach the port.",
@@ -154,19 +265,27 @@ def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]
     if ctx.outcome.stopped_by == "stall":
         return stall_findings(ctx)
     if ctx.outcome.stopped_by == "deadline":
+        if any(not s.events for s in ctx.ranks):
+            return not_started_findings(ctx, ctx.outcome.wall_s)
         evidence = tuple(Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}", "event file")
                          for s in ctx.ranks)
         return [Finding(C.DEADLINE, f"The smoke job was still running after its "
                         f"{ctx.wall_s:.0f} s deadline and was stopped", evidence,
                         (Step("Give it more time or fewer steps.",
-                              command="gpu-doctor smoke --timeout 600 --steps 10"),))]
+                              command=ctx.rerun(timeout=max(600.0, ctx.wall_s * 2),
+                                                steps=min(ctx.steps, 10))),))]
     exits = rank_exit_codes(ctx.launcher_text, node_first_rank)
     if not any(s.events for s in ctx.ranks):
         return _launch_findings(ctx)
-    failed = sorted(exits, key=lambda r: (exits[r] == -signal.SIGTERM, r))
+    failed = order_failed(exits, ctx.launcher_text)
     if not failed:
         failed = [s.rank for s in ctx.ranks if not s.done]
     found = _rule_findings(ctx, failed, exits)
+    if any(_killed(code) for code in exits.values()):
+        # Survivors' "remote process exited" is the effect of the killed rank, not a cause.
+        kept = [f for f in found if not (f.affects and not _killed(exits.get(
+            int(f.affects[0].split(":")[1]), 0)) and _PEER_GONE.search(_matched(f)))]
+        found = kept or found
     if not found:
         found = _launcher_rule_findings(ctx) or _generic_failure(ctx, failed, exits)
     others = [r for r in failed if all(f"rank:{r}" not in f.affects for f in found)]
@@ -178,6 +297,10 @@ def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]
                            Evidence("also stopped", note, "launcher")), first.remediation,
                            affects=first.affects)
     return found
+
+
+def _matched(finding: Finding) -> str:
+    return next((e.value for e in finding.evidence if e.label == "matched"), "")
 
 
 def _launch_findings(ctx: RunContext) -> list[Finding]:
@@ -258,7 +381,14 @@ def criteria_findings(ctx: RunContext) -> list[Finding]:
         found.append(Finding(C.LOSS_NOT_FINITE, f"The loss was {bad[0][1]} at step {bad[0][0]}",
                              (Evidence("first non-finite step", str(bad[0][0]), "event file"),),
                              (Step("Rerun without mixed precision.",
-                                   command="gpu-doctor smoke --no-amp"),)))
+                                   command=ctx.rerun(amp=False)),)))
+    elif curve and len(curve) < LOSS_MIN_STEPS:
+        found.append(Finding(
+            C.LOSS_NOT_JUDGED, f"Loss not judged: {len(curve)} steps are fewer than the "
+            f"{LOSS_MIN_STEPS} needed to tell a falling loss from batch noise",
+            (Evidence("loss per step", ", ".join(f"{v:.3g}" for v in curve), "event file"),),
+            (Step("Rerun with enough steps to judge the loss.",
+                  command=ctx.rerun(steps=max(30, LOSS_MIN_STEPS))),)))
     elif curve:
         first, last = loss_first_last(curve)
         if not last <= (1 - LOSS_DROP_MIN) * first:
@@ -267,7 +397,7 @@ def criteria_findings(ctx: RunContext) -> list[Finding]:
                 f"{last:.4g} over the last", (Evidence("loss per step", ", ".join(
                     f"{v:.3g}" for v in curve), "event file"),
                     Evidence("required drop", f"{LOSS_DROP_MIN:.0%}", "")),
-                (Step("Rerun with more steps.", command="gpu-doctor smoke --steps 100"),)))
+                (Step("Rerun with more steps.", command=ctx.rerun(steps=100)),)))
     if ctx.mode == "ddp":
         found += _sync_findings(ctx)
     return found
@@ -280,26 +410,27 @@ def loss_first_last(curve: list[float]) -> tuple[float, float]:
 
 def _sync_findings(ctx: RunContext) -> list[Finding]:
     found = []
+    p2p = (Step("Rerun without peer-to-peer transport.",
+                command=ctx.rerun("NCCL_P2P_DISABLE=1")),) if ctx.nccl else (
+           Step("Rerun the smoke job to see whether it repeats.", command=ctx.rerun()),)
     mismatched = sorted({r for s in ctx.ranks
                          for r in ((s.ended("checksum") or {}).get("mismatched_ranks") or [])})
     if mismatched:
         digests = ", ".join(f"rank {s.rank}: {(s.ended('checksum') or {}).get('digest')}"
                             for s in ctx.ranks)
-        found.append(Finding(C.PARAMS_DIFFER, "Parameters of rank " + ", ".join(
-            map(str, mismatched)) + " differ from rank 0 after training",
-            (Evidence("parameter fingerprints", digests, "event file"),),
-            (Step("Rerun without peer-to-peer transport.",
-                  command="NCCL_P2P_DISABLE=1 gpu-doctor smoke"),),
-            affects=tuple(f"rank:{r}" for r in mismatched)))
+        found.append(Finding(C.PARAMS_DIFFER if ctx.nccl else C.PARAMS_DIFFER_GLOO,
+                             "Parameters of rank " + ", ".join(map(str, mismatched))
+                             + " differ from rank 0 after training",
+                             (Evidence("parameter fingerprints", digests, "event file"),), p2p,
+                             affects=tuple(f"rank:{r}" for r in mismatched)))
     for state in ctx.ranks:
         check = state.ended("all_reduce_check")
         if check is not None and not check.get("ok"):
-            found.append(Finding(C.ALLREDUCE_WRONG, f"All-reduce on rank {state.rank} returned "
+            found.append(Finding(C.ALLREDUCE_WRONG if ctx.nccl else C.ALLREDUCE_WRONG_GLOO,
+                                 f"All-reduce on rank {state.rank} returned "
                                  f"{check.get('value')} instead of {check.get('expected')}",
                                  (Evidence("wrong elements", str(check.get("wrong_elements")),
-                                           "event file"),),
-                                 (Step("Rerun without peer-to-peer transport.",
-                                       command="NCCL_P2P_DISABLE=1 gpu-doctor smoke"),),
+                                           "event file"),), p2p,
                                  affects=(f"rank:{state.rank}",)))
             break
     return found
