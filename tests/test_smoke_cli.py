@@ -28,9 +28,11 @@ def doctor(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
 
 @pytest.mark.parametrize(("args", "message"), [
     (("--imgsz", "100"), "--imgsz 100: must be a multiple of 32"),
+    (("--device", "cpu", "--nnodes", "2", "--master-addr", "h0"),
+     "--nnodes 2 needs --master-port"),
     (("--device", "gpu"), "--device 'gpu': choose one of auto, cuda, cpu"),
     (("--launcher", "mpirun"), "--launcher 'mpirun': choose one of torchrun, spawn"),
-    (("--device", "cpu", "--nnodes", "2"), "--nnodes > 1 needs --master-port"),
+    (("--device", "cpu", "--nnodes", "2"), "--nnodes 2 needs --master-addr and --master-port"),
 ])
 def test_bad_smoke_options_are_one_line_and_exit_2(args, message):
     result = invoke("smoke", *args)

@@ -131,7 +131,7 @@ def test_first_host_of_a_slurm_nodelist(nodelist, first, monkeypatch):
 def test_node_layout_from_slurm_and_options_win(monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)
     env = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "4", "SLURM_NODEID": "2",
-           "SLURM_STEP_NODELIST": "gpu[10-13]"}
+           "SLURM_STEP_NODELIST": "gpu[10-13]", "SLURM_STEP_ID": "0"}
     layout = node_layout(SmokeOptions(), env)
     assert (layout.nnodes, layout.node_rank, layout.master_addr) == (4, 2, "gpu10")
     assert layout.master_port == 20000 + 4242 % 20000

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +31,9 @@ from gpu_doctor.facts.snapshot import (
 from gpu_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
 from gpu_doctor.model import Report
 from gpu_doctor.registry import Catalogue, load_catalogue
+
+if TYPE_CHECKING:
+    from gpu_doctor.smoke_launch import SmokeOptions
 
 EXIT_READY, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -168,16 +171,16 @@ def smoke(
     device: str = typer.Option("auto", "--device", metavar="auto|cuda|cpu",
                                help="Train on the GPUs (NCCL) or the CPU (gloo); auto: GPUs "
                                     "when torch can use them."),
-    nproc: Optional[int] = typer.Option(None, "--nproc", min=1, metavar="N",
+    nproc: Optional[int] = typer.Option(None, "--nproc", metavar="N",
                                         help="Processes on this node (default: one per GPU, "
                                              "2 on CPU)."),
-    steps: int = typer.Option(30, "--steps", min=2, metavar="N", help="Training steps."),
-    batch: int = typer.Option(8, "--batch", min=1, metavar="B",
-                              help="Images per process and step."),
-    imgsz: int = typer.Option(128, "--imgsz", min=32, metavar="S",
-                              help="Image size in pixels (a multiple of 32)."),
+    steps: int = typer.Option(30, "--steps", metavar="N", help="Training steps."),
+    batch: int = typer.Option(8, "--batch", metavar="B",
+                              help="Images per process and step (2 or more: BatchNorm)."),
+    imgsz: int = typer.Option(128, "--imgsz", metavar="S",
+                              help="Image size in pixels (a multiple of 32, 64 or more)."),
     model: str = typer.Option("n", "--model", metavar="n|s|m", help="Detector size."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=0, metavar="W",
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="W",
                                           help="DataLoader workers per process (default 1 "
                                                "on CPU, 2 on GPU)."),
     launcher: str = typer.Option("torchrun", "--launcher", metavar="torchrun|spawn",
@@ -185,23 +188,33 @@ def smoke(
                                       "torch.multiprocessing.spawn."),
     mode: str = typer.Option("ddp", "--mode", metavar="ddp|dp",
                              help="DistributedDataParallel, or nn.DataParallel in one process."),
-    sync_bn: bool = typer.Option(False, "--sync-bn", help="Convert BatchNorm to SyncBatchNorm."),
+    sync_bn: bool = typer.Option(False, "--sync-bn",
+                                 help="Convert BatchNorm to SyncBatchNorm (CUDA and --mode "
+                                      "ddp only)."),
     amp: bool = typer.Option(True, "--amp/--no-amp", help="Mixed precision on GPUs."),
     scaling: bool = typer.Option(False, "--scaling",
                                  help="Also run on 1 rank: speedup and scaling efficiency."),
-    timeout: float = typer.Option(180.0, "--timeout", min=10.0, metavar="S",
-                                  help="Wall-clock deadline of a run; everything is stopped "
-                                       "after it."),
+    timeout: float = typer.Option(180.0, "--timeout", metavar="S",
+                                  help="Wall-clock deadline of a run (20 or more); everything "
+                                       "is stopped after it."),
     stall_timeout: Optional[float] = typer.Option(
-        None, "--stall-timeout", min=1.0, metavar="S",
-        help="A rank silent this long is hung (default: min(45, timeout/3))."),
-    nnodes: Optional[int] = typer.Option(None, "--nnodes", min=1, metavar="N",
-                                         help="Nodes in the job (default: Slurm's, else 1)."),
-    node_rank: Optional[int] = typer.Option(None, "--node-rank", min=0, metavar="R"),
-    master_addr: Optional[str] = typer.Option(None, "--master-addr", metavar="A"),
-    master_port: Optional[int] = typer.Option(None, "--master-port", min=1, max=65535,
-                                              metavar="P",
-                                              help="Rendezvous port (default: a free one)."),
+        None, "--stall-timeout", metavar="S",
+        help="A rank silent this long is hung (default: min(45, timeout/3); 10 or more and "
+             "less than --timeout). The process-group timeout is set between the two."),
+    nnodes: Optional[int] = typer.Option(
+        None, "--nnodes", metavar="N",
+        help="Nodes in the job (default 1). Slurm's node count, node rank and first host "
+             "are used only inside an srun step (SLURM_STEP_ID or SLURM_PROCID set), or when "
+             "--nnodes > 1 is given in an allocation; a plain run in an salloc shell stays "
+             "on this node. Outside Slurm, --nnodes > 1 needs --master-addr and "
+             "--master-port (or MASTER_ADDR and MASTER_PORT)."),
+    node_rank: Optional[int] = typer.Option(None, "--node-rank", metavar="R",
+                                            help="This node's rank, 0 to nnodes-1."),
+    master_addr: Optional[str] = typer.Option(None, "--master-addr", metavar="A",
+                                              help="Address of node rank 0 (multi-node)."),
+    master_port: Optional[int] = typer.Option(None, "--master-port", metavar="P",
+                                              help="Rendezvous port, 1 to 65535 (default: a "
+                                                   "free one)."),
     json_out: Optional[str] = JSON_OPT,
     markdown_out: Optional[str] = MD_OPT,
     python: Optional[str] = PYTHON_OPT,
@@ -209,7 +222,7 @@ def smoke(
 ) -> None:
     """Prove that DDP training works here: train a small YOLO detector on every GPU."""
     from gpu_doctor.smoke import SmokeUsageError, run_smoke
-    from gpu_doctor.smoke_launch import SmokeOptions
+    from gpu_doctor.smoke_launch import OptionsError, SmokeOptions, check_options, node_layout
 
     try:
         _check_output_path(json_out, "--json")
@@ -222,17 +235,7 @@ def smoke(
                                        ("--mode", mode, ("ddp", "dp"))):
             if value not in allowed:
                 raise UsageError(f"{option} {value!r}: choose one of {', '.join(allowed)}")
-        if imgsz % 32:
-            raise UsageError(f"--imgsz {imgsz}: must be a multiple of 32 (the largest stride)")
         target = sys.executable
-        if python:
-            from gpu_doctor.facts.env import RealEnv
-            from gpu_doctor.facts.interpreter import InterpreterError, validate_interpreter
-
-            try:
-                target = validate_interpreter(RealEnv(), python)
-            except InterpreterError as exc:
-                raise UsageError(str(exc)) from None
         options = SmokeOptions(
             device=device, nproc=nproc, steps=steps, batch=batch, imgsz=imgsz, model=model,
             workers=workers, launcher=launcher, mode=mode, sync_bn=sync_bn, amp=amp,
@@ -240,8 +243,21 @@ def smoke(
             node_rank=node_rank, master_addr=master_addr, master_port=master_port,
             python=target)
         try:
+            check_options(options)
+            node_layout(options, dict(os.environ))
+            if python:
+                from gpu_doctor.facts.env import RealEnv
+                from gpu_doctor.facts.interpreter import InterpreterError, validate_interpreter
+
+                try:
+                    target = validate_interpreter(RealEnv(), python)
+                except InterpreterError as exc:
+                    raise UsageError(str(exc)) from None
+                options = replace(options, python=target)
+            if sync_bn and device == "auto":
+                options = _sync_bn_device(options)
             result = run_smoke(options, _progress(json_out, markdown_out))
-        except SmokeUsageError as exc:
+        except (SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
         report = _smoke_report(result, target)
         _render_smoke(report, RunOptions(json_out, markdown_out, verbose=verbose))
@@ -249,6 +265,18 @@ def smoke(
         _fail_usage(str(exc))
         return
     raise typer.Exit(report.exit_code())
+
+
+def _sync_bn_device(options: SmokeOptions) -> SmokeOptions:
+    """--sync-bn with --device auto: CUDA when torch sees GPUs, else a usage error."""
+    from gpu_doctor.smoke import resolve_device
+    from gpu_doctor.smoke_launch import check_options
+
+    resolved = resolve_device(options)
+    if isinstance(resolved, tuple):
+        check_options(options, resolved[0])
+        return replace(options, device=resolved[0])
+    return options  # torch is unusable: the smoke run reports it as a finding
 
 
 def _smoke_report(result: object, python: str) -> Report:
@@ -440,21 +468,20 @@ def _progress(options_json: Optional[str], options_md: Optional[str]):
 
 def _with_smoke(report: Report, facts: Facts, options: RunOptions) -> Report:
     """The checks' report plus the smoke job (or the reason it was skipped)."""
-    from dataclasses import replace
-
     from gpu_doctor.smoke import SmokeUsageError, run_smoke, skipped
-    from gpu_doctor.smoke_launch import SmokeOptions
+    from gpu_doctor.smoke_launch import OptionsError, SmokeOptions
     from gpu_doctor.smoke_plan import plan_smoke
 
     python = (facts.get("python") or {}).get("executable") or sys.executable
+    nvml_gpus = len((facts.get("nvml") or {}).get("gpus") or [])
     planned = plan_smoke(report, facts.get("torch"), _plan_numbers(options),
-                         SmokeOptions(python=python))
+                         SmokeOptions(python=python), nvml_gpus=nvml_gpus)
     if isinstance(planned, str):
         result = skipped(planned)
     else:
         try:
             result = run_smoke(planned, _progress(options.json_out, options.markdown_out))
-        except SmokeUsageError as exc:
+        except (SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
     return replace(report, results=(*report.results, result.check_result()), smoke=result.data)
 

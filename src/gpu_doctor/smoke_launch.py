@@ -52,14 +52,82 @@ class SmokeOptions:
         """(wall, stall, process-group) deadlines: stall < process group < wall.
 
         The stall deadline is shortest so a hang is located by the supervisor (it knows
-        which rank fell behind) rather than reported by the rank that waits for it; the
-        process-group timeout is a backstop inside the ranks that still ends before the
-        wall-clock deadline, so ranks can report their own error before being killed.
+        which rank fell behind) rather than reported by the rank that waits for it. The
+        process-group timeout is a backstop inside the ranks; it is derived to sit between
+        the two (a value given outside that range is moved into it). It counts from the
+        start of each collective, not of the run, so it does not promise that ranks report
+        before the wall-clock deadline; it only makes a rank stuck in one collective give
+        up on its own in most cases. ``check_options`` refuses a stall deadline that is not
+        shorter than the wall-clock one.
         """
         wall = self.timeout
         stall = self.stall_timeout or min(45.0, wall / 3)
         pg = self.pg_timeout or max(stall + 5.0, min(wall * 0.75, stall * 2))
-        return wall, stall, min(pg, wall - 1.0)
+        pg = min(pg, wall - 1.0)
+        if not stall < pg < wall:
+            pg = (stall + wall) / 2
+        return wall, stall, pg
+
+
+class OptionsError(ValueError):
+    """Smoke options that cannot work (reported as a usage error, exit code 2)."""
+
+
+# What the detector needs (train_smoke/model.py STRIDES; a test keeps them equal). The
+# image must divide by the largest stride, and the coarsest level needs at least 2 x 2
+# cells so targets can be assigned there.
+MODEL_STRIDES = (8, 16, 32)
+MIN_IMGSZ = 2 * max(MODEL_STRIDES)
+# BatchNorm in training needs more than one value per channel, and its statistics are
+# meaningless on one image; 2 images per process is the least that trains.
+MIN_BATCH = 2
+MIN_STALL_S = 10.0  # building the model alone takes several seconds on a CPU
+MIN_TIMEOUT_S = 20.0
+
+
+def _nearest_imgsz(imgsz: int) -> str:
+    stride = max(MODEL_STRIDES)
+    below = max(MIN_IMGSZ, imgsz // stride * stride)
+    above = max(MIN_IMGSZ, -(-imgsz // stride) * stride)
+    return str(above) if below == above else f"{below} or {above}"
+
+
+def check_options(options: SmokeOptions, device: str | None = None) -> None:
+    """Refuse values that cannot work, with the reason; ``device`` is the resolved one."""
+    device = device or options.device
+    least = (("--steps", options.steps, 2), ("--nproc", options.nproc, 1),
+             ("--workers", options.workers, 0), ("--nnodes", options.nnodes, 1),
+             ("--node-rank", options.node_rank, 0))
+    for option, value, minimum in least:
+        if value is not None and value < minimum:
+            raise OptionsError(f"{option} {value}: must be {minimum} or more")
+    if options.batch < MIN_BATCH:
+        raise OptionsError(f"--batch {options.batch}: must be {MIN_BATCH} or more (BatchNorm "
+                           "in training needs more than one image per process)")
+    stride = max(MODEL_STRIDES)
+    if options.imgsz < MIN_IMGSZ or options.imgsz % stride:
+        raise OptionsError(f"--imgsz {options.imgsz}: must be a multiple of {stride} (the "
+                           f"model's largest stride) and {MIN_IMGSZ} or more; use "
+                           f"{_nearest_imgsz(options.imgsz)}")
+    if options.master_port is not None and not 1 <= options.master_port <= 65535:
+        raise OptionsError(f"--master-port {options.master_port}: must be 1 to 65535")
+    if options.timeout < MIN_TIMEOUT_S:
+        raise OptionsError(f"--timeout {options.timeout:g}: must be {MIN_TIMEOUT_S:g} s or more")
+    if options.stall_timeout is not None:
+        if options.stall_timeout < MIN_STALL_S:
+            raise OptionsError(f"--stall-timeout {options.stall_timeout:g}: must be "
+                               f"{MIN_STALL_S:g} s or more (building the model alone can "
+                               "take several seconds)")
+        if options.stall_timeout >= options.timeout:
+            raise OptionsError(f"--stall-timeout {options.stall_timeout:g} must be shorter "
+                               f"than --timeout {options.timeout:g} (a hang is detected "
+                               "before the wall-clock deadline)")
+    if options.sync_bn and options.mode == "dp":
+        raise OptionsError("--sync-bn needs --mode ddp (SyncBatchNorm syncs statistics "
+                           "across DDP processes)")
+    if options.sync_bn and device == "cpu":
+        raise OptionsError("--sync-bn needs CUDA (SyncBatchNorm only works on GPU modules); "
+                           "leave it out on the CPU or use --device cuda")
 
 
 @dataclass(frozen=True)
@@ -118,27 +186,52 @@ def expand_first_host(nodelist: str) -> str:
     return prefix + first
 
 
-def node_layout(options: SmokeOptions, environ: dict[str, str]) -> NodeLayout:
-    """The node values: options first, then Slurm's environment, then a single local node.
+def in_slurm_step(environ: dict[str, str]) -> bool:
+    """True inside an ``srun`` step, where every node runs its own copy of the doctor."""
+    return "SLURM_JOB_ID" in environ and ("SLURM_STEP_ID" in environ
+                                          or "SLURM_PROCID" in environ)
 
-    Under Slurm every node must agree on the port without talking to each other, so it is
-    derived from the job id (MASTER_PORT wins when set).
+
+def node_layout(options: SmokeOptions, environ: dict[str, str]) -> NodeLayout:
+    """The node values: options first, then Slurm's or torchrun's environment, then 1 node.
+
+    Slurm's values are used inside an ``srun`` step (SLURM_STEP_ID or SLURM_PROCID set),
+    or when ``--nnodes`` > 1 asks for a multi-node job inside a Slurm allocation; each
+    missing value is then filled on its own. A plain run in an ``salloc`` shell stays on
+    this node. Every node must agree on the port without talking to each other, so under
+    Slurm it is derived from the job id (MASTER_PORT wins when set). Raises OptionsError
+    for a layout that cannot rendezvous.
     """
     nnodes, node_rank = options.nnodes, options.node_rank
     addr, port = options.master_addr, options.master_port
-    slurm = "SLURM_JOB_ID" in environ and "SLURM_NNODES" in environ
-    if nnodes is None and slurm:
-        nnodes = int(environ["SLURM_NNODES"])
-        if node_rank is None:
-            node_rank = int(environ.get("SLURM_NODEID", "0"))
-        if addr is None:
-            nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
-            addr = environ.get("MASTER_ADDR") or (expand_first_host(nodelist) if nodelist
-                                                  else None)
-        if port is None:
-            port = int(environ.get("MASTER_PORT") or 20000 + int(environ["SLURM_JOB_ID"]) % 20000)
+    slurm = "SLURM_JOB_ID" in environ and (
+        in_slurm_step(environ) or (nnodes is not None and nnodes > 1))
+    if slurm:
+        if nnodes is None and environ.get("SLURM_NNODES", "").isdigit():
+            nnodes = int(environ["SLURM_NNODES"])
+        if node_rank is None and environ.get("SLURM_NODEID", "").isdigit():
+            node_rank = int(environ["SLURM_NODEID"])
     nnodes = nnodes or 1
-    return NodeLayout(nnodes=nnodes, node_rank=node_rank or 0,
+    if nnodes > 1:
+        addr = addr or environ.get("MASTER_ADDR") or None
+        if port is None and environ.get("MASTER_PORT", "").isdigit():
+            port = int(environ["MASTER_PORT"])
+        if slurm and addr is None:
+            nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
+            addr = expand_first_host(nodelist) if nodelist else None
+        if slurm and port is None and environ["SLURM_JOB_ID"].isdigit():
+            port = 20000 + int(environ["SLURM_JOB_ID"]) % 20000
+    node_rank = node_rank or 0
+    if node_rank >= nnodes:
+        raise OptionsError(f"--node-rank {node_rank}: must be less than --nnodes ({nnodes}); "
+                           f"node ranks run from 0 to {nnodes - 1}")
+    if nnodes > 1:
+        missing = [name for name, value in (("--master-addr", addr), ("--master-port", port))
+                   if value is None]
+        if missing:
+            raise OptionsError(f"--nnodes {nnodes} needs {' and '.join(missing)} (the address "
+                               "of node rank 0 and a port, the same on every node)")
+    return NodeLayout(nnodes=nnodes, node_rank=node_rank,
                       master_addr=addr or "127.0.0.1", master_port=port)
 
 
