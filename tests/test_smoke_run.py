@@ -104,3 +104,16 @@ def test_two_nodes_on_loopback_both_pass():
         assert [r["rank"] for r in result.data["per_rank"]] == [rank]
         assert result.data["params_in_sync"] is True
         assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_scaling_runs_one_rank_then_n_and_reports_speedup_and_efficiency():
+    """--scaling: the same job on 1 rank and on 2; efficiency is speedup / ranks."""
+    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=20, imgsz=64, scaling=True))
+    assert result.ok, [f.title for f in result.findings]
+    scaling = result.data["scaling"]
+    assert scaling["ranks"] == 2
+    assert scaling["images_per_s_1"] > 0 and scaling["images_per_s_n"] > 0
+    assert scaling["speedup"] == round(scaling["images_per_s_n"] / scaling["images_per_s_1"], 3)
+    assert abs(scaling["efficiency"] - scaling["speedup"] / 2) <= 0.001
+    assert result.data["ranks"] == 2 and result.data["params_in_sync"]
+    assert_nothing_left(run_tag(result.data["command"]))
