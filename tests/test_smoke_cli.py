@@ -81,5 +81,6 @@ def test_smoke_in_dataparallel_mode_writes_markdown():
                     "--markdown", "-")
     assert result.exit_code == 0, result.output
     assert "## Smoke training" in result.stdout
-    assert "| Ranks | 1 (1 on this node), cpu, nn.DataParallel in one process |" in result.stdout
+    assert ("| Ranks | 1 (1 on this node), cpu, one process (DataParallel needs more than one "
+            "GPU) |") in result.stdout
     assert "Parameters across ranks" not in result.stdout  # one replica: nothing to compare

@@ -27,7 +27,8 @@ class RichProgress:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[phase]}"),
                                  TimeElapsedColumn(), console=self.console, transient=True)
-        self.tasks = {r: self.progress.add_task(f"{label} rank {r}", total=steps,
+        prefix = f"{label}: " if label else ""
+        self.tasks = {r: self.progress.add_task(f"{prefix}rank {r}", total=steps,
                                                 phase="starting") for r in ranks}
         self.progress.start()
 
@@ -64,7 +65,7 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
         ("Ranks", f"{data.get('ranks')} ({data.get('local_ranks')} on this node), "
                   f"{data.get('device')}, " + (
                       f"{data.get('backend')}, ddp via {data.get('launcher')}"
-                      if data.get("mode") == "ddp" else "nn.DataParallel in one process")),
+                      if data.get("mode") == "ddp" else _dp_label(data))),
         ("Model", f"YOLO-{data.get('model')} at {data.get('imgsz')} px, batch "
                   f"{data.get('batch')} per rank"),
         ("Steps", f"{data.get('steps_done')} of {data.get('steps')}"),
@@ -85,7 +86,9 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if m.get("images_per_s_total"):
         ranks = ", ".join(f"{r['images_per_s']:.0f}" for r in per_rank if r["images_per_s"])
-        rows.append(("Images/s", f"{m['images_per_s_total']:.0f} total ({ranks} per rank)"))
+        where = "on this node" if (data.get("ranks") or 0) > (data.get("local_ranks") or 0) \
+            else "total"
+        rows.append(("Images/s", f"{m['images_per_s_total']:.0f} {where} ({ranks} per rank)"))
     if per_rank and data.get("device") == "cuda":
         rows.append(("Peak GPU memory", ", ".join(
             f"rank {r['rank']}: {_bytes(r['peak_gpu_mem_bytes'])}" for r in per_rank)))
@@ -133,3 +136,12 @@ def render_smoke_console(report: Any, console: Console, verbose: bool = False) -
         _print(console, _finding_block(finding, verbose))
         console.print()
     _print(console, verdict_line(report, False))
+
+
+def _dp_label(data: dict[str, Any]) -> str:
+    """nn.DataParallel only replicates over several GPUs; elsewhere the worker runs the plain
+    model in one process, and the summary says so rather than claim DataParallel ran."""
+    if data.get("device") == "cuda" and (data.get("gpus_used") or 2) > 1:
+        return "nn.DataParallel in one process"
+    return "one process (DataParallel needs more than one GPU)"
+
