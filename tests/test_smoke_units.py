@@ -205,6 +205,23 @@ def test_stall_in_rendezvous_is_a_rendezvous_failure(tmp_path):
     assert stall_findings(ctx)[0].code.category is Category.RENDEZVOUS_FAILURE
 
 
+def test_deadline_in_rendezvous_names_the_real_address(tmp_path):
+    """--nnodes 2 with the second node never started: the wall deadline passes while rank 0
+    waits in init_process_group. That is a rendezvous failure (not 'every rank kept making
+    progress'), and the check command carries the address and port actually used."""
+    waiting = _state(0, [{"kind": "begin", "phase": "init_process_group"}], tmp_path)
+    ctx = RunContext([waiting], Outcome(None, "deadline", [], 60.0, 0.0), 10, 2, "", {}, 8.0,
+                     60.0, master=("10.0.0.5", 29511))
+    [finding] = failure_findings(ctx)
+    assert finding.code.id == "SMK011" and finding.affects == ("rank:0",)
+    assert finding.title == ("The ranks never met: rank 0 still in init_process_group at the "
+                             "60 s deadline")
+    assert finding.remediation[0].command == "nc -zv 10.0.0.5 29511"
+    stalled = RunContext([waiting], Outcome(None, "stall", [0], 20.0, 0.0), 10, 2, "", {}, 8.0,
+                         60.0, master=("10.0.0.5", 29511))
+    assert stall_findings(stalled)[0].remediation[0].command == "nc -zv 10.0.0.5 29511"
+
+
 def _finished(rank: int, losses: list[float], tmp_path, mismatched=()) -> RankState:
     events = [{"kind": "end", "phase": "all_reduce_check", "ok": True, "value": 3.0,
                "expected": 3.0}]

@@ -260,7 +260,8 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     ctx = RunContext(ranks, outcome, options.steps, world,
                      _read(err_path) + "\n" + _read(out_path),
                      {s.rank: _read(Path(stderr_path(str(run_dir), s.rank))) for s in ranks},
-                     stall, wall, options.mode, data["backend"], options)
+                     stall, wall, options.mode, data["backend"], options,
+                     (layout.master_addr, port))
     clean = outcome.stopped_by is None and outcome.returncode == 0
     findings = (criteria_findings(ctx) if clean else
                 failure_findings(ctx, first_rank))

@@ -80,6 +80,7 @@ class RunContext:
     mode: str = "ddp"
     backend: str | None = None  # nccl | gloo | None (dp)
     options: SmokeOptions | None = None  # for rerun commands with the user's options
+    master: tuple[str, int] | None = None  # the rendezvous address and port actually used
 
     def rerun(self, env: str = "", **changes: Any) -> str:
         return rerun_command(self.options, env, **changes)
@@ -197,6 +198,14 @@ def _hang_steps(ctx: RunContext, phase: str) -> tuple[Step, ...]:
                  command=ctx.rerun("NCCL_P2P_DISABLE=1")))
 
 
+def _rendezvous_step(ctx: RunContext) -> Step:
+    """Every node must run the same command and reach rank 0's address and port."""
+    addr, port = ctx.master or ("MASTER_ADDR", "MASTER_PORT")
+    return Step("Check that every node runs the same command with the same --nnodes, "
+                "--master-addr and --master-port, and can reach the port from the other "
+                "nodes.", command=f"nc -zv {addr} {port}")
+
+
 def stall_findings(ctx: RunContext) -> list[Finding]:
     now = ctx.outcome.wall_s
     limit = ctx.outcome.stall_s or ctx.stall_s
@@ -225,9 +234,7 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
         evidence += _stderr_evidence(ctx, state.rank)
     steps = _hang_steps(ctx, phase)
     if code is C.RENDEZVOUS:
-        steps = (Step("Check that every node runs the same command with the same --nnodes, "
-                      "--master-addr and --master-port, and can reach the port.",
-                      command="nc -zv MASTER_ADDR MASTER_PORT"),)
+        steps = (_rendezvous_step(ctx),)
     found = [Finding(code, title, tuple(evidence), steps,
                      affects=tuple(f"rank:{s.rank}" for s in behind))]
     return found + _rule_findings(ctx, [s.rank for s in behind], {})
@@ -267,6 +274,16 @@ def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]
     if ctx.outcome.stopped_by == "deadline":
         if any(not s.events for s in ctx.ranks):
             return not_started_findings(ctx, ctx.outcome.wall_s)
+        waiting = [s for s in ctx.ranks if s.open_phase == "init_process_group"]
+        if waiting and not any(s.ended("init_process_group") for s in ctx.ranks):
+            # Nobody got past the rendezvous: the ranks never met (e.g. a node missing).
+            names = ", ".join(str(s.rank) for s in waiting)
+            return [Finding(C.RENDEZVOUS, f"The ranks never met: rank {names} still in "
+                            f"init_process_group at the {ctx.wall_s:.0f} s deadline",
+                            tuple(Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}",
+                                           "event file") for s in ctx.ranks),
+                            (_rendezvous_step(ctx),),
+                            affects=tuple(f"rank:{s.rank}" for s in waiting))]
         evidence = tuple(Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}", "event file")
                          for s in ctx.ranks)
         return [Finding(C.DEADLINE, f"The smoke job was still running after its "
