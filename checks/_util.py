@@ -17,6 +17,7 @@ from gpu_doctor.knowledge.wheels import (
     recommend,
 )
 from gpu_doctor.model import Step
+from gpu_doctor.registry import Summary
 
 GIB = 1024**3
 MIB = 1024**2
@@ -38,6 +39,30 @@ def nvidia_gpus_present(facts: Any) -> bool:
     nvml = facts.get("nvml") or {}
     driver = facts.get("driver") or {}
     return bool(nvml.get("gpus")) or bool(driver.get("pci_gpus"))
+
+
+def cuda_device_label(facts: Any, index: int | None) -> str:
+    """'GPU 3 (NVIDIA A100-SXM4-80GB)': a CUDA index with the name the torch probe reported."""
+    for dev in ((facts["torch"].get("cuda") or {}).get("devices") or []):
+        if dev.get("index") == index:
+            return f"GPU {index} ({dev.get('name')})"
+    return f"GPU {index} (unknown GPU)"
+
+
+def gpu_test_results(facts: Any, key: str, what: str) -> tuple[list[dict[str, Any]],
+                                                                Summary | None]:
+    """The torch probe's per-GPU results under ``torch.cuda[key]``.
+
+    When there are none, also the Summary that says why: no CUDA device, or a snapshot
+    saved before the probe ran GPU work (devices but no results).
+    """
+    cuda = facts["torch"].get("cuda") or {}
+    results = cuda.get(key) or []
+    if results:
+        return results, None
+    if cuda.get("device_count"):
+        return [], Summary(f"not run: the probe reported no {what} for the CUDA devices")
+    return [], Summary(f"no {what} ran (no CUDA device)")
 
 
 def target_python(facts: Any) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import target_python
+from gpu_doctor.checks._util import cuda_device_label, gpu_test_results, target_python
 
 from gpu_doctor.categories import Category
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
@@ -229,13 +229,6 @@ def cuda_init(facts: Any) -> Iterator[Finding | Summary]:
                         or "torch.cuda.is_available() returned False without an error")
 
 
-def _name(facts: Any, index: int | None) -> str:
-    for dev in ((facts["torch"].get("cuda") or {}).get("devices") or []):
-        if dev.get("index") == index:
-            return str(dev.get("name"))
-    return "unknown GPU"
-
-
 @check(
     id="cuda.functional",
     title="GPU functional test",
@@ -245,14 +238,9 @@ def _name(facts: Any, index: int | None) -> str:
     blocked_by=("torch.import", "torch.cuda_build", "torch.arch_support", "cuda.init"),
 )
 def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
-    cuda = facts["torch"].get("cuda") or {}
-    results = cuda.get("functional") or []
-    if not results:
-        if cuda.get("device_count"):
-            # Snapshots saved before the probe ran GPU work have devices but no results.
-            yield Summary("not run: the probe reported no functional test for the CUDA devices")
-        else:
-            yield Summary("no functional test ran (no CUDA device)")
+    results, none_ran = gpu_test_results(facts, "functional", "functional test")
+    if none_ran is not None:
+        yield none_ran
         return
     bad = [r for r in results if not r.get("ok")]
     if not bad:
@@ -261,7 +249,7 @@ def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
         return
     for r in bad:
         index = r.get("index")
-        label = f"GPU {index} ({_name(facts, index)})"
+        label = cuda_device_label(facts, index)
         evidence = (Evidence(label, r.get("error") or "failed", "torch probe: matmul test"),
                     Evidence("duration", f"{float(r.get('duration_s') or 0):.2f}s",
                              "torch probe"))

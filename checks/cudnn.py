@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import target_pip, target_python
+from gpu_doctor.checks._util import cuda_device_label, gpu_test_results, target_pip, target_python
 
 from gpu_doctor.categories import Category
 from gpu_doctor.knowledge import torch_pairs
@@ -155,13 +155,6 @@ def cudnn_version(facts: Any) -> Iterator[Finding | Summary]:
         remediation=tuple(_ld_steps(facts)))
 
 
-def _name(facts: Any, index: int | None) -> str:
-    for dev in ((facts["torch"].get("cuda") or {}).get("devices") or []):
-        if dev.get("index") == index:
-            return str(dev.get("name"))
-    return "unknown GPU"
-
-
 @check(
     id="cudnn.conv",
     title="cuDNN convolution test",
@@ -171,14 +164,9 @@ def _name(facts: Any, index: int | None) -> str:
     blocked_by=("torch.import", "torch.cuda_build", "cudnn.version", "cuda.functional"),
 )
 def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
-    cuda = facts["torch"].get("cuda") or {}
-    results = cuda.get("cudnn_test") or []
-    if not results:
-        if cuda.get("device_count"):
-            # Snapshots saved before the probe ran GPU work have devices but no results.
-            yield Summary("not run: the probe reported no cuDNN test for the CUDA devices")
-        else:
-            yield Summary("no cuDNN test ran (no CUDA device)")
+    results, none_ran = gpu_test_results(facts, "cudnn_test", "cuDNN test")
+    if none_ran is not None:
+        yield none_ran
         return
     bad = [r for r in results if not r.get("ok")]
     if not bad:
@@ -186,7 +174,7 @@ def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
         return
     for r in bad:
         index = r.get("index")
-        label = f"GPU {index} ({_name(facts, index)})"
+        label = cuda_device_label(facts, index)
         error = r.get("error") or "failed"
         what = "did not finish" if r.get("timed_out") else "fails"
         steps = [Step("See the GPU's free memory and the processes holding it (cuDNN needs "
