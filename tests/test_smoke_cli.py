@@ -57,8 +57,10 @@ def test_replayed_facts_never_start_the_smoke_job():
 def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     proc, report = doctor("doctor")
     smoke = report["smoke"]
-    assert smoke["ok"] is True and smoke["device"] == "cpu" and smoke["ranks"] == 2
     checks = {c["id"]: c for c in report["checks"]}
+    why = [(f["code"], f["title"]) for f in checks["smoke.train"]["findings"]]
+    assert smoke["ok"] is True, why
+    assert smoke["device"] == "cpu" and smoke["ranks"] == 2
     assert checks["smoke.train"]["status"] == "pass"
     assert list(checks)[-1] == "smoke.train"  # after every check
     assert proc.returncode == report["exit_code"]
