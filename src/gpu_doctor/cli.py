@@ -167,6 +167,44 @@ def check(
 
 
 @app.command()
+def diagnose(
+    source: str = typer.Argument(
+        "-", metavar="[PATH|-]",
+        help="A log file, a .gz of one, or a support bundle (.zip / .tar.gz); '-' or nothing "
+             "reads stdin."),
+    json_out: Optional[str] = JSON_OPT,
+    markdown_out: Optional[str] = MD_OPT,
+    strict: bool = STRICT_OPT,
+    quiet: bool = QUIET_OPT,
+    verbose: bool = VERBOSE_OPT,
+) -> None:
+    """Read a failure log (or a ticket's pasted output) and name the causes and fixes.
+
+    Understands tracebacks of torchrun / DDP ranks, NCCL WARN/INFO lines, YOLO training
+    output, collect_env, `yolo checks`, nvidia-smi and nvidia-smi -q text. Examples:
+    `gpu-doctor diagnose train.log`, `kubectl logs job/train | gpu-doctor diagnose -`.
+    """
+    from gpu_doctor.diagnose import InputError
+    from gpu_doctor.diagnose import diagnose as run_diagnosis
+
+    options = RunOptions(json_out, markdown_out, strict, quiet, verbose)
+    try:
+        _validate(options)
+        if source == "-" and sys.stdin.isatty():
+            raise UsageError("diagnose: give a log file, or pipe one in "
+                             "(e.g. `gpu-doctor diagnose train.log`)")
+        try:
+            report = run_diagnosis(source).report
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
+        _render(report, options)
+    except UsageError as exc:
+        _fail_usage(str(exc))
+        return
+    raise typer.Exit(report.exit_code(strict))
+
+
+@app.command()
 def smoke(
     device: str = typer.Option("auto", "--device", metavar="auto|cuda|cpu",
                                help="Train on the GPUs (NCCL) or the CPU (gloo); auto: GPUs "

@@ -1,0 +1,83 @@
+"""Throughput and peak memory of `gpu-doctor diagnose` on a large synthetic log.
+
+Builds a log of --mb megabytes from the corpus (tests/data/logs) spliced into realistic
+noise (YOLO progress bars with CRs and colour codes, NCCL INFO lines of many ranks,
+torchrun warnings), then times, side by side on the same file:
+
+- `gpu-doctor diagnose FILE --json OUT` (the whole CLI: read, clean, scan, compose);
+- `grep -c -i -E 'error|fail|...'` with the same gate words, a reader's usual first tool.
+
+It prints MB/s for each, their ratio, and the CLI's peak resident memory (from wait4).
+The issue's aim: at least 50 MB/s, and under 300 MB of memory for a 1 GB log.
+
+    python bench/diagnose_throughput.py [--mb 1024] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gpu_doctor.diagnose.synthetic import synthetic_log
+from gpu_doctor.logrules import GATES
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "logs"
+
+
+def build(path: Path, megabytes: int) -> int:
+    excerpts = [p.read_text(encoding="utf-8", errors="replace")
+                for p in sorted(CORPUS.glob("*.log"))]
+    with path.open("wb") as out:
+        for block, _ in synthetic_log(megabytes << 20, excerpts):
+            out.write(block)
+    return path.stat().st_size
+
+
+def timed(cmd: list[str]) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS in MiB, exit status) of one child."""
+    start = time.monotonic()
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss // 1024, child.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=1024, help="size of the synthetic log")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-diagnose-") as tmp:
+        log, report = Path(tmp) / "big.log", Path(tmp) / "report.json"
+        size = build(log, args.mb)
+        mb = size / 1e6
+        print(f"synthetic log: {mb:.0f} MB, {len(list(CORPUS.glob('*.log')))} corpus excerpts")
+        ours, grep, peaks = [], [], []
+        pattern = "|".join(GATES)
+        for _ in range(args.runs):
+            wall, peak, code = timed([sys.executable, "-m", "gpu_doctor", "diagnose", str(log),
+                                      "--json", str(report)])
+            if code not in (0, 1):
+                sys.exit(f"diagnose failed with exit code {code}")
+            ours.append(wall)
+            peaks.append(peak)
+            wall, _, _ = timed(["grep", "-c", "-i", "-E", pattern, str(log)])
+            grep.append(wall)
+        findings = json.loads(report.read_text())["findings"]
+        ours_s, grep_s = statistics.median(ours), statistics.median(grep)
+        print(f"gpu-doctor diagnose: median {ours_s:.2f} s = {mb / ours_s:.1f} MB/s, "
+              f"peak RSS {max(peaks)} MiB, {len(findings)} findings")
+        print(f"grep -ciE (gates):   median {grep_s:.2f} s = {mb / grep_s:.1f} MB/s")
+        print(f"ratio diagnose/grep throughput: {grep_s / ours_s:.2f}")
+
+
+if __name__ == "__main__":
+    main()

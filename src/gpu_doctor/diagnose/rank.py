@@ -1,0 +1,34 @@
+"""Which finding is the root cause: the order in which causes explain each other.
+
+A log of a failed job holds the cause and its consequences. The contract's categories
+are ordered so that a cause comes before what it produces: no driver explains every CUDA
+error after it; a wrong torch build explains a missing kernel image; a rank killed for
+memory explains the watchdog timeouts of the ranks that waited for it. Within one
+severity the earliest category in this list leads; the first line seen breaks ties.
+"""
+
+from __future__ import annotations
+
+from gpu_doctor.categories import Category
+from gpu_doctor.model import Finding
+
+C = Category
+CATEGORY_ORDER: tuple[Category, ...] = (
+    C.DRIVER_MISSING, C.DRIVER_LIBRARY_MISMATCH, C.DRIVER_TOO_OLD, C.WSL_SETUP,
+    C.TORCH_MISSING, C.TORCH_CPU_ONLY, C.NCCL_UNAVAILABLE, C.TORCH_ARCH_UNSUPPORTED,
+    C.PACKAGE_CONFLICT, C.HARDWARE_FAULT, C.CUDA_INIT_FAILURE, C.GPU_NOT_VISIBLE,
+    C.HOST_OUT_OF_MEMORY, C.GPU_OUT_OF_MEMORY, C.NCCL_SHARED_MEMORY, C.CUDNN_FAILURE,
+    C.RENDEZVOUS_PORT_IN_USE, C.RENDEZVOUS_FAILURE, C.DDP_USAGE_ERROR, C.NCCL_P2P,
+    C.NCCL_NETWORK, C.COLLECTIVE_TIMEOUT, C.UNKNOWN,
+)
+_POSITION = {category: index for index, category in enumerate(CATEGORY_ORDER)}
+
+
+def category_position(category: Category) -> int:
+    return _POSITION.get(category, len(CATEGORY_ORDER))
+
+
+def root_cause_key(finding: Finding, first_seen: int = 0) -> tuple[int, int, int]:
+    """Sort key: errors first, then the category's place in the causal order."""
+    return (-finding.effective_severity.rank, category_position(finding.code.category),
+            first_seen)

@@ -1,0 +1,63 @@
+"""Which rank printed a line: the prefixes launchers put in front of each rank's output.
+
+When eight ranks fail together a log holds eight copies of one traceback, interleaved.
+Knowing the rank of each line lets the diagnosis report one finding that affects ranks
+0-7 instead of eight findings. Prefixes recognised (each from the launcher's docs):
+
+- ``[rank3]:`` — PyTorch's own prefix on tracebacks of distributed ranks (torch >= 2.2);
+- ``[default3]:`` — ``torchrun --tee 3`` / ``--local-ranks-filter`` prefixes lines with
+  the role and local rank (https://pytorch.org/docs/stable/elastic/run.html);
+- ``3: `` — ``srun --label`` (https://slurm.schedmd.com/srun.html#OPT_label);
+- ``[1,3]<stderr>:`` — Open MPI ``mpirun --tag-output``;
+- ``host:pid:tid [3] NCCL WARN`` — NCCL's own debug prefix names the CUDA device;
+- ``[Rank 5]`` inside ProcessGroupNCCL's messages (no prefix, but the rank is named).
+"""
+
+from __future__ import annotations
+
+import re
+
+_PREFIXES = (
+    re.compile(r"^\[(?:rank|default|trainer|worker)(\d{1,5})\]:\s?"),
+    re.compile(r"^\[\d{1,5},(\d{1,5})\]<std(?:out|err)>:\s?"),
+    re.compile(r"^\s{0,3}(\d{1,5}): "),
+)
+_NCCL = re.compile(r"^([\w.\-]+):\d+:\d+ \[(\d{1,3})\] NCCL ")
+# ProcessGroupNCCL's own messages: "[E ProcessGroupNCCL.cpp:563] [Rank 5] Watchdog caught ..."
+_PG_RANK = re.compile(r"\[Rank (\d{1,5})\]")
+# torchrun's failure summary: "rank      : 1 (local_rank: 1)" above "exitcode  : -9"
+SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d{1,5})\b")
+
+
+def split_rank(line: str) -> tuple[str | None, str]:
+    """(who printed it, the line without the launcher's prefix)."""
+    for prefix in _PREFIXES:
+        found = prefix.match(line)
+        if found:
+            return f"rank {int(found.group(1))}", line[found.end():]
+    nccl = _NCCL.match(line)
+    if nccl:
+        return f"{nccl.group(1)} GPU {nccl.group(2)}", line
+    named = _PG_RANK.search(line)
+    if named:
+        return f"rank {int(named.group(1))}", line
+    return None, line
+
+
+def group_label(ranks: list[str]) -> list[str]:
+    """Ranks as a short list: ["ranks 0-3, 6"] rather than eight entries."""
+    numbered = sorted({int(r.split()[1]) for r in ranks if r.startswith("rank ")})
+    others = sorted({r for r in ranks if not r.startswith("rank ")})
+    if not numbered:
+        return others
+    spans: list[str] = []
+    start = prev = numbered[0]
+    for value in [*numbered[1:], None]:
+        if value is not None and value == prev + 1:
+            prev = value
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if value is not None:
+            start = prev = value
+    word = "rank" if len(numbered) == 1 else "ranks"
+    return [f"{word} {', '.join(spans)}", *others]
