@@ -162,6 +162,8 @@ def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
         yield Summary(f"built for ROCm {build['hip']}")
         return
     gpus_present = nvidia_gpus_present(facts)
+    # Whether GPUs are absent is known only when NVML or the PCI scan was looked at.
+    gpus_known = facts.available("nvml") or facts.available("driver")
     steps = [
         Step("Remove the CPU-only build.",
              command=f"{target_pip(facts)} uninstall -y torch torchvision torchaudio"),
@@ -173,7 +175,7 @@ def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
     yield Finding(
         code=TORCH_CPU_ONLY,
         title=f"torch {build.get('version')} is a CPU-only build"
-        + ("" if gpus_present else " (this machine has no NVIDIA GPU either)"),
+        + ("" if gpus_present or not gpus_known else " (this machine has no NVIDIA GPU either)"),
         severity=Severity.ERROR if gpus_present else Severity.WARNING,
         evidence=(
             Evidence("torch.__version__", str(build.get("version")), "interpreter probe"),
