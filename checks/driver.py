@@ -195,10 +195,11 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         return
     if nvml.get("initialized"):
         gpus = nvml.get("gpus") or []
+        cuda = nvml.get("cuda_driver_version")
         yield Summary(
-            f"driver {nvml.get('driver_version')} "
-            f"(supports CUDA {nvml.get('cuda_driver_version')}), "
-            f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+            f"driver {nvml.get('driver_version')}"
+            + (f" (supports CUDA {cuda})" if cuda else "")
+            + f", {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
         )
         return
     pci = drv.get("pci_gpus") or []

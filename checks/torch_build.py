@@ -103,7 +103,8 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
     torch = facts["torch"]
     if torch.get("importable"):
         build = torch.get("build") or {}
-        yield Summary(f"torch {build.get('version')} from {build.get('file')}")
+        where = f" from {build['file']}" if build.get("file") else ""
+        yield Summary(f"torch {build.get('version') or '(version not reported)'}{where}")
         return
     error = torch.get("import_error") or {}
     kind = error.get("type") or "ImportError"
@@ -575,6 +576,9 @@ def torch_companions(facts: Any) -> Iterator[Finding | Summary]:
 )
 def torchvision_ops(facts: Any) -> Iterator[Finding | Summary]:
     tv = facts["torch"].get("torchvision")
+    if "torchvision" not in facts["torch"]:  # facts from a pasted report: not tried
+        yield Summary("torchvision import not tested")
+        return
     if not tv:
         yield Summary("torchvision not installed")
         return
@@ -621,7 +625,8 @@ def single_torch(facts: Any) -> Iterator[Finding | Summary]:
     packages = python.get("packages") or {}
     entries = packages.get("torch") or [] if isinstance(packages, dict) else []
     if len(locations) <= 1 and len(entries) <= 1:
-        yield Summary(locations[0] if locations else "no torch on sys.path")
+        yield Summary(locations[0] if locations else "no torch on sys.path"
+                      if "torch_locations" in python else f"{len(entries)} torch listed")
         return
     evidence = [Evidence(f"torch package {n + 1}", path, "sys.path")
                 for n, path in enumerate(locations)]

@@ -68,7 +68,7 @@ def _tree(lines: Sequence[str]) -> tuple[dict[str, str], list[dict[Path, str]]]:
         if gpu is None:
             break  # indented text before any GPU block: not -q output
         if match and match.group(2):
-            gpu[tuple(name for _, name in sections) + (match.group(1),)] = match.group(2)
+            gpu[(*(name for _, name in sections), match.group(1))] = match.group(2)
         else:
             sections.append((indent, stripped.rstrip(":").strip()))
     return system, gpus
@@ -164,7 +164,7 @@ def _uncorrected(block: dict[Path, str], scope: str) -> int | None:
         if len(path) < 3 or path[0] != "ECC Errors" or path[1] != scope:
             continue
         name = " ".join(path[2:]).lower()
-        counts = ("double bit total" == name or
+        counts = (name == "double bit total" or
                   ("uncorrectable" in name and "sources" not in name))
         number = to_int(known(value))
         if counts and number is not None:
@@ -174,10 +174,12 @@ def _uncorrected(block: dict[Path, str], scope: str) -> int | None:
 
 def _ecc(block: dict[Path, str]) -> dict[str, Any] | None:
     enabled = yes_no(_get(block, "Ecc Mode", "Current") or _get(block, "ECC Mode", "Current"))
-    if enabled is None:
-        return None
-    return {"enabled": enabled, "volatile_uncorrected": _uncorrected(block, "Volatile"),
-            "aggregate_uncorrected": _uncorrected(block, "Aggregate")}
+    volatile = _uncorrected(block, "Volatile")
+    aggregate = _uncorrected(block, "Aggregate")
+    if enabled is None and volatile is None and aggregate is None:
+        return None  # neither the mode nor a count was pasted
+    return {"enabled": enabled, "volatile_uncorrected": volatile,
+            "aggregate_uncorrected": aggregate}
 
 
 def _remapped_rows(block: dict[Path, str]) -> dict[str, Any] | None:

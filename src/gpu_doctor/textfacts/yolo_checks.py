@@ -3,7 +3,7 @@
 Every Ultralytics and YOLOv5 run prints one banner line from ``select_device``
 (ultralytics/utils/torch_utils.py, yolov5 utils/torch_utils.py)::
 
-    YOLOv5 🚀 v7.0-72-g064365d Python-3.10.9 torch-1.13.1+cu117 CUDA:0 (NVIDIA GeForce RTX 3090, 24260MiB)
+    YOLOv5 🚀 v7.0-72-g064365d Python-3.10.9 torch-1.13.1+cu117 CUDA:0 (NVIDIA A100 ..., 81100MiB)
     Ultralytics 8.3.74 🚀 Python-3.12.9 torch-2.6.0+cu124 CUDA:0 (Tesla T4, 14918MiB)
                                                           CUDA:1 (Tesla T4, 14918MiB)
 
