@@ -3,9 +3,9 @@
 Every Ultralytics and YOLOv5 run prints one banner line from ``select_device``
 (ultralytics/utils/torch_utils.py, yolov5 utils/torch_utils.py)::
 
-    YOLOv5 🚀 v7.0-72-g064365d Python-3.10.9 torch-1.13.1+cu117 CUDA:0 (NVIDIA A100 ..., 81100MiB)
-    Ultralytics 8.3.74 🚀 Python-3.12.9 torch-2.6.0+cu124 CUDA:0 (Tesla T4, 14918MiB)
-                                                          CUDA:1 (Tesla T4, 14918MiB)
+  YOLOv5 🚀 v6.2-0-gd3ea0df Python-3.9.0 torch-1.13.0+cu116 CUDA:0 (NVIDIA A100 80GB PCIe, 81100MiB)
+  Ultralytics 8.3.74 🚀 Python-3.12.9 torch-2.6.0+cu124 CUDA:0 (Tesla T4, 14918MiB)
+                                                        CUDA:1 (Tesla T4, 14918MiB)
 
 so YOLO tickets carry torch's version, its wheel tag and the CUDA devices torch opened
 (``torch.cuda.get_device_properties``: name and total memory in MiB). "CPU (...)" means the
