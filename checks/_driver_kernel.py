@@ -71,7 +71,11 @@ def mismatch_versions(nvml: dict[str, Any], drv: dict[str, Any]) -> tuple[bool, 
 def mismatch_finding(nvml: dict[str, Any], drv: dict[str, Any], os_fact: dict[str, Any],
                      library: str | None) -> Finding:
     module = drv.get("module_version") or "unknown"
-    if library:
+    if library and not drv.get("module_version"):
+        title = (f"NVML reports a driver/library version mismatch: the driver libraries are "
+                 f"{library} but the loaded kernel module is another version (upgraded "
+                 "without a reboot)")
+    elif library:
         title = (f"Kernel module {module} is loaded but the driver libraries are {library}: "
                  "driver/library version mismatch (upgraded without a reboot)")
     else:
@@ -82,7 +86,8 @@ def mismatch_finding(nvml: dict[str, Any], drv: dict[str, Any], os_fact: dict[st
                  "nvmlInit()"),
         Evidence("loaded kernel module", module, "/proc/driver/nvidia/version"),
         Evidence("driver libraries on disk",
-                 ", ".join(drv.get("userspace_versions") or []) or "not found",
+                 ", ".join(drv.get("userspace_versions") or [])
+                 or ("not found" if "userspace_versions" in drv else "unknown"),
                  "libnvidia-ml.so.* / libcuda.so.* in the system library directories"),
     )
     steps = [

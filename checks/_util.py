@@ -60,7 +60,7 @@ def gpu_test_results(facts: Any, key: str, what: str) -> tuple[list[dict[str, An
     results = cuda.get(key) or []
     if results:
         return results, None
-    if cuda.get("device_count"):
+    if cuda.get("device_count") or (cuda.get("available") and "device_count" not in cuda):
         return [], Summary(f"not run: the probe reported no {what} for the CUDA devices")
     return [], Summary(f"no {what} ran (no CUDA device)")
 

@@ -223,7 +223,14 @@ def cuda_init(facts: Any) -> Iterator[Finding | Summary]:
         yield Summary("no CUDA build or no driver: nothing to initialise")
         return
     if cuda.get("available") and not cuda.get("init_error"):
-        yield Summary(f"{cuda.get('device_count')} CUDA device(s)")
+        count = cuda.get("device_count")
+        yield Summary("CUDA available" if count is None else f"{count} CUDA device(s)")
+        return
+    if "available" not in cuda or "init_error" not in cuda:
+        # Facts from a pasted report: whether or why CUDA failed was not recorded, and the
+        # driver and build checks judge the causes they can see.
+        yield Summary("CUDA " + ("not available" if "available" in cuda else "state unknown")
+                      + "; the reason was not recorded")
         return
     yield _init_finding(facts, cuda.get("init_error")
                         or "torch.cuda.is_available() returned False without an error")

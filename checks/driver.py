@@ -59,6 +59,8 @@ DRIVER_MISSING = Code(
 
 def _driver_evidence(nvml: dict[str, Any], drv: dict[str, Any]) -> list[Evidence]:
     pci = drv.get("pci_gpus") or []
+    if not drv:  # no driver-file facts (a pasted nvidia-smi output): only what NVML said
+        return [Evidence("NVML", nvml.get("error") or "not initialised", "nvmlInit()")]
     return [
         Evidence("NVML", nvml.get("error") or "not initialised", "nvmlInit()"),
         Evidence(
@@ -178,36 +180,42 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any], server: bool = False) -
     id="driver.present",
     title="NVIDIA driver",
     area="driver",
-    requires=("nvml", "driver", "os"),
+    requires=("nvml",),
     codes=(DRIVER_MISSING, LIBRARY_MISMATCH),
 )
 def driver_present(facts: Any) -> Iterator[Finding | Summary]:
+    # Only NVML is required: facts read from a pasted nvidia-smi output have no driver-file
+    # or OS facts, and their keys are then unknown (absent), not "none found".
     nvml = facts["nvml"]
-    drv = facts["driver"]
+    drv = facts.get("driver") or {}
+    os_fact = facts.get("os") or {}
     mismatch, library = mismatch_versions(nvml, drv)
     if mismatch:
-        yield mismatch_finding(nvml, drv, facts["os"], library)
+        yield mismatch_finding(nvml, drv, os_fact, library)
         return
     if nvml.get("initialized"):
         gpus = nvml.get("gpus") or []
+        cuda = nvml.get("cuda_driver_version")
         yield Summary(
-            f"driver {nvml.get('driver_version')} "
-            f"(supports CUDA {nvml.get('cuda_driver_version')}), "
-            f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+            f"driver {nvml.get('driver_version')}"
+            + (f" (supports CUDA {cuda})" if cuda else "")
+            + f", {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
         )
         return
     pci = drv.get("pci_gpus") or []
-    if (facts["os"].get("wsl") or {}).get("is_wsl"):
+    if (os_fact.get("wsl") or {}).get("is_wsl"):
         # WSL2 has no PCI view of the GPU (it is shared through /dev/dxg): absence on the
         # bus says nothing there.
         title = "No NVIDIA driver answers inside WSL"
-    elif pci and module_not_built(drv) and not (facts["os"].get("container") or {}).get(
+    elif pci and module_not_built(drv) and not (os_fact.get("container") or {}).get(
             "in_container"):
         title = (f"The NVIDIA kernel module is not built for the running kernel "
                  f"{drv.get('kernel_release')}: no driver answers")
     elif pci:
         are = "GPUs are" if len(pci) > 1 else "GPU is"
         title = f"{len(pci)} NVIDIA {are} installed but no driver answers"
+    elif "pci_gpus" not in drv:  # the PCI bus was not looked at: do not claim there is no GPU
+        title = "No NVIDIA driver answers"
     else:
         title = "No NVIDIA GPU or driver found: GPU training cannot run on this machine"
     evidence = _driver_evidence(nvml, drv)
@@ -218,6 +226,6 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         title=title,
         severity=Severity.ERROR,
         evidence=tuple(evidence),
-        remediation=tuple(_steps(facts["os"], drv, looks_like_server(facts))),
+        remediation=tuple(_steps(os_fact, drv, looks_like_server(facts))),
         affects=tuple(f"pci:{g['address']}" for g in pci),
     )

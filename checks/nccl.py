@@ -220,6 +220,9 @@ def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
     if dist.get("available") and dist.get("nccl_available"):
         yield Summary(f"NCCL {version or '(version unknown)'}")
         return
+    if "distributed" not in torch:  # facts from a pasted report: not recorded
+        yield Summary("torch.distributed and NCCL not reported")
+        return
     system = (facts.get("os") or {}).get("system") or ""
     reason = ("torch.distributed is not available" if not dist.get("available")
               else "torch.distributed.is_nccl_available() is False")

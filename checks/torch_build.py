@@ -103,7 +103,8 @@ def torch_importable(facts: Any) -> Iterator[Finding | Summary]:
     torch = facts["torch"]
     if torch.get("importable"):
         build = torch.get("build") or {}
-        yield Summary(f"torch {build.get('version')} from {build.get('file')}")
+        where = f" from {build['file']}" if build.get("file") else ""
+        yield Summary(f"torch {build.get('version') or '(version not reported)'}{where}")
         return
     error = torch.get("import_error") or {}
     kind = error.get("type") or "ImportError"
@@ -162,6 +163,8 @@ def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
         yield Summary(f"built for ROCm {build['hip']}")
         return
     gpus_present = nvidia_gpus_present(facts)
+    # Whether GPUs are absent is known only when NVML or the PCI scan was looked at.
+    gpus_known = facts.available("nvml") or facts.available("driver")
     steps = [
         Step("Remove the CPU-only build.",
              command=f"{target_pip(facts)} uninstall -y torch torchvision torchaudio"),
@@ -173,7 +176,7 @@ def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
     yield Finding(
         code=TORCH_CPU_ONLY,
         title=f"torch {build.get('version')} is a CPU-only build"
-        + ("" if gpus_present else " (this machine has no NVIDIA GPU either)"),
+        + ("" if gpus_present or not gpus_known else " (this machine has no NVIDIA GPU either)"),
         severity=Severity.ERROR if gpus_present else Severity.WARNING,
         evidence=(
             Evidence("torch.__version__", str(build.get("version")), "interpreter probe"),
@@ -573,6 +576,9 @@ def torch_companions(facts: Any) -> Iterator[Finding | Summary]:
 )
 def torchvision_ops(facts: Any) -> Iterator[Finding | Summary]:
     tv = facts["torch"].get("torchvision")
+    if "torchvision" not in facts["torch"]:  # facts from a pasted report: not tried
+        yield Summary("torchvision import not tested")
+        return
     if not tv:
         yield Summary("torchvision not installed")
         return
@@ -619,7 +625,8 @@ def single_torch(facts: Any) -> Iterator[Finding | Summary]:
     packages = python.get("packages") or {}
     entries = packages.get("torch") or [] if isinstance(packages, dict) else []
     if len(locations) <= 1 and len(entries) <= 1:
-        yield Summary(locations[0] if locations else "no torch on sys.path")
+        yield Summary(locations[0] if locations else "no torch on sys.path"
+                      if "torch_locations" in python else f"{len(entries)} torch listed")
         return
     evidence = [Evidence(f"torch package {n + 1}", path, "sys.path")
                 for n, path in enumerate(locations)]

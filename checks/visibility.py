@@ -169,7 +169,7 @@ def _gpus(facts: Any) -> list[dict[str, Any]]:
 
 
 def _cvd(facts: Any) -> str | None:
-    return facts["env_vars"].get("CUDA_VISIBLE_DEVICES")
+    return (facts.get("env_vars") or {}).get("CUDA_VISIBLE_DEVICES")
 
 
 def _visible(facts: Any) -> list[dict[str, Any]]:
@@ -352,7 +352,9 @@ def _who(p: dict[str, Any], with_memory: bool) -> str:
     id="visibility.busy",
     title="GPUs already in use",
     area="visibility",
-    requires=("nvml", "env_vars"),
+    # env_vars only narrows the GPUs to CUDA_VISIBLE_DEVICES; without it (a pasted
+    # nvidia-smi table) every GPU counts.
+    requires=("nvml",),
     codes=(GPU_BUSY,),
     blocked_by=("driver.present",),
 )
