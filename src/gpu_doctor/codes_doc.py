@@ -16,12 +16,14 @@ if TYPE_CHECKING:
 
 
 def all_codes(catalogue: Catalogue) -> dict[str, Code]:
-    """The checks' codes plus those the smoke job and the log rules report (no check emits
-    them, yet `explain` and docs/codes.md must know them)."""
+    """The checks' codes plus those the smoke job, the log rules and ``diagnose`` report (no
+    check emits them, yet `explain` and docs/codes.md must know them)."""
+    from gpu_doctor.diagnose.compose import NOTHING_MATCHED
     from gpu_doctor.logrules import LOG_CODES
     from gpu_doctor.smoke_codes import SMOKE_CODES
 
-    return {**catalogue.codes(), **{c.id: c for c in (*SMOKE_CODES, *LOG_CODES)}}
+    extra = (*SMOKE_CODES, *LOG_CODES, NOTHING_MATCHED)
+    return {**catalogue.codes(), **{c.id: c for c in extra}}
 
 
 def render_code_text(code: Code) -> str:

@@ -1,0 +1,47 @@
+"""``diagnose`` reads a 1 GB log as a stream: bounded memory, exact line numbers.
+
+The log is generated on the fly and piped into the real CLI's stdin, so nothing of that
+size touches the disk; peak memory is the child's own (wait4), not this test's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpu_doctor.diagnose.synthetic import synthetic_log
+
+GIB = 1 << 30
+PLANTED = (
+    "[rank3]: Traceback (most recent call last):\n"
+    "[rank3]:   File \"train.py\", line 212, in <module>\n"
+    "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 "
+    "has a total capacity of 79.10 GiB of which 1.02 GiB is free.\n"
+)
+
+
+def test_a_1_gib_log_streams_through_stdin_in_under_300_mb(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "gpu_doctor", "diagnose", "-", "--json", str(report)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert child.stdin is not None
+    planted_at: list[int] = []
+    for block, starts in synthetic_log(GIB, [PLANTED]):
+        planted_at += starts
+        child.stdin.write(block)
+    child.stdin.close()
+    _, status, usage = os.wait4(child.pid, 0)
+    assert child.stderr is not None
+    errors = child.stderr.read().decode()
+    assert os.waitstatus_to_exitcode(status) == 1, errors
+    peak_mib = usage.ru_maxrss / 1024
+    assert peak_mib < 300, f"peak RSS {peak_mib:.0f} MiB"
+    data = json.loads(report.read_text())
+    lead = data["findings"][0]
+    assert lead["category"] == "gpu_out_of_memory"
+    assert lead["affects"] == ["rank 3"]
+    assert lead["evidence"][0]["label"] == f"line {planted_at[0] + 2}"
