@@ -113,9 +113,9 @@ UNUSED_PERF = Code(
     severity=Severity.WARNING, docs_url=DDP_NOTES)
 
 RULES: tuple[Rule, ...] = (
-    Rule(PORT_IN_USE, rx(r"address already in use", r"error\b[^\n]*eaddrinuse",
-                         r"error: 10048\b"),
-         ("in use", "error"),
+    Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
+                         r"error\b[^\n]*eaddrinuse", r"error: 10048\b"),
+         ("error", "fail"),
          (Step("Find the process that holds the port.", command="ss -ltnp"),
           Step("Launch on a free port: omit --master-port, or pick another one.")),
          examples=("RuntimeError: The server socket has failed to listen on any local network "

@@ -132,6 +132,14 @@ WSL_BLOCKED = Code(
     fix="Remove Linux driver packages inside WSL (apt remove 'nvidia-*' except the "
         "toolkit), update the Windows driver and WSL (`wsl --update`), then `wsl --shutdown`.",
     docs_url=WSL_GUIDE)
+WSL1 = Code(
+    "LOG061", Category.WSL_SETUP, "WSL 1 has no GPU support",
+    what="The kernel is WSL 1's (version ending in -Microsoft). Only WSL 2 passes the GPU "
+         "through; installing a Linux NVIDIA driver or its DKMS module inside WSL never works.",
+    why="No GPU can be used in this distribution.",
+    fix="Convert the distribution to WSL 2 (`wsl --set-version <distro> 2`), remove Linux "
+        "NVIDIA driver packages inside it, and use the Windows driver.",
+    docs_url=WSL_GUIDE)
 
 RULES: tuple[Rule, ...] = (
     Rule(NO_DRIVER, rx(r"found no nvidia driver on your system",
@@ -155,6 +163,7 @@ RULES: tuple[Rule, ...] = (
              "modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic",
              "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
              "Failed to properly shut down NVML: Driver Not Loaded"),
+         symptom_of=("LOG061", "LOG020"),
          alternatives=("wsl_setup: inside WSL2 this means the Linux driver was installed in WSL "
                        "or /usr/lib/wsl/lib is missing",),
          decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
@@ -168,7 +177,7 @@ RULES: tuple[Rule, ...] = (
                    'with capabilities: [[gpu]].',)),
     Rule(DRIVER_OLD, rx(r"the nvidia driver on your system is too old",
                         r"cuda driver version is insufficient for cuda runtime version",
-                        r"cuda runtime error \(35\)",
+                        r"cuda runtime error \(35\)", r"cuda failure 35\b",
                         r"cudagetdevicecount\S* returned 35",
                         r"cuda_error_insufficient_driver",
                         r"cudaerrorinsufficientdriver"),
@@ -244,9 +253,10 @@ RULES: tuple[Rule, ...] = (
                       command='python -c "import torch; torch.zeros(1).cuda(); print(\'ok\')"'),
                  Step("Look for Xid errors.", command="sudo dmesg -T | grep -i xid"))),
     Rule(FABRIC, rx(r"error 802\W+system not yet initialized",
+                    r"fail[^\n]*system not yet initialized",
                     r"cuda error: system not yet initialized",
                     r"cuda_error_system_not_ready", r"cudaerrorsystemnotready"),
-         ("error", "cuda"),
+         ("error", "cuda", "fail"),
          (Step("Check the Fabric Manager service.",
                command="systemctl status nvidia-fabricmanager"),
           Step("Install the version that matches the driver and start it.",
@@ -303,4 +313,11 @@ RULES: tuple[Rule, ...] = (
          examples=("Failed to initialize NVML: GPU access blocked by the operating system",
                    "Failed to properly shut down NVML: GPU access blocked by the operating "
                    "system")),
+    Rule(WSL1, rx(r"error[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)",
+                  r"nvidia[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)"),
+         ("error", "nvidia"),
+         (Step("Check the WSL version of each distribution (in Windows).", command="wsl -l -v"),
+          Step("Convert it to WSL 2.", command="wsl --set-version Ubuntu 2")),
+         examples=("Error! Your kernel headers for kernel 4.4.0-19041-Microsoft cannot be "
+                   "found.",)),
 )

@@ -194,7 +194,7 @@ RULES: tuple[Rule, ...] = (
          decide=(OOM_KILLER,)),
     Rule(OOM_KILL, rx(r"out of memory: killed process", r"memory cgroup out of memory",
                       r"error: detected \d+ oom[-_]kill event", r"oomkilled",
-                      r"killed by signal: killed", r"^\s*killed\s*$",
+                      r"killed by signal\w*: killed", r"^\s*killed\s*$",
                       r"killed process \d+ \([^)]*\) total-vm"),
          ("memory", "error", "killed"),
          (OOM_KILLER, Step("Use fewer DataLoader workers or a smaller batch.")),

@@ -18,7 +18,7 @@ from gpu_doctor.model import Code, Step
 
 GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cuda", "cudnn",
-    "nvidia", "nvrm", "time", "refused", "in use", "no module named", "bad_alloc",
+    "nvidia", "nvrm", "time", "refused", "numpy", "no module named", "bad_alloc",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). At most 16: each is one pass."""

@@ -62,8 +62,9 @@ NO_CUDA = Code(
     docs_url=GET_STARTED)
 TV_MISMATCH = Code(
     "LOG025", Category.PACKAGE_CONFLICT, "torchvision does not match torch",
-    what="torchvision's compiled operators (nms, roi_align) could not load or register: it "
-         "was built for another torch version or for another CUDA/CPU variant.",
+    what="torchvision's compiled operators (nms, roi_align), or another compiled extension "
+         "(detectron2, mmcv), could not load or register: it was built for another torch "
+         "version or for another CUDA/CPU variant.",
     why="Detection models (YOLO, Faster R-CNN) fail at their first NMS.",
     fix="Install torch and torchvision as a matching pair from the same index URL.",
     docs_url="https://github.com/pytorch/vision#installation")
@@ -170,7 +171,17 @@ RULES: tuple[Rule, ...] = (
              "CUDA versions. PyTorch has CUDA Version=11.8 and torchvision has CUDA "
              "Version=12.1. Please reinstall the torchvision that matches your PyTorch "
              "install.")),
-    Rule(NUMPY, rx(r"fail\w* to initialize numpy",
+    Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z"),
+         ("error",),
+         (Step("Rebuild the extension against the installed torch (or install the wheel built "
+               "for it).", command="pip install --no-cache-dir --force-reinstall --no-binary "
+                                   ":all: PACKAGE"),),
+         examples=("ImportError: /envs/detect2/lib/python3.6/site-packages/detectron2/_C.cpython-"
+                   "36m-x86_64-linux-gnu.so: undefined symbol: "
+                   "_ZNK2at10TensorBase8data_ptrIdEEPT_v",),
+         symptom_of=("LOG022", "LOG033")),
+    Rule(NUMPY, rx(r"compiled using numpy 1\.x cannot be run in",
+                   r"fail\w* to initialize numpy",
                    r"error: _array_api not found",
                    r"numpy\.core\.multiarray failed to import",
                    r"error: numpy is not available",
@@ -178,7 +189,7 @@ RULES: tuple[Rule, ...] = (
                    r"error: module 'numpy' has no attribute '(?:int|float|bool|object|str|long"
                    r"|complex)'",
                    r"error: `?np\.\w+`? was removed in the numpy 2\.0 release"),
-         ("error", "fail"),
+         ("error", "fail", "numpy"),
          (Step("Show the NumPy version.",
                command='python -c "import numpy; print(numpy.__version__)"'),
           Step("Go back to NumPy 1.x (or upgrade the packages built for 1.x).",
@@ -190,7 +201,8 @@ RULES: tuple[Rule, ...] = (
              "AttributeError: module 'numpy' has no attribute 'int'.",
              "AttributeError: `np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` "
              "instead.",
-             "ImportError: numpy.core.multiarray failed to import")),
+             "ImportError: numpy.core.multiarray failed to import",
+             "A module that was compiled using NumPy 1.x cannot be run in")),
     Rule(PKG_WARNING, rx(r"error: pip's dependency resolver does not currently take into account",
                          r"warning\W[^\n]*torchvision==\S+ is incompatible with torch==",
                          r"fail\w* to load image python extension"),
