@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from gpu_doctor import __version__
 from gpu_doctor.diagnose.compose import compose, env_evidence, nothing_matched
+from gpu_doctor.diagnose.context import refine
 from gpu_doctor.diagnose.rank import root_cause_key
 from gpu_doctor.diagnose.scan import ScanResult, Scanner
 from gpu_doctor.diagnose.source import InputError, open_input
@@ -104,7 +105,9 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     if scan.blank and not snapshots:
         raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
                          f"diagnose")
-    ordered = compose(scan)
+    from gpu_doctor.logrules.nccl import NCCL_SOCKET
+
+    ordered = refine(compose(scan), scan, NCCL_SOCKET)
     facts, where = _environment(scan, snapshots)
     env = _env_findings(facts, where) if facts is not None else []
     ranked = sorted([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))],
@@ -114,13 +117,12 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         findings.append(nothing_matched(scan))
     label = "stdin" if target == "-" else target
     lead = findings[0]
-    summary = (f"most likely cause: {lead.code.category.value} ({lead.code.id}), "
-               f"{lead.title}" if lead.code.id != "DIAG001"
-               else "no known failure signature")
+    summary = (f"most likely cause: {lead.code.category.value} ({lead.code.id})"
+               if lead.code.id != "DIAG001" else "no known failure signature")
     if where:
         summary += f"; environment read from {where}"
     result = CheckResult(
-        check_id="diagnose.log", title=f"Diagnosis of {label}", area="log",
+        check_id="diagnose.log", title="Log diagnosis", area="log",
         status=_status(findings), summary=summary, findings=tuple(findings))
     report = Report(
         tool_version=__version__,

@@ -89,12 +89,16 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
     if code_hits.count > len(code_hits.quotes):
         evidence.append(Evidence("matched lines", f"{code_hits.count} in all"))
     ranks = set(code_hits.ranks)
+    quoted = {(q.document, q.line) for q in code_hits.quotes}
     for symptom in folded:
-        first = symptom.quotes[0]
+        ranks |= symptom.ranks
+        fresh = [q for q in symptom.quotes if (q.document, q.line) not in quoted]
+        if not fresh:
+            continue  # the same line, read by a more general rule too
+        first = fresh[0]
         evidence.append(Evidence(f"then, {_where(first, many)}",
                                  f"{first.text} ({symptom.code.id}, a consequence)",
                                  first.document))
-        ranks |= symptom.ranks
     steps: list[Step] = []
     alternatives: list[str] = []
     deciders: list[Step] = []
@@ -104,7 +108,7 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
         deciders += [s for s in getattr(rule, "decide", ()) if s not in deciders]
     for alternative in alternatives:
         evidence.append(Evidence("other possible cause", alternative))
-    remediation = [*steps, *deciders] if deciders else steps
+    remediation = [*steps, *(s for s in deciders if s not in steps)]
     return Finding(code, code.summary, evidence=tuple(evidence), remediation=tuple(remediation),
                    affects=tuple(group_label(sorted(ranks))), docs_url=code.docs_url)
 

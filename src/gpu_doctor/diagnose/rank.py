@@ -3,7 +3,8 @@
 A log of a failed job holds the cause and its consequences. The contract's categories
 are ordered so that a cause comes before what it produces: no driver explains every CUDA
 error after it; a wrong torch build explains a missing kernel image; a rank killed for
-memory explains the watchdog timeouts of the ranks that waited for it. Within one
+memory explains the watchdog timeouts of the ranks that waited for it. WSL comes first:
+running under WSL 1, or with a Linux driver installed inside WSL, explains a missing driver. Within one
 severity the earliest category in this list leads; the first line seen breaks ties.
 """
 
@@ -14,7 +15,7 @@ from gpu_doctor.model import Finding
 
 C = Category
 CATEGORY_ORDER: tuple[Category, ...] = (
-    C.DRIVER_MISSING, C.DRIVER_LIBRARY_MISMATCH, C.DRIVER_TOO_OLD, C.WSL_SETUP,
+    C.WSL_SETUP, C.DRIVER_MISSING, C.DRIVER_LIBRARY_MISMATCH, C.DRIVER_TOO_OLD,
     C.TORCH_MISSING, C.TORCH_CPU_ONLY, C.NCCL_UNAVAILABLE, C.TORCH_ARCH_UNSUPPORTED,
     C.PACKAGE_CONFLICT, C.HARDWARE_FAULT, C.CUDA_INIT_FAILURE, C.GPU_NOT_VISIBLE,
     C.HOST_OUT_OF_MEMORY, C.GPU_OUT_OF_MEMORY, C.NCCL_SHARED_MEMORY, C.CUDNN_FAILURE,

@@ -4,7 +4,8 @@ Testing ~100 regular expressions on every line of a 1 GB log would take minutes.
 rule instead names its *anchors*, words from a small shared vocabulary (``GATES``) that
 every line it can match contains. A chunk is lowered once, each gate is found with
 ``str.find`` (C speed), and only lines holding a gate are split off and tested, and only
-against the rules indexed under the gates they hold. Memory stays bounded: evidence keeps
+against the rules indexed under the gates they hold, and only when the line holds one of
+the literal phrases the rule's pattern cannot match without (``literals.py``). Memory stays bounded: evidence keeps
 a few distinct lines per code, and the environment sections handed to the text parsers
 are capped in lines and size.
 """
@@ -16,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpu_doctor.diagnose.normalize import text_chunks
+from gpu_doctor.diagnose.literals import phrase_pattern, required_literals
+from gpu_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from gpu_doctor.diagnose.ranks import SUMMARY_RANK, split_rank
 from gpu_doctor.diagnose.source import Document
 
@@ -83,6 +85,20 @@ class Section:
     lines: list[str] = field(default_factory=list)
 
 
+HEAD_CHARS = 256 * 1024  # bytes: the start of each document, for context (commands, NCCL setup)
+TAIL_CHARS = 64 * 1024  # its end: where a log that hangs goes silent
+
+
+@dataclass
+class DocumentContext:
+    """The start and the end of one document, for judgements that need neighbouring lines."""
+
+    document: str
+    head: str = ""
+    tail: str = ""
+    tail_first_line: int = 1
+
+
 @dataclass
 class ScanResult:
     """What a scan found, across all documents of one input."""
@@ -91,6 +107,7 @@ class ScanResult:
     sections: list[Section] = field(default_factory=list)
     exceptions: list[Quote] = field(default_factory=list)
     documents: list[str] = field(default_factory=list)
+    contexts: list[DocumentContext] = field(default_factory=list)
     lines: int = 0
     bytes_text: int = 0
     blank: bool = True  # nothing but whitespace so far
@@ -102,11 +119,28 @@ class Scanner:
     def __init__(self, rules: Sequence[RuleLike], gates: Iterable[str],
                  markers: Iterable[str] = ()) -> None:
         self._by_gate: dict[str, list[RuleLike]] = {}
+        self._literals: dict[int, tuple[str, ...] | None] = {}
         for rule in rules:
+            self._literals[id(rule)] = required_literals(rule.pattern)
             for anchor in rule.anchors:
                 self._by_gate.setdefault(anchor, []).append(rule)
+        # Per gate, one pattern of all its rules' literal phrases: most candidate lines hold
+        # a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one search.
+        self._gate_filter: dict[str, re.Pattern[str] | None] = {}
+        for gate, gated in self._by_gate.items():
+            phrases = [self._literals[id(rule)] for rule in gated]
+            self._gate_filter[gate] = None if any(p is None for p in phrases) else \
+                phrase_pattern([word for p in phrases for word in p or ()])
         self._markers = tuple(dict.fromkeys(m.lower() for m in markers))
         self._gates = tuple(dict.fromkeys([*(g.lower() for g in gates), *self._markers]))
+        self._gate_bytes = tuple(gate.encode() for gate in self._gates)
+        # One byte-level test for a whole candidate line before it is decoded: does it hold
+        # any rule's phrase, a section marker, or an exception? (None: some rule has no
+        # phrase, so every candidate line is read.)
+        every = [self._literals[id(rule)] for rule in rules]
+        self._line_filter = None if any(p is None for p in every) else re.compile(
+            phrase_pattern([*(w for p in every for w in p or ()), *self._markers,
+                            "error", "exception"]).pattern.encode())
         self.result = ScanResult()
         self._capture: Section | None = None
         self._capture_left = 0
@@ -114,30 +148,38 @@ class Scanner:
 
     def scan(self, document: Document) -> None:
         self.result.documents.append(document.name)
-        base, last = 1, "\n"
-        for chunk in text_chunks(document.blocks, document.encoding):
+        context = DocumentContext(document.name)
+        self.result.contexts.append(context)
+        head = bytearray()
+        tail, tail_first = b"", 1
+        base, last = 1, b"\n"
+        for chunk in byte_chunks(document.blocks, document.encoding):
             self.result.bytes_text += len(chunk)
             if self.result.blank and not chunk.isspace():
                 self.result.blank = False
             self._chunk(document.name, chunk, base)
-            base += chunk.count("\n")
+            if len(head) < HEAD_CHARS:
+                head += chunk[: HEAD_CHARS - len(head)]
+            tail, tail_first = _keep_tail(tail, tail_first, chunk, base)
+            base += chunk.count(b"\n")
             last = chunk[-1:] or last
-        self.result.lines += base - 1 + (last != "\n")
+        self.result.lines += base - 1 + (last != b"\n")
+        context.head = clean(bytes(head).decode("utf-8", "replace"))
+        context.tail = clean(tail.decode("utf-8", "replace"))
+        context.tail_first_line = tail_first
         self._capture = None
 
     # -- one chunk ---------------------------------------------------------------------
 
-    def _chunk(self, name: str, chunk: str, base: int) -> None:
-        low = chunk.lower()
-        aligned = len(low) == len(chunk)
-        lines_of = None if aligned else chunk.split("\n")
+    def _chunk(self, name: str, chunk: bytes, base: int) -> None:
+        low = chunk.lower()  # ASCII only, which is all the gates are
         starts: set[int] = set()
-        for gate in self._gates:
+        for gate in self._gate_bytes:
             at = low.find(gate)
             while at != -1:
-                start = low.rfind("\n", 0, at) + 1
+                start = low.rfind(b"\n", 0, at) + 1
                 starts.add(start)
-                end = low.find("\n", at)
+                end = low.find(b"\n", at)
                 if end == -1:
                     break
                 at = low.find(gate, end)
@@ -146,19 +188,19 @@ class Scanner:
         if not starts:
             return
         counted_to, line_no = 0, base
+        line_filter = self._line_filter
         for start in sorted(starts):
-            line_no += low.count("\n", counted_to, start)
-            counted_to = start
-            end = low.find("\n", start)
+            end = low.find(b"\n", start)
             end = len(low) if end == -1 else end
-            if aligned:
-                line = chunk[start:end]
-            else:
-                assert lines_of is not None
-                line = lines_of[line_no - base]
-            self._line(name, chunk, start, line, low[start:end], line_no)
+            if line_filter is not None and line_filter.search(low, start, end) is None \
+                    and low.find(b"\x1b", start, end) == -1:
+                continue  # a gate word by chance ("cudaDev"): no phrase of any rule
+            line_no += low.count(b"\n", counted_to, start)
+            counted_to = start
+            line = clean_line(chunk[start:end])
+            self._line(name, chunk, start, line, line.lower(), line_no)
 
-    def _line(self, name: str, chunk: str, start: int, line: str, low: str,
+    def _line(self, name: str, chunk: bytes, start: int, line: str, low: str,
               line_no: int) -> None:
         rank, text = split_rank(line)
         present = [gate for gate in self._gates if gate in low]
@@ -168,10 +210,16 @@ class Scanner:
         tested: set[int] = set()
         matched = False
         for gate in present:
+            gate_filter = self._gate_filter.get(gate)
+            if gate_filter is not None and gate_filter.search(low) is None:
+                continue
             for rule in self._by_gate.get(gate, ()):
                 if id(rule) in tested:
                     continue
                 tested.add(id(rule))
+                literals = self._literals[id(rule)]
+                if literals is not None and not any(word in low for word in literals):
+                    continue
                 if rule.pattern.search(text):
                     matched = True
                     self._record(rule, name, chunk, start, text, line_no, rank)
@@ -180,7 +228,7 @@ class Scanner:
             quotes.append(Quote(name, line_no, text.strip()[:MAX_QUOTE], rank))
             del quotes[:-3]
 
-    def _record(self, rule: RuleLike, name: str, chunk: str, start: int, text: str,
+    def _record(self, rule: RuleLike, name: str, chunk: bytes, start: int, text: str,
                 line_no: int, rank: str | None) -> None:
         if rank is None:
             rank = _summary_rank(chunk, start)
@@ -195,7 +243,7 @@ class Scanner:
 
     # -- environment sections ------------------------------------------------------------
 
-    def _start_capture(self, name: str, chunk: str, start: int, line_no: int) -> None:
+    def _start_capture(self, name: str, chunk: bytes, start: int, line_no: int) -> None:
         if len(self.result.sections) >= MAX_SECTIONS:
             return
         self._capture = Section(name, line_no)
@@ -203,26 +251,42 @@ class Scanner:
         self.result.sections.append(self._capture)
         self._continue_capture(chunk[start:])
 
-    def _continue_capture(self, text: str) -> None:
+    def _continue_capture(self, data: bytes) -> None:
         assert self._capture is not None
-        taken = text.split("\n", self._capture_left)[: self._capture_left]
-        if taken and taken[-1] == "" and text.endswith("\n"):
+        taken = data.split(b"\n", self._capture_left)[: self._capture_left]
+        if taken and taken[-1] == b"" and data.endswith(b"\n"):
             taken.pop()
-        self._capture.lines.extend(line[:SECTION_LINE_CHARS] for line in taken)
+        self._capture.lines.extend(clean_line(line[:SECTION_LINE_CHARS * 4])[:SECTION_LINE_CHARS]
+                                   for line in taken)
         self._capture_left -= len(taken)
         if self._capture_left <= 0:
             self._capture = None
 
 
-def _summary_rank(chunk: str, start: int) -> str | None:
+def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes, int]:
+    """The last TAIL_CHARS bytes of a document, cut at a line start, with its line number."""
+    if len(chunk) >= TAIL_CHARS:
+        cut = chunk.find(b"\n", len(chunk) - TAIL_CHARS) + 1 or len(chunk) - TAIL_CHARS
+        return chunk[cut:], base + chunk.count(b"\n", 0, cut)
+    data = tail + chunk
+    first = first if tail else base
+    if len(data) > TAIL_CHARS:
+        cut = data.find(b"\n", len(data) - TAIL_CHARS) + 1 or len(data) - TAIL_CHARS
+        first += data.count(b"\n", 0, cut)
+        data = data[cut:]
+    return data, first
+
+
+def _summary_rank(chunk: bytes, start: int) -> str | None:
     """The rank torchrun's failure summary names a few lines above an exit code."""
     at = start
     for _ in range(4):
         if at <= 0:
             return None
-        at = chunk.rfind("\n", 0, at - 1) + 1
-        end = chunk.find("\n", at)
-        found = SUMMARY_RANK.match(chunk[at:end if end != -1 else None])
+        at = chunk.rfind(b"\n", 0, at - 1) + 1
+        end = chunk.find(b"\n", at)
+        line = chunk[at:end if end != -1 else None].decode("utf-8", "replace")
+        found = SUMMARY_RANK.match(line)
         if found:
             return f"rank {int(found.group(1))}"
     return None

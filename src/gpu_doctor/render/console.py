@@ -87,6 +87,13 @@ def _header(report: Report, width: int) -> Text:
         parts.insert(1, f"WSL{env['wsl']}")
     if env.get("container"):
         parts.insert(1, f"in {env['container']}")
+    from_log = report.facts_source.startswith("log: ")
+    if from_log:  # only what the text showed; silence is not "no driver"
+        known = [env.get("os"), f"Python {env['python']}" if env.get("python") else None,
+                 f"torch {env['torch']}" if env.get("torch") else None,
+                 f"driver {env['driver']}" if env.get("driver") else None,
+                 gpu_text if gpus else None]
+        parts = [part for part in known if part]
     text = Text()
     text.append(f"gpu-doctor {report.tool_version}", style="bold")
     line_len = len(text) + 2
@@ -98,7 +105,9 @@ def _header(report: Report, width: int) -> Text:
             sep, line_len = "", 2
         text.append(sep + part)
         line_len += len(sep) + len(part)
-    if report.facts_source != "live":
+    if from_log:
+        text.append(f"\ndiagnosis of the {report.facts_source}", style="dim")
+    elif report.facts_source != "live":
         text.append(f"\nreplaying facts saved in {report.facts_source}", style="dim")
     return text
 

@@ -41,6 +41,12 @@ def _finding(finding: Finding) -> list[str]:
     return lines
 
 
+def _source(facts_source: str) -> str:
+    if facts_source.startswith("log: "):
+        return f" · diagnosis of the log `{facts_source[5:]}`"
+    return f" · replayed from `{facts_source}`" if facts_source != "live" else ""
+
+
 def render_markdown(report: Report, strict: bool = False) -> str:
     env = report.environment
     code = report.exit_code(strict)
@@ -49,7 +55,7 @@ def render_markdown(report: Report, strict: bool = False) -> str:
         "",
         f"**Verdict: {report.verdict(strict)}** (exit code {code}) · gpu-doctor "
         f"{report.tool_version} · {report.created_at}"
-        + (f" · replayed from `{report.facts_source}`" if report.facts_source != "live" else ""),
+        + _source(report.facts_source),
         "",
         "| Environment | |",
         "|---|---|",

@@ -1,0 +1,102 @@
+"""The words a regular expression cannot match without: a cheap test before the real one.
+
+A candidate line (one holding a gate word) may still be tested against dozens of rules,
+and a case-insensitive search costs microseconds per rule. Almost every rule spells out
+a literal phrase in each of its alternatives ("out of memory", "unhandled system error"),
+so the line can be rejected with ``in`` on its lowercased text first. The phrases are
+read from the compiled pattern's parse tree, so they cannot drift from the pattern; when
+an alternative has no literal of at least three characters the rule is always tested.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+try:  # the parser behind ``re``; public as sre_parse before Python 3.11
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_parse  # type: ignore[no-redef]
+
+_LITERAL = sre_parse.LITERAL
+_SUBPATTERN = sre_parse.SUBPATTERN
+_BRANCH = sre_parse.BRANCH
+MIN_LENGTH = 3
+
+
+MAX_ALTERNATIVES = 64
+
+
+def _best_run(items: list[Any]) -> str | None:
+    """The longest run of literal characters in a flat sequence (no groups, no branches)."""
+    best, run = "", []
+    for op, arg in items:
+        if op is _LITERAL:
+            run.append(chr(arg))
+            continue
+        best = max(best, "".join(run), key=len)
+        run = []
+    best = max(best, "".join(run), key=len)
+    return best.lower() if len(best) >= MIN_LENGTH else None
+
+
+def _alternatives(items: list[Any], budget: list[int]) -> list[str] | None:
+    """One required literal per way the sequence can match, or None if one has none.
+
+    Required groups are inlined and branches expanded, so the parser's factoring of a
+    common prefix out of alternatives ("cuda" out of "cuda error: ..." | "cuda_error_...")
+    does not leave only the prefix as the required word.
+    """
+    for index, (op, arg) in enumerate(items):
+        if op is _SUBPATTERN:
+            return _alternatives(items[:index] + list(arg[-1]) + items[index + 1:], budget)
+        if op is _BRANCH:
+            found: list[str] = []
+            for branch in arg[1]:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return None
+                sub = _alternatives(items[:index] + list(branch) + items[index + 1:], budget)
+                if sub is None:
+                    return None
+                found += sub
+            return found
+    best = _best_run(items)
+    return [best] if best is not None else None
+
+
+def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Lowercase phrases, one of which is in every line ``pattern`` matches; None: unknown.
+
+    Only meaningful for case-insensitive patterns tested against lowercased lines.
+    """
+    if not pattern.flags & re.IGNORECASE:
+        return None
+    try:
+        found = _alternatives(list(sre_parse.parse(pattern.pattern, pattern.flags)),
+                              [MAX_ALTERNATIVES])
+    except Exception:  # noqa: BLE001 - an unreadable tree only costs speed
+        return None
+    return tuple(dict.fromkeys(found)) if found else None
+
+
+def phrase_pattern(phrases: list[str]) -> re.Pattern[str]:
+    """One pattern for many literal phrases, merged into a prefix tree.
+
+    ``a|b|c`` over eighty phrases makes the regex engine try every phrase at every
+    position; a tree (``cu(?:da error|dnn)|...``) tries one branch per first letter.
+    """
+    tree: dict[str, Any] = {}
+    for phrase in phrases:
+        node = tree
+        for char in phrase:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""  # a shorter phrase already matches: the longer ones add nothing
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items())]
+        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+    return re.compile(emit(tree))
