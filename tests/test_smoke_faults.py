@@ -64,10 +64,12 @@ def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
 
 def test_a_rank_that_exits_with_an_nccl_error(monkeypatch, tmp_path):
     result, elapsed = run_with_fault(monkeypatch, "nccl:1:2", tmp_path)
-    finding = only(result, "LOG002")
+    # NCCL's "Last error" names the shared-memory segment: that specific code, not the
+    # generic "unhandled system error" wrapper (LOG002), is the finding.
+    finding = only(result, "LOG042")
     assert finding.category.value == "nccl_shared_memory"
     evidence = {e.label: e.value for e in finding.evidence}
-    assert "unhandled system error" in evidence["matched"]
+    assert "Error while creating shared memory segment" in evidence["matched"]
     assert "ncclSystemError" in evidence["rank 1 stderr (last lines)"]
     assert evidence["exit code"] == "1"
     assert elapsed < WALL_S
