@@ -66,11 +66,18 @@ def _folds(hits: dict[str, CodeHits]) -> dict[str, str]:
     for code_id, found in candidates.items():
         if not found:
             continue
-        into = [t for t in found if t in roots] or [t for t in found if not candidates[t]]
+        into = [t for t in found if t in roots]
         if not into:
-            # Symptoms that only point at each other: the strongest stays a finding.
-            continue
-        fold[code_id] = min(into, key=lambda t: _order_key(hits[t]))
+            # Symptoms that point only at each other ("Some NCCL operations have failed"
+            # and "unhandled system error"): the one the log shows first is the cause.
+            into = [t for t in found if hits[t].order < hits[code_id].order]
+        if into:
+            fold[code_id] = min(into, key=lambda t: _order_key(hits[t]))
+    for code_id in list(fold):  # follow chains to the code that stays a finding
+        seen = {code_id}
+        while fold[code_id] in fold and fold[code_id] not in seen:
+            seen.add(fold[code_id])
+            fold[code_id] = fold[fold[code_id]]
     return fold
 
 

@@ -54,6 +54,33 @@ SILENT_HANG = Code(
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
              "#pci-access-control-services-acs")
 
+WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
+                      r"|\bwsl ?2?\b", re.IGNORECASE)
+UNDER_WSL = Code(
+    "DIAG003", Category.WSL_SETUP, "The GPU cannot be reached from inside WSL",
+    what="CUDA or NVML fails to find or open the GPU, and the log comes from WSL. Under WSL "
+         "the GPU is reached only through the Windows driver's libraries in /usr/lib/wsl/lib: "
+         "a Linux NVIDIA driver or libcuda installed inside the distribution shadows them, "
+         "WSL 1 has no GPU at all, and GPUs in TCC mode are not offered to WSL.",
+    why="Nothing CUDA can run until the process loads the WSL driver libraries.",
+    fix="Remove any Linux NVIDIA driver inside WSL, make /usr/lib/wsl/lib come first for the "
+        "loader, run WSL 2 (`wsl -l -v` in Windows), and keep GPUs in WDDM mode.",
+    severity=Severity.ERROR,
+    docs_url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html")
+WSL_STEPS = (
+    Step("Check that the loader finds the WSL libcuda, not a Linux driver's copy.",
+         command="ldconfig -p | grep -E 'libcuda|libnvidia-ml'; ls -l /usr/lib/wsl/lib"),
+    Step("Put the WSL driver libraries first for this shell (and the training job).",
+         command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),
+    Step("Remove Linux NVIDIA driver packages installed inside the distribution.",
+         command="dpkg -l | grep -E 'nvidia-(driver|utils|compute)' "),
+    Step("In Windows, check the distribution runs WSL 2 and update WSL.",
+         command="wsl -l -v && wsl --update"),
+)
+# What a GPU that WSL does not hand over looks like to CUDA and NVML.
+_WSL_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE, Category.DRIVER_MISSING,
+                 Category.HARDWARE_FAULT, Category.TORCH_CPU_ONLY}
+
 HANG_STEPS = (
     Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
          "cause.", command="NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO torchrun ... 2>&1 | tee "
@@ -148,6 +175,17 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         bridges += _lines_with(BRIDGE_INTERFACE, context, many, limit=1)
     reasons = multi_node[:1] + bridges[:1]
     errors = [f for f, _ in findings if f.effective_severity is Severity.ERROR]
+    wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
+    if wsl and errors and errors[0].code.category in _WSL_SYMPTOMS:
+        lead = errors[0]
+        evidence = [Evidence(wsl[0].where, wsl[0].text, "WSL marker"),
+                    *(e for e in lead.evidence if e.label != "other possible cause"),
+                    Evidence("other possible cause",
+                             f"{lead.code.category.value}: {lead.code.summary}")]
+        finding = Finding(UNDER_WSL, UNDER_WSL.summary, evidence=tuple(evidence),
+                          remediation=WSL_STEPS + lead.remediation, affects=lead.affects,
+                          docs_url=UNDER_WSL.docs_url)
+        return [(finding, order) if f is lead else (f, order) for f, order in findings]
     out: list[tuple[Finding, int]] = []
     if reasons and errors and all(f.code.category in _NETWORK_AMBIGUOUS for f in errors) \
             and not any(_SPECIFIC_SHM.search(e.value) for f in errors for e in f.evidence

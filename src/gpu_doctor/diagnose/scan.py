@@ -32,6 +32,7 @@ SECTION_LINE_CHARS = 2000
 # so that a log no rule explains can at least quote what failed.
 _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b"
                         r"(?::\s|:?$)")
+_BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 
 
@@ -203,13 +204,33 @@ class Scanner:
     def _line(self, name: str, chunk: bytes, start: int, line: str, low: str,
               line_no: int) -> None:
         rank, text = split_rank(line)
-        present = [gate for gate in self._gates if gate in low]
         if self._markers and self._capture is None and \
                 any(marker in low for marker in self._markers):
             self._start_capture(name, chunk, start, line_no)
+        matched = self._matching(text, low)
+        if not matched and _BARE_EXCEPTION.match(text):
+            # "AssertionError" alone: the cause is the source line Python printed above it.
+            above = _line_above(chunk, start)
+            if above:
+                source, up = split_rank(above[0])[1].strip(), above[1]
+                joined = f"{text.strip()}: {source}"
+                for rule, _ in self._matching(joined, joined.lower()):
+                    self._record(rule, name, chunk, start, source, line_no - up, rank)
+                    matched.append((rule, text))
+        for rule, quoted in matched:
+            self._record(rule, name, chunk, start, quoted, line_no, rank)
+        if not matched and _EXCEPTION.match(text):
+            quotes = self.result.exceptions
+            quotes.append(Quote(name, line_no, text.strip()[:MAX_QUOTE], rank))
+            del quotes[:-3]
+
+    def _matching(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
+        """The rules that match one (rank-stripped) line."""
+        found: list[tuple[RuleLike, str]] = []
         tested: set[int] = set()
-        matched = False
-        for gate in present:
+        for gate in self._gates:
+            if gate not in low:
+                continue
             gate_filter = self._gate_filter.get(gate)
             if gate_filter is not None and gate_filter.search(low) is None:
                 continue
@@ -221,12 +242,8 @@ class Scanner:
                 if literals is not None and not any(word in low for word in literals):
                     continue
                 if rule.pattern.search(text):
-                    matched = True
-                    self._record(rule, name, chunk, start, text, line_no, rank)
-        if not matched and _EXCEPTION.match(text):
-            quotes = self.result.exceptions
-            quotes.append(Quote(name, line_no, text.strip()[:MAX_QUOTE], rank))
-            del quotes[:-3]
+                    found.append((rule, text))
+        return found
 
     def _record(self, rule: RuleLike, name: str, chunk: bytes, start: int, text: str,
                 line_no: int, rank: str | None) -> None:
@@ -261,6 +278,20 @@ class Scanner:
         self._capture_left -= len(taken)
         if self._capture_left <= 0:
             self._capture = None
+
+
+def _line_above(chunk: bytes, start: int) -> tuple[str, int] | None:
+    """The nearest non-blank line above ``start`` in this chunk, and how many lines up."""
+    end = start - 1
+    for up in range(1, 4):
+        if end <= 0:
+            return None
+        begin = chunk.rfind(b"\n", 0, end) + 1
+        line = clean_line(chunk[begin:end]).strip()
+        if line:
+            return line, up
+        end = begin - 1
+    return None
 
 
 def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes, int]:

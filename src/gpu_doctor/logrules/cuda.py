@@ -40,7 +40,7 @@ ARCH = Code(
     docs_url="https://pytorch.org/get-started/locally/")
 ORDINAL = Code(
     "LOG029", Category.GPU_NOT_VISIBLE,
-    "invalid device ordinal (asked for a GPU that is not visible)",
+    "A GPU was asked for that this process cannot see (invalid device ordinal)",
     what="The program selected a GPU index that this process cannot see: more ranks "
          "(nproc_per_node) than visible GPUs, a hard-coded cuda:N, or CUDA_VISIBLE_DEVICES "
          "hiding GPUs.",
@@ -129,12 +129,17 @@ RULES: tuple[Rule, ...] = (
                        "built for another torch gives the same error",),
          decide=(ARCH_LIST,)),
     Rule(ORDINAL, rx(r"cuda error: invalid device ordinal",
+                     r"assertionerror: assert [^\n]*<=\s*(?:torch\.cuda\.device_count\(\)"
+                     r"|\w*get_num_devices\(\))",
+                     r"assertionerror: assert [^\n]*torch\.cuda\.device_count\(\)\s*>=",
                      r"cuda runtime error \(101\)",
                      r"cuda failure \d* ?'invalid device ordinal'",
                      r"cuda_error_invalid_device\b", r"cudaerrorinvaliddevice\b"),
          ("cuda",),
          (LIST_GPUS,),
          examples=("RuntimeError: CUDA error: invalid device ordinal",
+                   "AssertionError: assert num_gpu <= torch.cuda.device_count()",
+                   "AssertionError: assert torch.cuda.device_count() >= args.world_size",
                    "NCCL WARN Cuda failure 'invalid device ordinal'"),
          alternatives=("ddp_usage_error: the script selects cuda:RANK instead of "
                        "cuda:LOCAL_RANK, which only breaks on the second node",),

@@ -130,7 +130,10 @@ RULES: tuple[Rule, ...] = (
                           r"timed out initializing process group in store based barrier",
                           r"connect\(\) timed out",
                           r"error:[^\n]*socket timeout",
-                          r"store->get\([^)]*\) got error"),
+                          r"store->get\([^)]*\) got error",
+                          r"valueerror: host not found",
+                          r"error[^\n]*(?:rendezvous|c10d|store|tcpstore)[^\n]*"
+                          r"(?:name or service not known|failure in name resolution|gai error)"),
          ("time", "error"),
          (REACH, Step("Check that every node uses the same MASTER_ADDR/PORT and world size.",
                       command="env | grep -E 'MASTER_|WORLD_SIZE|RANK'")),
@@ -144,7 +147,10 @@ RULES: tuple[Rule, ...] = (
              "3, for key: store_based_barrier_key:1 (world_size=4, worker_count=2, "
              "timeout=0:30:00)",
              "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
-             "connection to the C10d store has failed. See inner exception for details."),
+             "connection to the C10d store has failed. See inner exception for details.",
+             "ValueError: host not found: Temporary failure in name resolution",
+             "torch.distributed.DistNetworkError: The client socket has failed to connect to "
+             "the TCPStore: Name or service not known (gai error: -2)"),
          symptom_of=(ANY_ERROR,),
          alternatives=("nccl_network: when NCCL bootstrap, not the store, is what times out",),
          decide=(REACH,)),
@@ -210,15 +216,19 @@ RULES: tuple[Rule, ...] = (
              "two devices, cuda:0 and cuda:1!")),
     Rule(BATCH, rx(r"error: batch-size \d+ not multiple of gpu count",
                    r"error: [^\n]*batch[^\n]*(?:multiple of|divisible by)[^\n]*(?:gpu|devices)",
-                   r"error: autobatch with batch<1 not supported for multi-gpu"),
+                   r"error: autobatch with batch<1 not supported for multi-gpu",
+                   r"assertionerror: assert [^\n]*batch\w*\s*%\s*(?:len\(|\w*(?:gpu|device|world"
+                   r"|nproc|rank))"),
          ("error",),
-         (Step("Use a batch size divisible by the number of GPUs.",
-               command="yolo train ... device=0,1 batch=32"),),
+         (Step("Use a total batch size divisible by the number of GPUs (Ultralytics: "
+               "batch=32 with device=0,1; the per-GPU batch is the total divided by the GPU "
+               "count)."),),
          examples=("AssertionError: batch-size 15 not multiple of GPU count 2",
                    "AssertionError: 'batch=15' must be a multiple of GPU count 2. Try 'batch=14' "
                    "or 'batch=16', the nearest batch sizes evenly divisible by 2.",
                    "ValueError: AutoBatch with batch<1 not supported for Multi-GPU training, "
-                   "please specify a valid batch size, i.e. batch=16.")),
+                   "please specify a valid batch size, i.e. batch=16.",
+                   "AssertionError: assert args.batch_size % len(devices) == 0")),
     Rule(FORKED_CUDA, rx(r"cannot re-initialize cuda in forked subprocess"),
          ("cuda",),
          (Step("Use the spawn start method.",

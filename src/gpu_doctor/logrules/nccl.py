@@ -169,14 +169,19 @@ RULES: tuple[Rule, ...] = (
                       r"warn[^\n]*cuda ipc",
                       r"fail\w*[^\n]*cudaipc\w+",
                       r"warn[^\n]*p2p[^\n]*fail",
-                      r"cuda error: peer mapping resources exhausted"),
+                      r"cuda error: peer mapping resources exhausted",
+                      r"cuda runtime error \(60\) : peer mapping resources exhausted",
+                      r"cuda failure \d* ?'peer mapping resources exhausted'",
+                      r"cuda_error_too_many_peers", r"cudaerrortoomanypeers"),
          ("cuda", "warn", "fail"),
          (P2P_OFF, TOPO),
          examples=(
              "transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
              "is not supported between these two devices",
              "RuntimeError: CUDA error: peer access is not supported between these two devices",
-             "NCCL WARN Cuda failure 'peer access is not supported between these two devices'"),
+             "NCCL WARN Cuda failure 'peer access is not supported between these two devices'",
+             "RuntimeError: cuda runtime error (60) : peer mapping resources exhausted at "
+             "/opt/conda/conda-bld/pytorch/work/aten/src/THC/THCGeneral.cpp:164"),
          alternatives=("wsl_setup: WSL2 has no CUDA IPC between processes",),
          decide=(P2P_OFF, Step("Is this WSL?", command="uname -r"))),
     Rule(NCCL_SOCKET, rx(r"warn[^\n]*no socket interface found",
@@ -219,7 +224,8 @@ RULES: tuple[Rule, ...] = (
                    "2.21.5",
                    "ncclSystemError: System call (e.g. socket, malloc) or external library call "
                    "failed or device error."),
-         symptom_of=(*SHM_ROOTS, *NET_ROOTS, "LOG045", "LOG020", "LOG006", "LOG038"),
+         symptom_of=(*SHM_ROOTS, *NET_ROOTS, "LOG045", "LOG020", "LOG006", "LOG038",
+                     "LOG048"),  # after "Some NCCL operations have failed": the peers left
          alternatives=(
              "nccl_network: no usable network interface or a blocked socket "
              "(NCCL_SOCKET_IFNAME), mostly in multi-node jobs",
