@@ -7,10 +7,11 @@ it does not, the confusion table printed with the failure shows where it goes wr
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
 from functools import cache
 from pathlib import Path
+
+import tomllib
 
 from gpu_doctor.categories import Category
 from gpu_doctor.diagnose import diagnose

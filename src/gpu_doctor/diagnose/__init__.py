@@ -18,12 +18,12 @@ from gpu_doctor import __version__
 from gpu_doctor.diagnose.compose import compose, env_evidence, nothing_matched
 from gpu_doctor.diagnose.context import refine
 from gpu_doctor.diagnose.rank import root_cause_key
-from gpu_doctor.diagnose.scan import ScanResult, Scanner
+from gpu_doctor.diagnose.scan import Scanner, ScanResult
 from gpu_doctor.diagnose.source import InputError, open_input
 from gpu_doctor.facts.snapshot import Facts, FactsFileError
 from gpu_doctor.model import CheckResult, Finding, Report, Severity, Status
 
-__all__ = ["InputError", "Diagnosis", "diagnose", "scan_input"]
+__all__ = ["Diagnosis", "InputError", "diagnose", "scan_input"]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ alternatives and the commands that decide between them travel with the finding.
 
 from __future__ import annotations
 
-
 from gpu_doctor.categories import Category
 from gpu_doctor.diagnose.rank import root_cause_key
 from gpu_doctor.diagnose.ranks import group_label

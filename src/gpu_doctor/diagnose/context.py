@@ -25,7 +25,6 @@ MULTI_NODE = re.compile(
     r"|\bNNODES=(?:[2-9]|\d{2,})\b|--node[_-]rank[= ][1-9]|\bNODE_RANK=[1-9]"
     r"|SLURM_NNODES=(?:[2-9]|\d{2,})\b|--nodes[= ](?:[2-9]|\d{2,})\b", re.IGNORECASE)
 BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docker0|virbr\d)\b")
-NCCL_LINE = re.compile(r"NCCL (?:INFO|WARN)")
 NCCL_SETUP = re.compile(
     r"NCCL INFO (?:Channel \d+(?:/\d+)?\s*:.*via (?:P2P|SHM|direct shared memory)"
     r"|Connected all (?:rings|trees)|.*Init COMPLETE|.*comm 0x[0-9a-f]+ .*rank \d+ nranks)",
@@ -120,20 +119,21 @@ def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
 
 
 def _last_nccl_setup(context: DocumentContext, many: bool) -> Seen | None:
-    """The last line of a document when it is NCCL channel setup with no failure after."""
+    """The last line of a document when it is NCCL setting up its channels.
+
+    Only the very last non-blank line counts: a log that goes on (a progress bar, a step)
+    after NCCL's setup was not hanging there.
+    """
     lines = context.tail.split("\n")
     for offset in range(len(lines) - 1, -1, -1):
         line = lines[offset]
         if not line.strip():
             continue
-        if FAILURE_WORD.search(line) and not NCCL_SETUP.search(line):
+        if not NCCL_SETUP.search(line) or FAILURE_WORD.search(line):
             return None
-        if NCCL_LINE.search(line):
-            if not NCCL_SETUP.search(line):
-                return None
-            number = context.tail_first_line + offset
-            label = f"line {number}" if not many else f"{context.document} line {number}"
-            return Seen(f"last line, {label}", line.strip()[:300])
+        number = context.tail_first_line + offset
+        label = f"line {number}" if not many else f"{context.document} line {number}"
+        return Seen(f"last line, {label}", line.strip()[:300])
     return None
 
 

@@ -75,7 +75,7 @@ def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     try:
         found = _alternatives(list(sre_parse.parse(pattern.pattern, pattern.flags)),
                               [MAX_ALTERNATIVES])
-    except Exception:  # noqa: BLE001 - an unreadable tree only costs speed
+    except Exception:
         return None
     return tuple(dict.fromkeys(found)) if found else None
 

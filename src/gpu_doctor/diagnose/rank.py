@@ -4,8 +4,9 @@ A log of a failed job holds the cause and its consequences. The contract's categ
 are ordered so that a cause comes before what it produces: no driver explains every CUDA
 error after it; a wrong torch build explains a missing kernel image; a rank killed for
 memory explains the watchdog timeouts of the ranks that waited for it. WSL comes first:
-running under WSL 1, or with a Linux driver installed inside WSL, explains a missing driver. Within one
-severity the earliest category in this list leads; the first line seen breaks ties.
+running under WSL 1, or with a Linux driver installed inside WSL, explains a missing
+driver. Within one severity the earliest category in this list leads; the first line
+seen breaks ties.
 """
 
 from __future__ import annotations

@@ -1,13 +1,18 @@
 """The streaming scan: find the lines any rule could match, and test only those rules.
 
-Testing ~100 regular expressions on every line of a 1 GB log would take minutes. Each
-rule instead names its *anchors*, words from a small shared vocabulary (``GATES``) that
-every line it can match contains. A chunk is lowered once, each gate is found with
-``str.find`` (C speed), and only lines holding a gate are split off and tested, and only
-against the rules indexed under the gates they hold, and only when the line holds one of
-the literal phrases the rule's pattern cannot match without (``literals.py``). Memory stays bounded: evidence keeps
-a few distinct lines per code, and the environment sections handed to the text parsers
-are capped in lines and size.
+Testing ~60 regular expressions on every line of a 1 GB log would take minutes. Instead:
+
+1. each raw chunk of bytes is lowered once (ASCII only) and every *gate* word (the rules'
+   shared anchor vocabulary, ``GATES``, plus the section markers) is found with
+   ``bytes.find``, which runs at memory speed;
+2. a line holding a gate is kept only if it also holds one of the literal phrases some
+   rule cannot match without (one prefix-tree pattern, ``literals.py``), or an exception;
+3. only those lines are decoded and cleaned, and tested against the rules whose own
+   phrases they hold.
+
+Memory stays bounded: evidence keeps a few distinct lines per code, the start and end of
+each document are kept for context, and the environment sections handed to the text
+parsers are capped in lines and size.
 """
 
 from __future__ import annotations
