@@ -207,3 +207,21 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "ticket.txt"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_the_users_own_p2p_experiment_settles_it(tmp_path: Path) -> None:
+    """NVIDIA/nccl#667: a hang on PXB-connected GPUs; 'NCCL_P2P_DISABLE=1 did workaround'."""
+    log = ("[E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation "
+           "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+           "1800213 milliseconds before timing out.\n"
+           "Setting NCCL_P2P_DISABLE=1 did workaround the problem.\n")
+    finding = lead(tmp_path, log)
+    assert (finding.code.id, finding.code.category.value) == ("DIAG002", "nccl_p2p")
+    assert finding.evidence[0].label == "line 2"
+    assert any(e.label == "then, line 1" for e in finding.evidence)
+
+
+def test_p2p_advice_in_the_log_is_not_taken_for_the_users_result(tmp_path: Path) -> None:
+    log = ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+           "hint: if training hangs, NCCL_P2P_DISABLE=1 may help\n")
+    assert lead(tmp_path, log).code.category.value == "gpu_out_of_memory"

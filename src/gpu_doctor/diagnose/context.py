@@ -53,6 +53,16 @@ SILENT_HANG = Code(
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
              "#pci-access-control-services-acs")
 
+# The user's own experiment settles it: "with NCCL_P2P_DISABLE=1 it works" (the contract's
+# definition of nccl_p2p; NVIDIA/nccl#667).
+P2P_OFF_HELPS = re.compile(
+    r"NCCL_P2P_(?:DISABLE=1|LEVEL=\w+)[^\n]{0,80}\b(?:work(?:s|ed|around)?|fix(?:es|ed)?|solv"
+    r"(?:es|ed)|resolv(?:es|ed)|help(?:s|ed)?|runs|passe[sd])\b"
+    r"|\b(?:works?|worked|fix(?:es|ed)?|solved|resolved)\b[^\n]{0,60}NCCL_P2P_(?:DISABLE=1|LEVEL)",
+    re.IGNORECASE)
+# What broken P2P looks like when NCCL reports it at all.
+_P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CUDA_INIT_FAILURE,
+                 Category.NCCL_P2P, Category.UNKNOWN}
 WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
                       r"|\bwsl ?2?\b", re.IGNORECASE)
 UNDER_WSL = Code(
@@ -195,16 +205,25 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
                 finding = _network_finding(finding, network_code, reasons)
             out.append((finding, order))
         return out
-    if errors:
+    p2p_helps = [seen for context in scan.contexts
+                 for seen in _lines_with(P2P_OFF_HELPS, context, many, 1)]
+    if errors and not (p2p_helps and all(f.code.category in _P2P_SYMPTOMS for f in errors)):
         return findings
-    hang = [seen for context in scan.contexts
-            if (seen := _last_nccl_setup(context, many)) is not None]
+    hang = list(p2p_helps)
+    hang += [seen for context in scan.contexts
+             if (seen := _last_nccl_setup(context, many)) is not None]
     for context in scan.contexts:
         hang += _lines_with(HANG_TEXT, context, many, limit=1)
     if not hang:
         return findings
     evidence = [Evidence(seen.where, seen.text) for seen in hang[:3]]
+    folded = [f for f, _ in findings if f in errors]
+    for finding in folded:  # NCCL's own words for the same failure
+        first = next((e for e in finding.evidence if e.label.startswith("line ")), None)
+        if first is not None:
+            evidence.append(Evidence(f"then, {first.label}",
+                                     f"{first.value} ({finding.code.id}, a consequence)"))
     evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES]
     finding = Finding(SILENT_HANG, SILENT_HANG.summary, evidence=tuple(evidence),
                       remediation=HANG_STEPS, docs_url=SILENT_HANG.docs_url)
-    return [(finding, 0), *findings]
+    return [(finding, 0), *((f, o) for f, o in findings if f not in folded)]

@@ -56,7 +56,12 @@ def group_label(ranks: list[str]) -> list[str]:
         if value is not None and value == prev + 1:
             prev = value
             continue
-        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if start == prev:
+            spans.append(str(start))
+        elif prev == start + 1:
+            spans += [str(start), str(prev)]
+        else:
+            spans.append(f"{start}-{prev}")
         if value is not None:
             start = prev = value
     word = "rank" if len(numbered) == 1 else "ranks"

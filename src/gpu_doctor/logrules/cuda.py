@@ -108,11 +108,19 @@ DEVICE_ASSERT = Code(
 OOM_IDS = ("LOG005", "LOG037")
 
 RULES: tuple[Rule, ...] = (
+    # torch's own check of the GPU against its compiled architectures: no other cause.
+    Rule(ARCH, rx(r"cuda capability sm_\d+ is not compatible with the current pytorch",
+                  r"which is of cuda capability \d+\.\d+",
+                  r"minimum cuda capability supported by this library"),
+         ("cuda",),
+         (ARCH_LIST, Step("Install a build that supports the GPU.",
+                          url="https://pytorch.org/get-started/locally/")),
+         examples=(
+             "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
+             "current PyTorch installation.",
+             "Found GPU0 GeForce GTX 770 which is of cuda capability 3.0.")),
     Rule(ARCH, rx(r"cuda[^\n]*no kernel image is available for execution",
                   r"cudaerrornokernelimagefordevice",
-                  r"cuda capability sm_\d+ is not compatible with the current pytorch",
-                  r"which is of cuda capability \d+\.\d+",
-                  r"minimum cuda capability supported by this library",
                   r"cuda error: invalid device function",
                   r"cudnn_status_arch_mismatch"),
          ("cuda", "cudnn"),
@@ -121,14 +129,12 @@ RULES: tuple[Rule, ...] = (
          examples=(
              "RuntimeError: CUDA error: no kernel image is available for execution on the "
              "device",
-             "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
-             "current PyTorch installation.",
-             "Found GPU0 GeForce GTX 770 which is of cuda capability 3.0.",
              "NCCL WARN Cuda failure 'no kernel image is available for execution on the device'"),
          alternatives=("package_conflict: a compiled extension (mmcv, detectron2, torchvision) "
                        "built for another torch gives the same error",),
          decide=(ARCH_LIST,)),
     Rule(ORDINAL, rx(r"cuda error: invalid device ordinal",
+                     r"(?:cuda|error)[^\n]*invalid device ordinal",
                      r"assertionerror: assert [^\n]*<=\s*(?:torch\.cuda\.device_count\(\)"
                      r"|\w*get_num_devices\(\))",
                      r"assertionerror: assert [^\n]*torch\.cuda\.device_count\(\)\s*>=",
@@ -136,8 +142,13 @@ RULES: tuple[Rule, ...] = (
                      r"cuda failure \d* ?'invalid device ordinal'",
                      r"cuda_error_invalid_device\b", r"cudaerrorinvaliddevice\b"),
          ("cuda",),
-         (LIST_GPUS,),
+         (LIST_GPUS, Step("Launch at most one process per visible GPU (e.g. 2 GPUs):",
+                          command="torchrun --nproc_per_node=2 train.py"),
+          Step("In the script, select the GPU by LOCAL_RANK, not the global rank.",
+               command="python -c \"import os; print(os.environ.get('LOCAL_RANK'))\"")),
          examples=("RuntimeError: CUDA error: invalid device ordinal",
+                   "RuntimeError: cuda runtime error (10) : invalid device ordinal at "
+                   "/pytorch/aten/src/THC/THCGeneral.cpp:51",
                    "AssertionError: assert num_gpu <= torch.cuda.device_count()",
                    "AssertionError: assert torch.cuda.device_count() >= args.world_size",
                    "NCCL WARN Cuda failure 'invalid device ordinal'"),

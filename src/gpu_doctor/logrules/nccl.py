@@ -258,7 +258,9 @@ RULES: tuple[Rule, ...] = (
          alternatives=("host_out_of_memory: 'remote process exited' is what survivors say when a "
                        "peer died, most often killed by the OOM killer",),
          decide=(DEBUG,)),
-    Rule(FIRST_HANG, rx(r"watchdog caught collective operation timeout: worknccl\(seqnum=[0-3],"),
+    Rule(FIRST_HANG, rx(r"watchdog caught collective operation timeout: worknccl\(seqnum=[0-3],"
+                        # barrier() is a one-element all-reduce: rank 0 busy, not P2P
+                        r"(?![^\n]*optype=allreduce, numelin=1,)"),
          ("time",),
          (P2P_OFF, TOPO),
          examples=("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
@@ -327,11 +329,12 @@ RULES: tuple[Rule, ...] = (
          decide=(Step("Was a rank killed?",
                       command="sudo dmesg -T | grep -i -E 'killed process|out of memory'"),)),
     Rule(NO_NCCL, rx(r"error: distributed package doesn.t have nccl built in",
-                     r"error: distributed package doesn.t have nccl"),
+                     r"error\W[^\n]*distributed package doesn.t have nccl"),
          ("error",),
          (Step("On Windows use the gloo backend.",
                command="dist.init_process_group(backend='gloo')"),),
-         examples=("RuntimeError: Distributed package doesn't have NCCL built in",)),
+         examples=("RuntimeError: Distributed package doesn't have NCCL built in",
+                   'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")')),
     Rule(DESYNC, rx(r"error: detected mismatch between collectives on ranks"),
          ("error",),
          (Step("Let torch check every collective's order and shape.",

@@ -21,7 +21,9 @@ GET_STARTED = "https://pytorch.org/get-started/locally/"
 SHOW_TORCH = Step("Show what is installed and what CUDA torch was built for.",
                   command='python -c "import torch, sys; print(sys.executable, torch.__version__, '
                           'torch.version.cuda, torch.cuda.is_available())"')
-PAIR = Step("Reinstall torch and torchvision as a pair from one index (same CUDA variant).",
+PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's CUDA "
+            "variant (the +cuXYZ suffix printed above; cu126 here is an example), or check "
+            "the pairs at https://github.com/pytorch/vision#installation.",
             command="pip install --force-reinstall torch torchvision --index-url "
                     "https://download.pytorch.org/whl/cu126")
 
