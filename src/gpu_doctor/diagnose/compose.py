@@ -147,6 +147,7 @@ def env_evidence(finding: Finding, where: str) -> Finding:
     """A finding of a check run on facts read from the text, saying where they came from."""
     from dataclasses import replace
 
-    return replace(finding, evidence=(*finding.evidence, Evidence("read from", where)))
+    evidence = tuple(replace(e, source=f"pasted text: {where}") for e in finding.evidence)
+    return replace(finding, evidence=(*evidence, Evidence("read from", where)))
 
 

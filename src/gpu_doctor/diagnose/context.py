@@ -83,8 +83,10 @@ WSL_STEPS = (
          command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),
     Step("Remove Linux NVIDIA driver packages installed inside the distribution.",
          command="dpkg -l | grep -E 'nvidia-(driver|utils|compute)' "),
-    Step("In Windows, check the distribution runs WSL 2 and update WSL.",
+    Step("In Windows, check the distribution runs WSL 2 (VERSION column) and update WSL.",
          command="wsl -l -v && wsl --update"),
+    Step("If it shows VERSION 1, convert it (WSL 1 has no GPU); use the name from the list.",
+         command="wsl --set-version Ubuntu 2"),
 )
 # What a GPU that WSL does not hand over looks like to CUDA and NVML.
 _WSL_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE, Category.DRIVER_MISSING,

@@ -232,10 +232,11 @@ RULES: tuple[Rule, ...] = (
                        r"cuda-capable device\(s\) is/are busy or unavailable",
                        r"cuda error: initialization error"),
          ("cuda", "error", "fail"),
-         (Step("Look for another process and an exclusive or prohibited compute mode.",
-               command="nvidia-smi --query-gpu=index,compute_mode --format=csv; nvidia-smi"),
-          Step("Reload the unified-memory module (or reboot).",
-               command="sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm")),
+         (Step("Reload the unified-memory module (or reboot); after a suspend/resume this "
+               "is the usual fix.",
+               command="sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm"),
+          Step("Look for another process and an exclusive or prohibited compute mode.",
+               command="nvidia-smi --query-gpu=index,compute_mode --format=csv; nvidia-smi")),
          examples=(
              "RuntimeError: CUDA unknown error - this may be due to an incorrectly set up "
              "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. "
