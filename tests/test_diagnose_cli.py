@@ -116,3 +116,16 @@ def test_help_explains_the_command() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     assert "PATH|-" in done.stdout and "collect_env" in done.stdout
+
+
+def test_tokens_in_a_log_are_never_quoted(tmp_path: Path) -> None:
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    log = tmp_path / "train.log"
+    log.write_text(f"$ HF_TOKEN={token} torchrun --nnodes=2 train.py\n"
+                   f"RuntimeError: CUDA out of memory (while pushing to https://user:{token}"
+                   f"@huggingface.co)\n")
+    for option in ("--json", "--markdown"):
+        done = run(str(log), option, "-")
+        assert done.returncode == 1
+        assert token not in done.stdout
+    assert token not in run(str(log)).stdout

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from gpu_doctor.categories import Category
 from gpu_doctor.diagnose.scan import DocumentContext, ScanResult
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
+from gpu_doctor.redact import redact_text
 
 MULTI_NODE = re.compile(
     r"--nnodes[= ](?:[2-9]|\d{2,})\b|--num[_-]machines[= ](?:[2-9]|\d{2,})\b"
@@ -124,7 +125,7 @@ def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
     for number, line in enumerate(context.head.split("\n"), start=1):
         if pattern.search(line):
             label = f"line {number}" if not many else f"{context.document} line {number}"
-            found.append(Seen(label, line.strip()[:300]))
+            found.append(Seen(label, redact_text(line.strip())[:300]))
             if len(found) >= limit:
                 break
     return found
@@ -145,7 +146,7 @@ def _last_nccl_setup(context: DocumentContext, many: bool) -> Seen | None:
             return None
         number = context.tail_first_line + offset
         label = f"line {number}" if not many else f"{context.document} line {number}"
-        return Seen(f"last line, {label}", line.strip()[:300])
+        return Seen(f"last line, {label}", redact_text(line.strip())[:300])
     return None
 
 

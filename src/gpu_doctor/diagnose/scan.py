@@ -26,6 +26,7 @@ from gpu_doctor.diagnose.literals import phrase_pattern, required_literals
 from gpu_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from gpu_doctor.diagnose.ranks import SUMMARY_RANK, split_rank
 from gpu_doctor.diagnose.source import Document
+from gpu_doctor.redact import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
 MAX_QUOTE = 300  # characters of one quoted line
@@ -226,7 +227,7 @@ class Scanner:
             self._record(rule, name, chunk, start, quoted, line_no, rank)
         if not matched and _EXCEPTION.match(text):
             quotes = self.result.exceptions
-            quotes.append(Quote(name, line_no, text.strip()[:MAX_QUOTE], rank))
+            quotes.append(Quote(name, line_no, redact_text(text.strip())[:MAX_QUOTE], rank))
             del quotes[:-3]
 
     def _matching(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
@@ -259,7 +260,7 @@ class Scanner:
         if hits is None:
             self._order += 1
             hits = self.result.hits[code_id] = CodeHits(rule.code, order=self._order)
-        quoted = text.strip()
+        quoted = redact_text(text.strip())  # logs carry tokens too: never quote one
         key = _NCCL_PREFIX.sub("", quoted)
         hits.add(rule, Quote(name, line_no, quoted[:MAX_QUOTE], rank), key)
 
