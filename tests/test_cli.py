@@ -196,7 +196,7 @@ def test_output_path_that_is_a_directory(tmp_path):
 
 def test_contradicting_options():
     assert_usage_error(invoke("check", "--facts", SANDBOX, "--json", "-", "--markdown", "-"),
-                       "both write to stdout")
+                       "cannot all write to stdout")
     assert_usage_error(invoke("check", "--facts", SANDBOX, "--python", sys.executable),
                        "cannot be combined with --python")
     assert_usage_error(invoke("check", "-q", "-v", "--facts", SANDBOX), "contradict")

@@ -72,6 +72,11 @@ class RunOptions:
     batch: Optional[str] = None
     workers: Optional[str] = None
     smoke: bool = False  # run the smoke job after the checks (doctor without --no-smoke)
+    junit_out: Optional[str] = None
+    bundle_out: Optional[str] = None
+    force: bool = False
+    anonymize: bool = False
+    config_file: Optional[Path] = None
 
 
 def _version_callback(value: bool) -> None:
@@ -114,6 +119,22 @@ GPUS_OPT = typer.Option(None, "--gpus", metavar="N",
                              "command).")
 BATCH_OPT = typer.Option(None, "--batch", metavar="B",
                          help="Plan: total batch size B (must divide by --gpus for DDP).")
+JUNIT_OPT = typer.Option(None, "--junit", metavar="PATH",
+                         help="Also write a JUnit XML report for CI: one test case per check "
+                              "(and per smoke criterion).")
+BUNDLE_OPT = typer.Option(None, "--bundle", metavar="PATH",
+                          help="Also write a support bundle for a ticket (PATH ends in .zip or "
+                               ".tar.gz): reports, facts, smoke logs, nvidia-smi output, "
+                               "packages, environment, MANIFEST; secrets removed.")
+FORCE_OPT = typer.Option(False, "--force", help="Let --bundle overwrite an existing file.")
+ANONYMIZE_OPT = typer.Option(
+    False, "--anonymize",
+    help="Also replace host and user names, home paths, IP and MAC addresses, GPU UUIDs and "
+         "serials with stable placeholders in every output (secrets are always removed).")
+CONFIG_OPT = typer.Option(
+    None, "--config", metavar="PATH",
+    help="Policy file for CI (gpu-doctor.toml, or a pyproject.toml with [tool.gpu-doctor]); "
+         "default: the nearest one found upward from the working directory.")
 WORKERS_OPT = typer.Option(None, "--workers", metavar="W",
                            help="Plan: DataLoader workers per GPU process (RAM, CPU and "
                                 "open-files checks).")
@@ -135,6 +156,11 @@ def doctor(
     workers: Optional[str] = WORKERS_OPT,
     no_smoke: bool = typer.Option(False, "--no-smoke",
                                   help="Only run the checks, not the smoke-training job."),
+    junit_out: Optional[str] = JUNIT_OPT,
+    bundle_out: Optional[str] = BUNDLE_OPT,
+    force: bool = FORCE_OPT,
+    anonymize: bool = ANONYMIZE_OPT,
+    config_file: Optional[Path] = CONFIG_OPT,
 ) -> None:
     """Diagnose this machine before training (the default command).
 
@@ -143,7 +169,9 @@ def doctor(
     """
     _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
                     save_facts_file, probe_timeout, gpus, batch, workers,
-                    smoke=not no_smoke and facts_file is None))
+                    smoke=not no_smoke and facts_file is None, junit_out=junit_out,
+                    bundle_out=bundle_out, force=force, anonymize=anonymize,
+                    config_file=config_file))
 
 
 @app.command()
@@ -160,10 +188,17 @@ def check(
     gpus: Optional[str] = GPUS_OPT,
     batch: Optional[str] = BATCH_OPT,
     workers: Optional[str] = WORKERS_OPT,
+    junit_out: Optional[str] = JUNIT_OPT,
+    bundle_out: Optional[str] = BUNDLE_OPT,
+    force: bool = FORCE_OPT,
+    anonymize: bool = ANONYMIZE_OPT,
+    config_file: Optional[Path] = CONFIG_OPT,
 ) -> None:
     """Gather facts and run the checks only (the pre-flight step for CI)."""
     _run(RunOptions(json_out, markdown_out, strict, quiet, verbose, python, facts_file,
-                    save_facts_file, probe_timeout, gpus, batch, workers))
+                    save_facts_file, probe_timeout, gpus, batch, workers, junit_out=junit_out,
+                    bundle_out=bundle_out, force=force, anonymize=anonymize,
+                    config_file=config_file))
 
 
 @app.command()
@@ -177,6 +212,8 @@ def diagnose(
     strict: bool = STRICT_OPT,
     quiet: bool = QUIET_OPT,
     verbose: bool = VERBOSE_OPT,
+    junit_out: Optional[str] = JUNIT_OPT,
+    anonymize: bool = ANONYMIZE_OPT,
 ) -> None:
     """Read a failure log (or a ticket's pasted output) and name the causes and fixes.
 
@@ -187,17 +224,19 @@ def diagnose(
     from gpu_doctor.diagnose import InputError
     from gpu_doctor.diagnose import diagnose as run_diagnosis
 
-    options = RunOptions(json_out, markdown_out, strict, quiet, verbose)
+    options = RunOptions(json_out, markdown_out, strict, quiet, verbose, junit_out=junit_out,
+                         anonymize=anonymize)
     try:
         _validate(options)
         if source == "-" and sys.stdin.isatty():
             raise UsageError("diagnose: give a log file, or pipe one in "
                              "(e.g. `gpu-doctor diagnose train.log`)")
         try:
-            report = run_diagnosis(source).report
+            diagnosis = run_diagnosis(source)
         except InputError as exc:
             raise UsageError(str(exc)) from None
-        _render(report, options)
+        report = diagnosis.report
+        _render(report, options, diagnosis.facts)
     except UsageError as exc:
         _fail_usage(str(exc))
         return
@@ -257,16 +296,18 @@ def smoke(
     markdown_out: Optional[str] = MD_OPT,
     python: Optional[str] = PYTHON_OPT,
     verbose: bool = VERBOSE_OPT,
+    junit_out: Optional[str] = JUNIT_OPT,
+    bundle_out: Optional[str] = BUNDLE_OPT,
+    force: bool = FORCE_OPT,
+    anonymize: bool = ANONYMIZE_OPT,
 ) -> None:
     """Prove that DDP training works here: train a small YOLO detector on every GPU."""
     from gpu_doctor.smoke import SmokeUsageError, run_smoke
     from gpu_doctor.smoke_launch import OptionsError, SmokeOptions, check_options, node_layout
 
     try:
-        _check_output_path(json_out, "--json")
-        _check_output_path(markdown_out, "--markdown")
-        if json_out == "-" and markdown_out == "-":
-            raise UsageError("--json and --markdown cannot both write to stdout ('-')")
+        _validate(RunOptions(json_out, markdown_out, junit_out=junit_out, bundle_out=bundle_out,
+                             force=force))
         for option, value, allowed in (("--device", device, ("auto", "cuda", "cpu")),
                                        ("--model", model, ("n", "s", "m")),
                                        ("--launcher", launcher, ("torchrun", "spawn")),
@@ -298,7 +339,9 @@ def smoke(
         except (SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
         report = _smoke_report(result, target)
-        _render_smoke(report, RunOptions(json_out, markdown_out, verbose=verbose))
+        _render_smoke(report, RunOptions(json_out, markdown_out, verbose=verbose,
+                                         junit_out=junit_out, bundle_out=bundle_out,
+                                         force=force, anonymize=anonymize))
     except UsageError as exc:
         _fail_usage(str(exc))
         return
@@ -328,16 +371,9 @@ def _smoke_report(result: object, python: str) -> Report:
 
 
 def _render_smoke(report: Report, options: RunOptions) -> None:
-    from gpu_doctor.render.json import render_json
-    from gpu_doctor.render.markdown import render_markdown
     from gpu_doctor.render.smoke import render_smoke_console
 
-    if options.json_out:
-        _write(options.json_out, render_json(report), "--json")
-    if options.markdown_out:
-        _write(options.markdown_out, render_markdown(report), "--markdown")
-    if "-" not in (options.json_out, options.markdown_out):
-        render_smoke_console(report, Console(highlight=False), verbose=options.verbose)
+    _render(report, options, None, console_renderer=render_smoke_console)
 
 
 @app.command("checks")
@@ -388,13 +424,28 @@ def _check_output_path(value: Optional[str], option: str) -> None:
         raise UsageError(f"{option} {value}: not writable")
 
 
+def _check_bundle_path(value: str, force: bool) -> None:
+    """A bundle path must name an archive kind, a real directory, and no file unless --force."""
+    if not value.endswith((".zip", ".tar.gz", ".tgz")):
+        raise UsageError(f"--bundle {value}: name a .zip or .tar.gz file")
+    _check_output_path(value, "--bundle")
+    if Path(value).exists() and not force:
+        raise UsageError(f"--bundle {value}: already exists (add --force to overwrite it)")
+
+
 def _validate(options: RunOptions) -> None:
     _check_output_path(options.json_out, "--json")
     _check_output_path(options.markdown_out, "--markdown")
+    _check_output_path(options.junit_out, "--junit")
     _check_output_path(str(options.save_facts_file) if options.save_facts_file else None,
                        "--save-facts")
-    if options.json_out == "-" and options.markdown_out == "-":
-        raise UsageError("--json and --markdown cannot both write to stdout ('-')")
+    stdout_users = [name for name, value in (("--json", options.json_out),
+                                             ("--markdown", options.markdown_out),
+                                             ("--junit", options.junit_out)) if value == "-"]
+    if len(stdout_users) > 1:
+        raise UsageError(f"{' and '.join(stdout_users)} cannot all write to stdout ('-')")
+    if options.bundle_out is not None:
+        _check_bundle_path(options.bundle_out, options.force)
     if options.facts_file and options.python:
         raise UsageError("--facts replays saved facts; it cannot be combined with --python")
     if options.facts_file and options.save_facts_file:
@@ -402,6 +453,16 @@ def _validate(options: RunOptions) -> None:
     if options.quiet and options.verbose:
         raise UsageError("--quiet and --verbose contradict each other")
     _plan_numbers(options)
+
+
+def _load_policy(options: RunOptions) -> object:
+    """The CI policy (--config, or the nearest gpu-doctor.toml / pyproject.toml), or None."""
+    from gpu_doctor.policy import PolicyError, find_policy
+
+    try:
+        return find_policy(options.config_file, Path.cwd())
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _whole_number(option: str, value: Optional[str], least: int) -> Optional[int]:
@@ -456,18 +517,46 @@ def _write(target: str, text: str, option: str) -> None:
         raise UsageError(f"{option} {target}: cannot write: {exc.strerror or exc}") from None
 
 
-def _render(report: Report, options: RunOptions) -> None:
+def _render(report: Report, options: RunOptions, facts: Optional[Facts] = None,
+            console_renderer: object = None) -> None:
+    """Every output of one run, from one Report, after one redaction pass.
+
+    Secrets are removed from the Report itself (and --anonymize applied) before any
+    renderer sees it, so the console, --json, --markdown, --junit, the GitHub annotations
+    and the --bundle cannot disagree or leak.
+    """
+    from gpu_doctor.redact import Redactor
     from gpu_doctor.render.console import render_console
     from gpu_doctor.render.json import render_json
     from gpu_doctor.render.markdown import render_markdown
 
+    redactor = Redactor.for_run(facts, anonymize=options.anonymize)
+    report = redactor.report(report)
     if options.json_out:
         _write(options.json_out, render_json(report, options.strict), "--json")
     if options.markdown_out:
         _write(options.markdown_out, render_markdown(report, options.strict), "--markdown")
-    if "-" not in (options.json_out, options.markdown_out):
-        render_console(report, Console(highlight=False), verbose=options.verbose,
-                       quiet=options.quiet, strict=options.strict)
+    if options.junit_out:
+        from gpu_doctor.render.junit import render_junit
+
+        _write(options.junit_out, render_junit(report, options.strict), "--junit")
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from gpu_doctor.ci import emit_github
+
+        emit_github(report, options.strict)
+    if options.bundle_out:
+        from gpu_doctor.bundle import BundleError, write_bundle
+
+        try:
+            write_bundle(Path(options.bundle_out), report, facts, redactor, force=options.force)
+        except BundleError as exc:
+            raise UsageError(str(exc)) from None
+    if "-" not in (options.json_out, options.markdown_out, options.junit_out):
+        if console_renderer is not None:
+            console_renderer(report, Console(highlight=False), verbose=options.verbose)
+        else:
+            render_console(report, Console(highlight=False), verbose=options.verbose,
+                           quiet=options.quiet, strict=options.strict)
 
 
 def _run(options: RunOptions) -> None:
@@ -475,6 +564,7 @@ def _run(options: RunOptions) -> None:
 
     try:
         _validate(options)
+        policy = _load_policy(options)
         catalogue: Catalogue = load_catalogue()
         facts, source = _gather_or_load(options)
         apply_plan(facts, make_plan(**_plan_numbers(options)))
@@ -487,7 +577,11 @@ def _run(options: RunOptions) -> None:
         report = build_report(catalogue, facts, facts_source=source)
         if options.smoke:
             report = _with_smoke(report, facts, options)
-        _render(report, options)
+        if policy is not None:
+            from gpu_doctor.policy import apply_policy
+
+            report = apply_policy(report, policy, facts)
+        _render(report, options, facts)
     except UsageError as exc:
         _fail_usage(str(exc))
         return

@@ -46,3 +46,51 @@ def redact_text(text: str) -> str:
     for pattern in _TOKEN_PATTERNS:
         text = pattern.sub(REDACTED, text)
     return text
+
+
+class Redactor:
+    """One run's redaction: every artifact of the run goes through the same instance.
+
+    Secrets (URL credentials, token shapes) are always removed. ``anonymize`` is the
+    stronger mode for tickets that leave the organisation; see ``for_run``.
+    """
+
+    def __init__(self, anonymize: bool = False) -> None:
+        self.anonymize = anonymize
+
+    @classmethod
+    def for_run(cls, facts: object = None, anonymize: bool = False) -> Redactor:
+        """A redactor for one run, knowing the run's facts (host and user names...)."""
+        return cls(anonymize=anonymize)
+
+    def text(self, text: str) -> str:
+        """Free text with every secret removed."""
+        return redact_text(text)
+
+    def value(self, value: object) -> object:
+        """Any JSON-like value (dicts, lists, dataclasses) with every string redacted."""
+        return _map_strings(value, self.text)
+
+    def report(self, report: object) -> object:
+        """The whole Report, every string in it redacted (a new Report)."""
+        return _map_strings(report, self.text)
+
+
+def _map_strings(value: object, fn: object) -> object:
+    import dataclasses
+    from enum import Enum
+
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return fn(value)  # type: ignore[operator]
+    if isinstance(value, dict):
+        return {key: _map_strings(item, fn) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        mapped = [_map_strings(item, fn) for item in value]
+        return tuple(mapped) if isinstance(value, tuple) else mapped
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _map_strings(getattr(value, f.name), fn)
+                   for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changes)
+    return value
