@@ -57,6 +57,7 @@ class Redactor:
 
     def __init__(self, anonymize: bool = False) -> None:
         self.anonymize = anonymize
+        self.counts: dict[str, int] = {}  # what was removed, by kind, for the MANIFEST
 
     @classmethod
     def for_run(cls, facts: object = None, anonymize: bool = False) -> Redactor:
@@ -65,7 +66,15 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Free text with every secret removed."""
-        return redact_text(text)
+        cleaned = redact_text(text)
+        if cleaned != text:
+            found = cleaned.count(REDACTED) - text.count(REDACTED)
+            self.counts["secret"] = self.counts.get("secret", 0) + max(found, 1)
+        return cleaned
+
+    def summary(self) -> dict[str, int]:
+        """How many values of each kind this redactor replaced so far."""
+        return dict(self.counts)
 
     def value(self, value: object) -> object:
         """Any JSON-like value (dicts, lists, dataclasses) with every string redacted."""
