@@ -47,7 +47,7 @@ def test_a_log_file_gives_the_cause_with_lines_ranks_and_exit_1(tmp_path: Path) 
     assert lead["affects"] == ["ranks 0, 1"]
     labels = [e["label"] for e in lead["evidence"]]
     assert labels[0] == "line 3"
-    assert any(label.startswith("then, line 5") for label in labels), labels
+    assert any(label.startswith("consequence, line 5") for label in labels), labels
     assert [f["category"] for f in data["findings"]].count("collective_timeout") == 0
 
 

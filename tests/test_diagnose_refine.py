@@ -218,7 +218,7 @@ def test_the_users_own_p2p_experiment_settles_it(tmp_path: Path) -> None:
     finding = lead(tmp_path, log)
     assert (finding.code.id, finding.code.category.value) == ("DIAG002", "nccl_p2p")
     assert finding.evidence[0].label == "line 2"
-    assert any(e.label == "then, line 1" for e in finding.evidence)
+    assert any(e.label == "consequence, line 1" for e in finding.evidence)
 
 
 def test_p2p_advice_in_the_log_is_not_taken_for_the_users_result(tmp_path: Path) -> None:

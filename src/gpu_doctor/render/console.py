@@ -225,6 +225,9 @@ def verdict_line(report: Report, strict: bool) -> Text:
     style = {0: "bold green", 1: "bold red", 3: "bold magenta"}[code]
     label = {0: "Ready for training", 1: "Not ready: problems found",
              3: "The doctor itself failed"}[code]
+    if report.facts_source.startswith("log: "):  # a log says what failed, not what is ready
+        label = {0: "No failure cause found" if not warnings else "Warnings only, no failure "
+                    "cause found", 1: "Failure cause found"}.get(code, label)
     text.append(f"{label} (exit code {code})", style=style)
     text.append(f" — {errors} error{'s' * (errors != 1)}, "
                 f"{warnings} warning{'s' * (warnings != 1)}")
