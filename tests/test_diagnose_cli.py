@@ -129,3 +129,14 @@ def test_tokens_in_a_log_are_never_quoted(tmp_path: Path) -> None:
         assert done.returncode == 1
         assert token not in done.stdout
     assert token not in run(str(log)).stdout
+
+
+def test_warnings_only_is_said_as_such_and_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[node1]:29500 (errno: 111 - Connection refused).\nEpoch 1/10 done\n")
+    done = run(str(log))
+    assert done.returncode == 0
+    assert "Warnings only, no failure cause found (exit code 0)" in done.stdout
+    data = json.loads(run(str(log), "--json", "-").stdout)
+    assert data["checks"][0]["summary"].startswith("no failure cause found; warnings: LOG054")

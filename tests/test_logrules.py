@@ -225,3 +225,19 @@ def test_nccl_refusal_is_network_and_store_refusal_is_rendezvous():
 def test_specific_lines(line, code):
     matches = match_text(line)
     assert (matches[0].rule.code.id if matches else None) == code
+
+
+def test_every_step_command_is_valid_shell():
+    """A `$` line must paste into a shell: Python statements belong in the step's text."""
+    import subprocess
+
+    from gpu_doctor.diagnose.compose import ATTACH_STEPS
+    from gpu_doctor.diagnose.context import HANG_STEPS, WSL_STEPS
+
+    steps = [s for rule in RULES for s in (*rule.steps, *rule.decide)]
+    steps += [*ATTACH_STEPS, *HANG_STEPS, *WSL_STEPS]
+    for step in steps:
+        if step.command:
+            checked = subprocess.run(["bash", "-n", "-c", step.command], capture_output=True,
+                                     text=True)
+            assert checked.returncode == 0, (step.command, checked.stderr)
