@@ -261,3 +261,12 @@ def test_torchrun_tee_double_prefixes_are_one_finding_for_every_rank(tmp_path: P
     finding = lead(tmp_path, log)
     assert finding.affects == ("ranks 0-3",)
     assert [e.label for e in finding.evidence] == ["line 1", "matched lines"]
+
+
+def test_the_user_saying_the_job_runs_in_wsl_counts(tmp_path: Path) -> None:
+    """microsoft/WSL#5265: 'I just installed ... WSL 2' and a Linux driver inside it."""
+    log = ("I just installed Windows Preview and WSL 2 and I did\n"
+           "sudo apt install nvidia-driver-440\n$ nvidia-smi\n"
+           "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+           "Make sure that the latest NVIDIA driver is installed and running.\n")
+    assert lead(tmp_path, log).code.category.value == "wsl_setup"

@@ -63,9 +63,10 @@ P2P_OFF_HELPS = re.compile(
 # What broken P2P looks like when NCCL reports it at all.
 _P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CUDA_INIT_FAILURE,
                  Category.NCCL_P2P, Category.UNKNOWN}
-# Only what a machine prints (a WSL kernel release, the WSL driver path), never prose: "it
-# works under WSL2 on my laptop" says nothing about the failing server.
-WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/",
+# What a machine prints (a WSL kernel release, the WSL driver path), or the user saying the
+# job runs in WSL; not a contrast ("it works under WSL2 on my laptop, but the server...").
+WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
+                      r"|^(?!.*\b(?:but|works?|worked|fine|except)\b).*\bwsl ?2?\b",
                       re.IGNORECASE)
 NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
                            r"|\.el[789]_?\d*\.x86_64")
