@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_doctor import smoke_codes as C
 from gpu_doctor.model import CheckResult, Finding, Report, Severity, Status
 from gpu_doctor.render.smoke import smoke_rows
 
@@ -181,15 +182,14 @@ class _Criterion:
 _RAN = "smoke.ran"
 _CRITERIA = (
     _Criterion(_RAN, frozenset()),
-    _Criterion("smoke.all_steps", frozenset({"SMK004"})),
-    _Criterion("smoke.loss_finite", frozenset({"SMK005"})),
-    _Criterion("smoke.loss_falls", frozenset({"SMK006", "SMK016"})),
-    _Criterion("smoke.ranks_in_sync", frozenset({"SMK007", "SMK014"})),
-    _Criterion("smoke.all_reduce", frozenset({"SMK008", "SMK015"})),
+    _Criterion("smoke.all_steps", frozenset({C.STEPS_MISSING.id})),
+    _Criterion("smoke.loss_finite", frozenset({C.LOSS_NOT_FINITE.id})),
+    _Criterion("smoke.loss_falls", frozenset({C.LOSS_FLAT.id, C.LOSS_NOT_JUDGED.id})),
+    _Criterion("smoke.ranks_in_sync", frozenset({C.PARAMS_DIFFER.id, C.PARAMS_DIFFER_GLOO.id})),
+    _Criterion("smoke.all_reduce", frozenset({C.ALLREDUCE_WRONG.id, C.ALLREDUCE_WRONG_GLOO.id})),
     _Criterion("smoke.measurements", frozenset()),
 )
 _CLAIMED = frozenset().union(*(c.codes for c in _CRITERIA))
-_NOT_FINISHED = "not judged: the job did not finish (see smoke.ran)"
 
 
 def _clean(data: dict[str, Any]) -> bool:
@@ -202,23 +202,26 @@ def _not_judged(name: str, data: dict[str, Any], codes: set[str]) -> str | None:
     if name == _RAN:
         return None
     if not _clean(data):
-        return _NOT_FINISHED
-    ddp = data.get("mode") == "ddp"
-    reasons = {
-        "smoke.loss_finite": None if data.get("loss_first") is not None
-        else "not judged: no loss was recorded",
-        "smoke.loss_falls": "not judged: the loss was not finite" if "SMK005" in codes
-        else None if data.get("loss_first") is not None else "not judged: no loss was recorded",
-        "smoke.ranks_in_sync": "not judged: one process (--mode dp) has no replicas to compare"
-        if not ddp else None if data.get("params_in_sync") is not None
-        else "not judged: no parameter fingerprints were recorded",
-        "smoke.all_reduce": "not judged: one process (--mode dp) runs no all-reduce"
-        if not ddp else None if data.get("all_reduce_ok") is not None
-        else "not judged: no all-reduce result was recorded",
-        "smoke.measurements": None if (data.get("measurements") or {}).get("median_step_s")
-        is not None else "not judged: no step timings were recorded",
-    }
-    return reasons.get(name)
+        return "not judged: the job did not finish (see smoke.ran)"
+    dp = data.get("mode") != "ddp"
+    if name in ("smoke.loss_finite", "smoke.loss_falls") and data.get("loss_first") is None:
+        return "not judged: no loss was recorded"
+    if name == "smoke.loss_falls" and C.LOSS_NOT_FINITE.id in codes:
+        return "not judged: the loss was not finite"
+    if name == "smoke.ranks_in_sync":
+        if dp:
+            return "not judged: one process (--mode dp) has no replicas to compare"
+        if data.get("params_in_sync") is None:
+            return "not judged: no parameter fingerprints were recorded"
+    if name == "smoke.all_reduce":
+        if dp:
+            return "not judged: one process (--mode dp) runs no all-reduce"
+        if data.get("all_reduce_ok") is None:
+            return "not judged: no all-reduce result was recorded"
+    if name == "smoke.measurements" and (
+            (data.get("measurements") or {}).get("median_step_s") is None):
+        return "not judged: no step timings were recorded"
+    return None
 
 
 def _passed_text(name: str, data: dict[str, Any]) -> str:
@@ -253,7 +256,7 @@ def smoke_cases(data: dict[str, Any], findings: tuple[Finding, ...], strict: boo
         others = [f for f in mine if f not in failing]
         case = _Case(classname, criterion.name)  # the time is the smoke.train case's
         reason = _not_judged(criterion.name, data, codes)
-        not_judged_note = next((f for f in mine if f.code.id == "SMK016"), None)
+        not_judged_note = next((f for f in mine if f.code.id == C.LOSS_NOT_JUDGED.id), None)
         if failing:
             case.failing = failing
             case.out = _out("", None, others, strict)
