@@ -404,3 +404,15 @@ def test_parse_accepts_every_key_and_normalises_codes():
     assert policy.requirements == 5 and policy.wants_scaling
     with pytest.raises(PolicyError):
         parse_policy(Path("gpu-doctor.toml"), {"ignore": {"XYZ123": "r"}}, KNOWN)
+
+
+def test_the_readme_example_is_a_valid_policy(tmp_path):
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"### Policy file.*?```toml\n(.*?)```", readme, re.S)
+    assert example, "README lost its policy example"
+    write(tmp_path, "pyproject.toml", example.group(1))
+    policy = find_policy(None, tmp_path)
+    assert policy is not None and policy.requirements == 5
+    assert policy.ignore and policy.fail_on_warnings

@@ -213,8 +213,9 @@ def _scaling(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
                "the smoke job could not measure throughput on 1 rank and on all ranks")
     if gap is not None:
         return _not_measured(policy, key, wanted, what, gap,
-                             (Step("Run the smoke job on 1 rank and on all ranks.",
-                                   command="gpu-doctor smoke --scaling"),))
+                             (Step("Run the checks and the smoke job (with this policy it "
+                                   "also runs on 1 rank, for the efficiency).",
+                                   command="gpu-doctor doctor"),))
     if efficiency >= wanted:
         return None
     ranks = scaling.get("ranks")
