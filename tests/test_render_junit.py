@@ -314,3 +314,23 @@ def test_cli_junit_to_stdout(monkeypatch):
     assert result.exit_code == 1
     root = parse(result.stdout)
     assert any(f.get("message").startswith("DRV001: ") for f in root.iter("failure"))
+
+
+def test_junit_follows_the_policy_like_the_exit_code(tmp_path):
+    """A warning the policy makes fail is a <failure>; an ignored finding never is."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "facts" / "healthy_8x_v100_pcie.json"
+    for policy, code, failures in (
+        ('fail-on-warnings = ["VIS006"]\n', 1, 1),
+        ('ignore = { VIS006 = "shared box: other jobs are expected" }\n'
+         'fail-on-warnings = true\n', 0, 0),
+    ):
+        (tmp_path / "gpu-doctor.toml").write_text(policy)
+        done = subprocess.run([sys.executable, "-m", "gpu_doctor", "check", "--facts",
+                               str(fixture), "--junit", "-"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == code, done.stderr
+        assert done.stdout.count("<failure ") == failures, policy

@@ -63,12 +63,29 @@ def _ignored(finding: Finding) -> str | None:
     return str(reason) if reason else None
 
 
-def _fails(finding: Finding, strict: bool) -> bool:
+class _Judge:
+    """--strict plus the report's own rule (``Report.is_problem``: ignored findings never
+    fail, the policy's fail-on-warnings do), passed where a bare ``strict`` flag was."""
+
+    def __init__(self, report: Report | None, strict: bool) -> None:
+        self.report, self.strict = report, strict
+
+    def __bool__(self) -> bool:
+        return self.strict
+
+    def fails(self, finding: Finding) -> bool:
+        if self.report is not None:
+            return self.report.is_problem(finding, self.strict)
+        if _ignored(finding):
+            return False
+        severity = finding.effective_severity
+        return severity is Severity.ERROR or (self.strict and severity is Severity.WARNING)
+
+
+def _fails(finding: Finding, strict: bool | _Judge) -> bool:
     """Whether a finding fails its test case: the same rule as ``Report.exit_code``."""
-    if _ignored(finding):
-        return False
-    severity = finding.effective_severity
-    return severity is Severity.ERROR or (strict and severity is Severity.WARNING)
+    judge = strict if isinstance(strict, _Judge) else _Judge(None, bool(strict))
+    return judge.fails(finding)
 
 
 def finding_text(finding: Finding) -> str:
@@ -307,6 +324,7 @@ def _suite(report: Report, area: str, cases: list[_Case], time: float,
 
 def render_junit(report: Report, strict: bool = False) -> str:
     """The report as a JUnit XML document (UTF-8, with its XML declaration)."""
+    strict = _Judge(report, strict)  # type: ignore[assignment]
     by_area: dict[str, list[CheckResult]] = {}
     for result in report.results:
         by_area.setdefault(result.area, []).append(result)
