@@ -281,8 +281,11 @@ _SERIAL_LINE = re.compile(r"(?P<pre>\bSerial Number\s*:\s*)(?P<val>[^\s<]+)", re
 # C:\Users\NAME (also JSON-escaped, C:\\Users\\NAME).
 _HOME = re.compile(r"(?P<pre>/home/|/Users/|\b[A-Za-z]:(?:\\\\|\\)Users(?:\\\\|\\))"
                    r"(?P<name>[^/\\\s\"'`:;,<>|*?()\[\]{}]+)")
-# The prefix NCCL puts on every log line (NCCL_DEBUG): "HOST:PID:TID [RANK] NCCL INFO".
-_NCCL_PREFIX = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL ", re.M)
+# The prefix NCCL puts on every log line (NCCL_DEBUG): "HOST:PID:TID [DEV] NCCL INFO ...",
+# "HOST:PID:TID [DEV] misc/socket.cc:484 NCCL WARN ...".
+# Launchers may put their own "[rank0]:" / "[default0]:" in front.
+_NCCL_PREFIX = re.compile(r"^(?:\[[\w-]+\]:?[ \t]*)?(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] "
+                          r"[^\n]*\bNCCL\b", re.M)
 
 _PLACEHOLDER = re.compile(r"(?:host|user|ip|mac|serial|uuid)-\d+", re.I)
 _NOT_A_USER = frozenset({"", "root", "shared", "public", "default", "all users", "default user",
