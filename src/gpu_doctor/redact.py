@@ -488,7 +488,10 @@ class Redactor:
                                  ("serial", self._serials)):
                 if names:
                     ordered = sorted(names, key=lambda n: (-len(n), n))
-                    alternatives.append(f"(?P<{group}>{'|'.join(map(re.escape, ordered))})")
+                    # DNS names are case-insensitive; a two-letter one ("vm") only as written
+                    words = [re.escape(n) if group != "host" or len(n) < 4
+                             else f"(?i:{re.escape(n)})" for n in ordered]
+                    alternatives.append(f"(?P<{group}>{'|'.join(words)})")
             if self._uuids:
                 hexes = "|".join(sorted(self._uuids))
                 alternatives.append(f"(?P<uuid>(?:(?:GPU|MIG)-)?(?i:{hexes}))")
@@ -523,8 +526,9 @@ class Redactor:
         return self._replace_uuid(found) if found else value
 
     def _host(self, name: str) -> str:
+        """node1, NODE1 and node1.cluster.example are one host: one placeholder."""
         self._count(HOSTNAME, 1)
-        return self._placeholder(HOSTNAME, name.lower(), lambda n: f"host-{n}")
+        return self._placeholder(HOSTNAME, name.lower().split(".", 1)[0], lambda n: f"host-{n}")
 
     def _serial(self, value: str) -> str:
         self._count(SERIAL_NUMBER, 1)
