@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpu_doctor.facts.snapshot import Facts, FactRecord, load_facts, save_facts
+from gpu_doctor.facts.snapshot import FactRecord, Facts, load_facts, save_facts
 from gpu_doctor.model import CheckResult, Evidence, Finding, Report, Status, Step
 from gpu_doctor.redact import REDACTED, Redactor
 from gpu_doctor.registry import load_catalogue
