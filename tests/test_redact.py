@@ -102,3 +102,94 @@ def test_many_secrets_in_one_traceback():
 ])
 def test_harmless_text_is_kept(text):
     assert redact_text(text) == text
+
+
+# --- secrets inside logs, configs and command lines -----------------------------------
+
+WANDB_LEGACY = "9f3c2b1a" * 5  # 40 hex characters, the legacy W&B key shape
+WANDB_NEW = "wandb_v1_" + "Zq8Xw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed8Cb7Az6Yx5" + "Wv4Ut3Sr2Qp1On0Ml9Kj8Ih7G"
+GLPAT = "glpat-" + "z7Xq2Lm9Tz4Rb8Nw3Vc6"
+PYPI = "pypi-AgEIcHlwaS5vcmc" + "CJGE3ZjA1ZTJhLTk0YjYtNDQ5Zi05ZTc3LWFmNmRmODlhNzE4MQ"
+NVAPI = "nvapi-" + "Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0Lz"
+HF_ORG = "api_org_" + "Q8rTzLm3VbNx7KpWc2YdHs9JfGa4UeRi6O"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY"  # AWS documentation's example
+BEARER = "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXBhcnQ"
+ENCRYPTED_PEM = ("-----BEGIN ENCRYPTED PRIVATE KEY-----\n"
+                 "MIIFHDBOBgkqhkiG9w0BBQ0wQTApBgkqhkiG9w0BBQwwHAQI\n"
+                 "-----END ENCRYPTED PRIVATE KEY-----")
+CUT_PEM = ("-----BEGIN EC PRIVATE KEY-----\n"
+           "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oGiLHaNJgHJVoAoGCCqGSM49\n"
+           "AwEHoUQDQgAEpLuUmOvf9jIb8yS3jLvDNLZ2WgT0Q3D9o+pNZ0iY5r0")
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), [
+    (f"export WANDB_API_KEY={WANDB_LEGACY}", WANDB_LEGACY, "export WANDB_API_KEY="),
+    (f'HF_TOKEN="{HF}" torchrun train.py', HF, "torchrun train.py"),
+    (f"NGC_API_KEY='{NVAPI}'", NVAPI, "NGC_API_KEY="),
+    (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws_secret_access_key = "),
+    (f'{{"WANDB_API_KEY": "{WANDB_LEGACY}", "NCCL_DEBUG": "INFO"}}', WANDB_LEGACY,
+     '"NCCL_DEBUG": "INFO"'),
+    (f"{{'hf_token': 'abc{WANDB_LEGACY}', 'lr': 0.01}}", WANDB_LEGACY, "'lr': 0.01"),
+    ("env:\n  - DOCKER_PASSWORD: c0rrect-h0rse\n  - NCCL_DEBUG: INFO", "c0rrect-h0rse",
+     "NCCL_DEBUG: INFO"),
+    ("python train.py --hf-token s3cretvalue42 --epochs 3", "s3cretvalue42", "--epochs 3"),
+    ("python train.py --api-key=s3cretvalue42 --epochs 3", "s3cretvalue42", "--epochs 3"),
+    (f"wandb login {WANDB_LEGACY}", WANDB_LEGACY, "wandb login "),
+    (f"wandb login --relogin {WANDB_NEW}", WANDB_NEW, "wandb login --relogin "),
+    (f"wandb login --host https://wandb.corp.example local-{WANDB_LEGACY}", WANDB_LEGACY,
+     "https://wandb.corp.example"),
+    (f"wandb.login(key='{WANDB_LEGACY}')", WANDB_LEGACY, "wandb.login(key="),
+    (f"machine api.wandb.ai\n  login user\n  password {WANDB_LEGACY}", WANDB_LEGACY,
+     "machine api.wandb.ai"),
+    (f"[default]\naws_access_key_id={AWS_KEY_ID}\n", AWS_KEY_ID, "[default]"),
+    (f"Access key ID,Secret access key\n{AWS_KEY_ID},{AWS_SECRET}", AWS_SECRET,
+     "Access key ID,Secret access key"),
+    (f"curl -H 'Authorization: Bearer {BEARER}' https://api.example.com", BEARER,
+     "https://api.example.com"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "Authorization: "),
+    (f"git push https://oauth2:{GLPAT}@gitlab.example.com/ml/train.git", GLPAT,
+     "@gitlab.example.com/ml/train.git"),
+    (f"remote: https://{GHP}@github.com/org/repo.git", GHP, "@github.com/org/repo.git"),
+    (f"twine upload -p {PYPI} dist/*", PYPI, "twine upload -p "),
+    (f"token {GLPAT} rejected", GLPAT, "rejected"),
+    (f"org token {HF_ORG} is deprecated", HF_ORG, "is deprecated"),
+    (f"key:\n{ENCRYPTED_PEM}\nend", "MIIFHDBOBgkqhkiG9w0BBQ0w", "\nend"),
+    (f"log cut here: {CUT_PEM}\n[truncated]", "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5",
+     "[truncated]"),
+])
+def test_secrets_in_logs_configs_and_command_lines(text, secret, kept):
+    out = redact_text(text)
+    assert secret not in out
+    assert REDACTED in out
+    assert kept in out
+
+
+@pytest.mark.parametrize("name", ["--hf-token", "api-key", "wandb.api_key", "GITHUB_PAT",
+                                  "SENTRY_DSN", "AUTHORIZATION", "db_passwd", "SMTP_PASS",
+                                  "aws_session_token"])
+def test_more_secret_names(name):
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["AUTHOR", "TOKENIZERS_PARALLELISM", "max_tokens", "PWD",
+                                  "NCCL_IB_PKEY", "num_tokens_per_batch", "SLURM_JOB_NODELIST"])
+def test_names_that_only_look_secret(name):
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize("text", [
+    "TOKENIZERS_PARALLELISM=false max_tokens=128 use_auth_token=True",
+    "HF_TOKEN=$HF_TOKEN torchrun train.py",
+    "env: {HF_TOKEN: ${{ secrets.HF_TOKEN }}}",
+    "Author: Soumith Chintala\nAuthor-email: soumith@pytorch.org",
+    "commit 38b96d3399a695e704ed39b60dac733c3fbf20e2 (HEAD -> main)",
+    "nvcr.io/nvidia/pytorch@sha256:" + "4f3a9c0b" * 8,
+    "md5 d41d8cd98f00b204e9800998ecf8427e  weights.pt",
+    "NCCL INFO Channel 00/02 :    0   1 busId 1b000 pci 0000:1b:00.0",
+    "wandb: Tracking run with wandb version 0.17.0",
+    "wandb: Currently logged in as: alice. Use `wandb login --relogin` to force relogin",
+    "password: null",
+    "torch 2.4.1+cu121 cuDNN 9.1.0.70 NCCL 2.20.5 driver 550.54.15",
+])
+def test_ordinary_log_lines_are_kept(text):
+    assert redact_text(text) == text

@@ -570,7 +570,10 @@ def _run(options: RunOptions) -> None:
         apply_plan(facts, make_plan(**_plan_numbers(options)))
         if options.save_facts_file is not None:
             try:
-                save_facts(facts, options.save_facts_file)
+                from gpu_doctor.redact import Redactor
+
+                save_facts(facts, options.save_facts_file,
+                           Redactor.for_run(facts, anonymize=options.anonymize))
             except OSError as exc:
                 raise UsageError(f"--save-facts {options.save_facts_file}: cannot write: "
                                  f"{exc.strerror or exc}") from None

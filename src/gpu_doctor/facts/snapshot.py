@@ -115,9 +115,17 @@ class Facts:
         return facts
 
 
-def save_facts(facts: Facts, path: Path) -> None:
-    """Write the snapshot atomically, so an interrupted save never leaves half a file."""
-    text = json.dumps(facts.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
+def save_facts(facts: Facts, path: Path, redactor: Any = None) -> None:
+    """Write the snapshot atomically, so an interrupted save never leaves half a file.
+
+    The snapshot is an artifact like any report: it goes through the run's redactor
+    (``gpu_doctor.redact.Redactor``; a secrets-only one when none is given), so a token
+    in a probe's stderr or a path never reaches the file.
+    """
+    from gpu_doctor.redact import Redactor
+
+    data = (redactor or Redactor()).facts(facts)
+    text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
     write_text_atomic(path, text)
 
 
