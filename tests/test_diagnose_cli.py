@@ -47,7 +47,7 @@ def test_a_log_file_gives_the_cause_with_lines_ranks_and_exit_1(tmp_path: Path) 
     assert lead["affects"] == ["ranks 0, 1"]
     labels = [e["label"] for e in lead["evidence"]]
     assert labels[0] == "line 3"
-    assert any(label.startswith("then, line 5") for label in labels), labels
+    assert any(label.startswith("consequence, line 5") for label in labels), labels
     assert [f["category"] for f in data["findings"]].count("collective_timeout") == 0
 
 
@@ -129,3 +129,14 @@ def test_tokens_in_a_log_are_never_quoted(tmp_path: Path) -> None:
         assert done.returncode == 1
         assert token not in done.stdout
     assert token not in run(str(log)).stdout
+
+
+def test_warnings_only_is_said_as_such_and_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[node1]:29500 (errno: 111 - Connection refused).\nEpoch 1/10 done\n")
+    done = run(str(log))
+    assert done.returncode == 0
+    assert "Warnings only, no failure cause found (exit code 0)" in done.stdout
+    data = json.loads(run(str(log), "--json", "-").stdout)
+    assert data["checks"][0]["summary"].startswith("no failure cause found; warnings: LOG054")

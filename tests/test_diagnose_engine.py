@@ -166,7 +166,7 @@ def test_watchdog_after_a_death_is_folded_into_the_death(tmp_path: Path) -> None
     findings = compose(scan_text(tmp_path, log))
     assert [f.code.id for f, _ in findings] == ["TST002"]
     folded = findings[0][0].evidence[-1]
-    assert folded.label == "then, line 1" and "TST003" in folded.value
+    assert folded.label == "consequence, line 1" and "TST003" in folded.value
 
 
 def test_watchdog_alone_stays_a_finding(tmp_path: Path) -> None:
@@ -277,11 +277,50 @@ def test_binary_input_is_refused(tmp_path: Path) -> None:
         open_input(str(path))
 
 
-def test_a_truncated_gzip_is_an_input_error_not_a_traceback(tmp_path: Path) -> None:
+def test_a_truncated_gzip_keeps_what_was_read_and_says_so(tmp_path: Path) -> None:
     path = tmp_path / "cut.log.gz"
-    path.write_bytes(gzip.compress((LOG * 20000).encode())[:2000])
+    data = gzip.compress((LOG + "noise line\n" * 200000).encode())
+    path.write_bytes(data[: len(data) // 3])
     opened = open_input(str(path))
     scanner = Scanner(RULES, GATES)
-    with pytest.raises(InputError, match="cannot read to the end"):
-        for document in opened.documents:
-            scanner.scan(document)
+    for document in opened.documents:
+        scanner.scan(document)
+    assert scanner.result.hits["TST001"].quotes[0].line == 2
+    assert len(opened.notes) == 1 and "ends early" in opened.notes[0]
+
+
+def test_compressed_members_of_a_bundle_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("logs/rank0.log.gz", gzip.compress(LOG.encode()))
+        archive.writestr("logs/core.bin", b"\x00\x01")
+    opened = open_input(str(path))
+    scanner = Scanner(RULES, GATES)
+    for document in opened.documents:
+        scanner.scan(document)
+    assert scanner.result.hits["TST001"].quotes[0].document == "logs/rank0.log"
+    assert opened.notes == ["logs/core.bin: skipped, not text"]
+
+
+def test_a_line_longer_than_the_cap_does_not_shift_line_numbers(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    monkeypatch.setattr(normalize, "MAX_LINE", 4096)
+    monkeypatch.setattr(source, "BLOCK", 1024)
+    log = ("first\n" + "x" * 50_000 + "\n" + "frame\r" * 5000
+           + "\nRuntimeError: CUDA out of memory.\n")
+    result = scan_text(tmp_path, log)
+    assert result.hits["TST001"].quotes[0].line == 4
+    assert result.lines == 4
+
+
+def test_a_bare_exception_reads_the_line_above_across_a_block_boundary(tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    assert_rule = FakeRule(_code("TST006", Category.DDP_USAGE_ERROR),
+                           re.compile(r"AssertionError: assert .*batch", re.I), ("error",))
+    monkeypatch.setattr(source, "BLOCK", 64)
+    head = "n\n" * (source.SNIFF // 2)  # the sniffed first block, then 64-byte blocks
+    for pad in range(0, 70, 7):  # the pair falls on every side of a block boundary
+        log = head + "n" * pad + "\n" + "    assert opt.batch % world == 0\nAssertionError\n"
+        result = scan_text(tmp_path, log, rules=(assert_rule,))
+        first = source.SNIFF // 2 + 2
+        assert [q.line for q in result.hits["TST006"].quotes] == [first, first + 1], pad

@@ -218,10 +218,55 @@ def test_the_users_own_p2p_experiment_settles_it(tmp_path: Path) -> None:
     finding = lead(tmp_path, log)
     assert (finding.code.id, finding.code.category.value) == ("DIAG002", "nccl_p2p")
     assert finding.evidence[0].label == "line 2"
-    assert any(e.label == "then, line 1" for e in finding.evidence)
+    assert any(e.label == "consequence, line 1" for e in finding.evidence)
 
 
 def test_p2p_advice_in_the_log_is_not_taken_for_the_users_result(tmp_path: Path) -> None:
     log = ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
            "hint: if training hangs, NCCL_P2P_DISABLE=1 may help\n")
     assert lead(tmp_path, log).code.category.value == "gpu_out_of_memory"
+
+
+def test_a_healthy_run_ending_in_nccl_teardown_is_not_a_hang(tmp_path: Path) -> None:
+    log = ("host:1:1 [0] NCCL INFO Channel 00 : 0[1b000] -> 1[1c000] via P2P/IPC\n"
+           "host:1:1 [0] NCCL INFO Connected all rings\n"
+           "Epoch 0: 100%|##########| 938/938 [01:02<00:00, 15.1it/s, loss=0.21]\n"
+           "host:1:1 [0] NCCL INFO comm 0x5603f2b0 rank 0 nranks 2 cudaDev 0 busId 1000 - "
+           "Destroy COMPLETE\n")
+    assert lead(tmp_path, log).code.id == "DIAG001"
+
+
+def test_wsl_in_the_users_prose_does_not_make_a_server_wsl(tmp_path: Path) -> None:
+    log = ("The same script works on my laptop under WSL2, but on our Ubuntu server:\n"
+           "RuntimeError: Found no NVIDIA driver on your system. Please check that you have "
+           "an NVIDIA GPU and installed a driver\n$ uname -r\n6.5.0-41-generic\n")
+    assert lead(tmp_path, log).code.category.value == "driver_missing"
+
+
+def test_the_killed_rank_is_the_one_affected_not_the_survivor(tmp_path: Path) -> None:
+    log = ("[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective "
+           "operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE) ran for 600031 ms\n"
+           "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 "
+           "(pid: 1200) of binary: /usr/bin/python\n")
+    finding = lead(tmp_path, log)
+    assert finding.code.category.value == "host_out_of_memory"
+    assert finding.affects == ("rank 0",)
+    assert any(e.label.startswith("consequence") and e.value.startswith("rank 1: ")
+               for e in finding.evidence)
+
+
+def test_torchrun_tee_double_prefixes_are_one_finding_for_every_rank(tmp_path: Path) -> None:
+    log = "".join(f"[default{r}]:[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. "
+                  f"Tried to allocate 2.00 GiB\n" for r in range(4))
+    finding = lead(tmp_path, log)
+    assert finding.affects == ("ranks 0-3",)
+    assert [e.label for e in finding.evidence] == ["line 1", "matched lines"]
+
+
+def test_the_user_saying_the_job_runs_in_wsl_counts(tmp_path: Path) -> None:
+    """microsoft/WSL#5265: 'I just installed ... WSL 2' and a Linux driver inside it."""
+    log = ("I just installed Windows Preview and WSL 2 and I did\n"
+           "sudo apt install nvidia-driver-440\n$ nvidia-smi\n"
+           "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+           "Make sure that the latest NVIDIA driver is installed and running.\n")
+    assert lead(tmp_path, log).code.category.value == "wsl_setup"

@@ -205,7 +205,39 @@ def test_nccl_refusal_is_network_and_store_refusal_is_rendezvous():
     ("Killed", "LOG038"),
     ("NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception", "LOG035"),
     ("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", "LOG017"),
+    # found by review: other launchers' and libraries' wording of known causes
+    ("[ERROR] [launch.py:325:sigkill_handler] ['python', 'train.py'] exits with return code "
+     "= -9", "LOG007"),
+    ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", "LOG037"),
+    ("RuntimeError: No CUDA GPUs are available", "LOG030"),
+    ("ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not "
+     "found (required by /opt/venv/lib/python3.11/site-packages/torch/lib/libtorch_python.so)",
+     "LOG022"),
+    ("Failed to initialize NVML: Unknown Error", "LOG014"),
+    ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+     "cannot open shared object file: no such file or directory: unknown", "LOG010"),
+    ("UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
+     "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered "
+     "internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)", None),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you "
+     "passed in a non-contiguous input.", "LOG034"),
 ])
 def test_specific_lines(line, code):
     matches = match_text(line)
     assert (matches[0].rule.code.id if matches else None) == code
+
+
+def test_every_step_command_is_valid_shell():
+    """A `$` line must paste into a shell: Python statements belong in the step's text."""
+    import subprocess
+
+    from gpu_doctor.diagnose.compose import ATTACH_STEPS
+    from gpu_doctor.diagnose.context import HANG_STEPS, WSL_STEPS
+
+    steps = [s for rule in RULES for s in (*rule.steps, *rule.decide)]
+    steps += [*ATTACH_STEPS, *HANG_STEPS, *WSL_STEPS]
+    for step in steps:
+        if step.command:
+            checked = subprocess.run(["bash", "-n", "-c", step.command], capture_output=True,
+                                     text=True)
+            assert checked.returncode == 0, (step.command, checked.stderr)

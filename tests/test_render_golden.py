@@ -1,11 +1,12 @@
-"""Golden files: every renderer's whole output for two reports, compared byte for byte.
+"""Golden files: every renderer's whole output for three reports, compared byte for byte.
 
 The reports are the one of this sandbox's recorded facts (tests/fixtures/facts/
-sandbox_cpu_container.json, run through the real checks) and a hand-built one that
+sandbox_cpu_container.json, run through the real checks), a hand-built one that
 exercises every part of the layouts: findings of each severity with evidence, several
 fix steps with commands and URLs, ``affects``, checks skipped because another failed,
 a crashed check with its traceback, a plugin that failed to load, probe errors and a
-replayed facts file.
+replayed facts file; and the sandbox's report with a smoke-training job that finished
+but failed two of its criteria (judged by the smoke job's own verdict code).
 
 Timestamps, durations and the tool version are pinned, so the files change only when
 the output does. After an intended change of the output, rewrite the files with::
@@ -42,9 +43,11 @@ from gpu_doctor.model import (
 from gpu_doctor.registry import load_catalogue
 from gpu_doctor.render.console import render_console
 from gpu_doctor.render.json import render_json
+from gpu_doctor.render.junit import render_junit
 from gpu_doctor.render.markdown import render_markdown
 from gpu_doctor.runner import build_report
 from tests.conftest import FACTS_DIR
+from tests.smoke_reports import failing_run
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GPU_DOCTOR_UPDATE_GOLDEN") == "1"
@@ -68,6 +71,14 @@ def sandbox_report() -> Report:
     report = build_report(load_catalogue(entry_points=[]), facts,
                           facts_source="tests/fixtures/facts/sandbox_cpu_container.json")
     return pinned(report)
+
+
+def smoke_report() -> Report:
+    """`doctor` on the sandbox's facts, with its smoke job: flat loss, ranks out of sync."""
+    report = sandbox_report()
+    smoke = failing_run()
+    return pinned(dataclasses.replace(report, results=(*report.results, smoke.check_result()),
+                                      smoke=smoke.data))
 
 
 INSTALL_GUIDE = "https://pytorch.org/get-started/locally/"
@@ -213,8 +224,11 @@ RENDERINGS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "console-quiet": ("txt", lambda r: console_text(r, quiet=True)),
     "json": ("json", render_json),
     "markdown": ("md", render_markdown),
+    "junit": ("xml", render_junit),
+    "junit-strict": ("xml", lambda r: render_junit(r, strict=True)),
 }
-REPORTS: dict[str, Callable[[], Report]] = {"sandbox": sandbox_report, "full": full_report}
+REPORTS: dict[str, Callable[[], Report]] = {"sandbox": sandbox_report, "full": full_report,
+                                            "smoke": smoke_report}
 CASES = [(r, k) for r in REPORTS for k in RENDERINGS]
 
 

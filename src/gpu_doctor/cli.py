@@ -579,7 +579,8 @@ def _run(options: RunOptions) -> None:
                                  f"{exc.strerror or exc}") from None
         report = build_report(catalogue, facts, facts_source=source)
         if options.smoke:
-            report = _with_smoke(report, facts, options)
+            report = _with_smoke(report, facts, options,
+                                 scaling=getattr(policy, "wants_scaling", False))
         if policy is not None:
             from gpu_doctor.policy import apply_policy
 
@@ -601,8 +602,10 @@ def _progress(options_json: Optional[str], options_md: Optional[str]):
     return RichProgress(console) if console.is_terminal else None
 
 
-def _with_smoke(report: Report, facts: Facts, options: RunOptions) -> Report:
-    """The checks' report plus the smoke job (or the reason it was skipped)."""
+def _with_smoke(report: Report, facts: Facts, options: RunOptions,
+                scaling: bool = False) -> Report:
+    """The checks' report plus the smoke job (or the reason it was skipped); with
+    ``scaling`` (a policy's min-scaling-efficiency) also on 1 rank, for the efficiency."""
     from gpu_doctor.smoke import SmokeUsageError, run_smoke, skipped
     from gpu_doctor.smoke_launch import OptionsError, SmokeOptions
     from gpu_doctor.smoke_plan import plan_smoke
@@ -610,7 +613,7 @@ def _with_smoke(report: Report, facts: Facts, options: RunOptions) -> Report:
     python = (facts.get("python") or {}).get("executable") or sys.executable
     nvml_gpus = len((facts.get("nvml") or {}).get("gpus") or [])
     planned = plan_smoke(report, facts.get("torch"), _plan_numbers(options),
-                         SmokeOptions(python=python), nvml_gpus=nvml_gpus)
+                         SmokeOptions(python=python, scaling=scaling), nvml_gpus=nvml_gpus)
     if isinstance(planned, str):
         result = skipped(planned)
     else:

@@ -16,14 +16,16 @@ if TYPE_CHECKING:
 
 
 def all_codes(catalogue: Catalogue) -> dict[str, Code]:
-    """The checks' codes plus those the smoke job, the log rules and ``diagnose`` report (no
-    check emits them, yet `explain` and docs/codes.md must know them)."""
-    from gpu_doctor.diagnose.compose import NOTHING_MATCHED
+    """The checks' codes plus those the smoke job, the log rules, ``diagnose`` and the CI
+    policy report (no check emits them, yet `explain` and docs/codes.md must know them)."""
+    from gpu_doctor.diagnose.compose import DAMAGED_INPUT, NOTHING_MATCHED
     from gpu_doctor.diagnose.context import SILENT_HANG, UNDER_WSL
     from gpu_doctor.logrules import LOG_CODES
+    from gpu_doctor.policy_codes import POLICY_CODES
     from gpu_doctor.smoke_codes import SMOKE_CODES
 
-    extra = (*SMOKE_CODES, *LOG_CODES, NOTHING_MATCHED, SILENT_HANG, UNDER_WSL)
+    extra = (*SMOKE_CODES, *LOG_CODES, NOTHING_MATCHED, SILENT_HANG, UNDER_WSL,
+             DAMAGED_INPUT, *POLICY_CODES)
     return {**catalogue.codes(), **{c.id: c for c in extra}}
 
 

@@ -113,6 +113,7 @@ class Finding:
     severity: Severity | None = None
     affects: tuple[str, ...] = ()
     docs_url: str | None = None
+    ignored: str | None = None  # the policy's reason: still shown, no longer judged
 
     @property
     def category(self) -> Category:
@@ -132,6 +133,7 @@ class Finding:
             "remediation": [s.to_dict() for s in self.remediation],
             "affects": list(self.affects),
             "docs_url": self.docs_url or self.code.docs_url,
+            **({"ignored": self.ignored} if self.ignored is not None else {}),
         }
 
 
@@ -176,28 +178,47 @@ class Report:
     environment: dict[str, Any] = field(default_factory=dict)
     probe_errors: dict[str, str] = field(default_factory=dict)
     smoke: dict[str, Any] | None = None  # the smoke-training job's results, when it ran
+    # Set by a CI policy file (policy.py): where it came from, and which warnings fail the
+    # run like errors do (True: all of them; a tuple: those codes).
+    policy_file: str | None = None
+    fail_on_warnings: bool | tuple[str, ...] = False
 
     @property
     def findings(self) -> list[Finding]:
-        """All findings, root causes first: errors before warnings, in check order."""
+        """All findings, root causes first: errors before warnings, in check order; those a
+        policy ignores come last."""
         found = [f for r in self.results for f in r.findings]
-        return sorted(found, key=lambda f: -f.effective_severity.rank)
+        return sorted(found, key=lambda f: (f.ignored is not None, -f.effective_severity.rank))
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.results if r.status is status)
+
+    def is_problem(self, finding: Finding, strict: bool = False) -> bool:
+        """Whether this finding makes the run fail: an error, or a warning under --strict or
+        the policy's ``fail-on-warnings``; never a finding the policy ignores."""
+        if finding.ignored is not None:
+            return False
+        severity = finding.effective_severity
+        if severity is Severity.ERROR:
+            return True
+        if severity is not Severity.WARNING:
+            return False
+        fail = self.fail_on_warnings
+        return strict or fail is True or (isinstance(fail, tuple) and finding.code.id in fail)
 
     def exit_code(self, strict: bool = False) -> int:
         """0 ready, 1 problems found, 3 the doctor itself failed (a check crashed).
 
         Problems outrank a crashed check: a user with a missing driver needs to hear
-        about the driver first.
+        about the driver first. Findings a policy ignores never count; warnings count
+        under --strict or the policy's ``fail-on-warnings``.
         """
-        severities = {f.effective_severity for f in self.findings}
-        if Severity.ERROR in severities:
+        judged = [f for f in self.findings if f.ignored is None]
+        if any(f.effective_severity is Severity.ERROR for f in judged):
             return 1
         if self.count(Status.ERROR):
             return 3
-        if strict and Severity.WARNING in severities:
+        if any(self.is_problem(f, strict) for f in judged):
             return 1
         return 0
 
@@ -221,4 +242,8 @@ class Report:
         }
         if self.smoke is not None:
             data["smoke"] = self.smoke
+        if self.policy_file is not None:
+            fail = self.fail_on_warnings
+            data["policy"] = {"file": self.policy_file,
+                              "fail_on_warnings": list(fail) if isinstance(fail, tuple) else fail}
         return data

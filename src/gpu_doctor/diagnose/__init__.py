@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from gpu_doctor import __version__
-from gpu_doctor.diagnose.compose import compose, env_evidence, nothing_matched
+from gpu_doctor.diagnose.compose import compose, damaged_input, env_evidence, nothing_matched
 from gpu_doctor.diagnose.context import refine
 from gpu_doctor.diagnose.rank import root_cause_key
 from gpu_doctor.diagnose.scan import Scanner, ScanResult
@@ -35,9 +35,9 @@ class Diagnosis:
     facts: Facts | None
 
 
-def scan_input(target: str, stdin: IO[bytes] | None = None,
-               rules: Sequence[Any] | None = None) -> tuple[ScanResult, list[dict[str, Any]]]:
-    """Scan every text document of the input; return the scan and any facts snapshots."""
+def scan_input(target: str, stdin: IO[bytes] | None = None, rules: Sequence[Any] | None = None
+               ) -> tuple[ScanResult, list[dict[str, Any]], list[str]]:
+    """Scan every text document of the input: the scan, facts snapshots, reading notes."""
     from gpu_doctor.logrules import GATES, RULES
     from gpu_doctor.textfacts import SECTION_MARKERS
 
@@ -45,7 +45,7 @@ def scan_input(target: str, stdin: IO[bytes] | None = None,
     scanner = Scanner(RULES if rules is None else rules, GATES, SECTION_MARKERS)
     for document in opened.documents:
         scanner.scan(document)
-    return scanner.result, opened.facts_snapshots
+    return scanner.result, opened.facts_snapshots, opened.notes
 
 
 def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
@@ -101,10 +101,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable."""
     from gpu_doctor.runner import summarize_environment
 
-    scan, snapshots = scan_input(target, stdin, rules)
+    scan, snapshots, notes = scan_input(target, stdin, rules)
     if scan.blank and not snapshots:
+        why = f" ({'; '.join(notes)})" if notes else ""
         raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
-                         f"diagnose")
+                         f"diagnose{why}")
     from gpu_doctor.logrules.nccl import NCCL_SOCKET
 
     ordered = refine(compose(scan), scan, NCCL_SOCKET)
@@ -115,10 +116,17 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     findings = [finding for finding, _ in ranked]
     if not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
+    if notes:
+        findings.append(damaged_input(notes))
     label = "stdin" if target == "-" else target
     lead = findings[0]
-    summary = (f"most likely cause: {lead.code.category.value} ({lead.code.id})"
-               if lead.code.id != "DIAG001" else "no known failure signature")
+    if lead.effective_severity is Severity.ERROR:
+        summary = f"most likely cause: {lead.code.category.value} ({lead.code.id})"
+    elif lead.code.id == "DIAG001":
+        summary = "no known failure signature"
+    else:
+        summary = ("no failure cause found; warnings: "
+                   + ", ".join(dict.fromkeys(f.code.id for f in findings)))
     if where:
         summary += f"; environment read from {where}"
     result = CheckResult(

@@ -27,6 +27,15 @@ NOTHING_MATCHED = Code(
     severity=Severity.WARNING,
     docs_url="https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications")
 
+DAMAGED_INPUT = Code(
+    "DIAG004", Category.UNKNOWN, "Part of the input could not be read",
+    what="The input ends early (a .gz cut short by an upload limit) or holds members that "
+         "are not text; what could be read was diagnosed.",
+    why="The lines that show the cause may be in the part that was lost.",
+    fix="Attach the complete file again (compress it whole, check its size), or paste the "
+        "log as text.",
+    severity=Severity.WARNING)
+
 ATTACH_STEPS: tuple[Step, ...] = (
     Step("Capture the whole job's output, every rank, into one file.",
          command="torchrun --nproc_per_node=N train.py 2>&1 | tee train.log"),
@@ -94,17 +103,16 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
     evidence = [Evidence(_where(q, many), q.text, q.document) for q in code_hits.quotes]
     if code_hits.count > len(code_hits.quotes):
         evidence.append(Evidence("matched lines", f"{code_hits.count} in all"))
-    ranks = set(code_hits.ranks)
+    ranks = set(code_hits.ranks)  # the cause's own ranks: a survivor's timeout is not theirs
     quoted = {(q.document, q.line) for q in code_hits.quotes}
     for symptom in folded:
-        ranks |= symptom.ranks
         fresh = [q for q in symptom.quotes if (q.document, q.line) not in quoted]
         if not fresh:
             continue  # the same line, read by a more general rule too
         first = fresh[0]
-        evidence.append(Evidence(f"then, {_where(first, many)}",
-                                 f"{first.text} ({symptom.code.id}, a consequence)",
-                                 first.document))
+        who = f"{', '.join(group_label(sorted(symptom.ranks)))}: " if symptom.ranks else ""
+        evidence.append(Evidence(f"consequence, {_where(first, many)}",
+                                 f"{who}{first.text} ({symptom.code.id})", first.document))
     steps: list[Step] = []
     alternatives: list[str] = []
     deciders: list[Step] = []
@@ -141,6 +149,14 @@ def nothing_matched(scan: ScanResult) -> Finding:
     evidence += [Evidence(_where(q, many), q.text, q.document) for q in scan.exceptions]
     return Finding(NOTHING_MATCHED, NOTHING_MATCHED.summary, evidence=tuple(evidence),
                    remediation=ATTACH_STEPS, docs_url=NOTHING_MATCHED.docs_url)
+
+
+def damaged_input(notes: list[str]) -> Finding:
+    """The warning that part of the input was lost, naming each part."""
+    return Finding(DAMAGED_INPUT, DAMAGED_INPUT.summary,
+                   evidence=tuple(Evidence("input", note) for note in notes),
+                   remediation=(Step("Check the file is complete before attaching it.",
+                                     command="gzip -t train.log.gz && ls -l train.log.gz"),))
 
 
 def env_evidence(finding: Finding, where: str) -> Finding:

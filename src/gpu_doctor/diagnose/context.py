@@ -28,8 +28,7 @@ MULTI_NODE = re.compile(
 BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docker0|virbr\d)\b")
 NCCL_SETUP = re.compile(
     r"NCCL INFO (?:Channel \d+(?:/\d+)?\s*:.*via (?:P2P|SHM|direct shared memory)"
-    r"|Connected all (?:rings|trees)|.*Init COMPLETE|.*comm 0x[0-9a-f]+ .*rank \d+ nranks)",
-    re.IGNORECASE)
+    r"|Connected all (?:rings|trees)|.*Init COMPLETE)", re.IGNORECASE)
 FAILURE_WORD = re.compile(r"error|fail|exception|traceback|killed|abort|timed out|timeout",
                           re.IGNORECASE)
 HANG_TEXT = re.compile(
@@ -64,8 +63,13 @@ P2P_OFF_HELPS = re.compile(
 # What broken P2P looks like when NCCL reports it at all.
 _P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CUDA_INIT_FAILURE,
                  Category.NCCL_P2P, Category.UNKNOWN}
+# What a machine prints (a WSL kernel release, the WSL driver path), or the user saying the
+# job runs in WSL; not a contrast ("it works under WSL2 on my laptop, but the server...").
 WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
-                      r"|\bwsl ?2?\b", re.IGNORECASE)
+                      r"|^(?!.*\b(?:but|works?|worked|fine|except)\b).*\bwsl ?2?\b",
+                      re.IGNORECASE)
+NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
+                           r"|\.el[789]_?\d*\.x86_64")
 UNDER_WSL = Code(
     "DIAG003", Category.WSL_SETUP, "The GPU cannot be reached from inside WSL",
     what="CUDA or NVML fails to find or open the GPU, and the log comes from WSL. Under WSL "
@@ -189,7 +193,8 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     reasons = multi_node[:1] + bridges[:1]
     errors = [f for f, _ in findings if f.effective_severity is Severity.ERROR]
     wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
-    if wsl and errors and errors[0].code.category in _WSL_SYMPTOMS:
+    native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
+    if wsl and not native and errors and errors[0].code.category in _WSL_SYMPTOMS:
         lead = errors[0]
         evidence = [Evidence(wsl[0].where, wsl[0].text, "WSL marker"),
                     *(e for e in lead.evidence if e.label != "other possible cause"),
@@ -224,8 +229,8 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     for finding in folded:  # NCCL's own words for the same failure
         first = next((e for e in finding.evidence if e.label.startswith("line ")), None)
         if first is not None:
-            evidence.append(Evidence(f"then, {first.label}",
-                                     f"{first.value} ({finding.code.id}, a consequence)"))
+            evidence.append(Evidence(f"consequence, {first.label}",
+                                     f"{first.value} ({finding.code.id})"))
     evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES]
     finding = Finding(SILENT_HANG, SILENT_HANG.summary, evidence=tuple(evidence),
                       remediation=HANG_STEPS, docs_url=SILENT_HANG.docs_url)

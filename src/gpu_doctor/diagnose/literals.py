@@ -27,17 +27,29 @@ MIN_LENGTH = 3
 MAX_ALTERNATIVES = 64
 
 
+# Words every failing log is full of: a run made only of one of them filters little, so a
+# rarer run of the same alternative ("p2p" in "warn.*p2p.*fail") is preferred.
+COMMON_RUNS = frozenset({"warn", "error", "fail", "cuda", "time", "nccl", "memory", "signal",
+                         "killed", "warning", "failed", "error:"})
+
+
 def _best_run(items: list[Any]) -> str | None:
-    """The longest run of literal characters in a flat sequence (no groups, no branches)."""
-    best, run = "", []
+    """The most selective run of literal characters in a flat sequence (no groups, branches).
+
+    Longest first, but a run that is just a common log word loses to any other run.
+    """
+    runs, run = [], []
     for op, arg in items:
         if op is _LITERAL:
             run.append(chr(arg))
             continue
-        best = max(best, "".join(run), key=len)
+        runs.append("".join(run))
         run = []
-    best = max(best, "".join(run), key=len)
-    return best.lower() if len(best) >= MIN_LENGTH else None
+    runs.append("".join(run))
+    usable = [r.lower() for r in runs if len(r) >= MIN_LENGTH]
+    if not usable:
+        return None
+    return max(usable, key=lambda r: (r.strip() not in COMMON_RUNS, len(r)))
 
 
 def _alternatives(items: list[Any], budget: list[int]) -> list[str] | None:

@@ -71,11 +71,10 @@ def byte_chunks(blocks: Iterator[bytes], encoding: str = "utf-8") -> Iterator[by
         data = carry + block
         cut = data.rfind(b"\n") + 1
         if cut == 0:
-            if len(data) > MAX_LINE:
-                yield _tail_frame(data) + b"\n"
-                carry = b""
-            else:
-                carry = data
+            # A line with no end yet: keep only its last frame, bounded; its earlier bytes
+            # were overwritten on screen or are beyond any quote. No newline is invented,
+            # so line numbers stay those of the file.
+            carry = _tail_frame(data) if len(data) > MAX_LINE else data
             continue
         carry = data[cut:]
         if len(carry) > MAX_LINE:

@@ -12,17 +12,10 @@ seen breaks ties.
 from __future__ import annotations
 
 from gpu_doctor.categories import Category
+from gpu_doctor.logrules import CATEGORY_PRECEDENCE
 from gpu_doctor.model import Finding
 
-C = Category
-CATEGORY_ORDER: tuple[Category, ...] = (
-    C.WSL_SETUP, C.DRIVER_MISSING, C.DRIVER_LIBRARY_MISMATCH, C.DRIVER_TOO_OLD,
-    C.TORCH_MISSING, C.TORCH_CPU_ONLY, C.NCCL_UNAVAILABLE, C.TORCH_ARCH_UNSUPPORTED,
-    C.PACKAGE_CONFLICT, C.HARDWARE_FAULT, C.CUDA_INIT_FAILURE, C.GPU_NOT_VISIBLE,
-    C.HOST_OUT_OF_MEMORY, C.GPU_OUT_OF_MEMORY, C.NCCL_SHARED_MEMORY, C.CUDNN_FAILURE,
-    C.RENDEZVOUS_PORT_IN_USE, C.RENDEZVOUS_FAILURE, C.DDP_USAGE_ERROR, C.NCCL_P2P,
-    C.NCCL_NETWORK, C.COLLECTIVE_TIMEOUT, C.UNKNOWN,
-)
+CATEGORY_ORDER: tuple[Category, ...] = CATEGORY_PRECEDENCE
 _POSITION = {category: index for index, category in enumerate(CATEGORY_ORDER)}
 
 

@@ -19,6 +19,7 @@ import re
 
 _PREFIXES = (
     re.compile(r"^\[(?:rank|default|trainer|worker)(\d{1,5})\]:\s?"),
+    re.compile(r"^\[rank: ?(\d{1,5})\]\s?"),  # Lightning's rank_zero / rank prefix
     re.compile(r"^\[\d{1,5},(\d{1,5})\]<std(?:out|err)>:\s?"),
     re.compile(r"^\s{0,3}(\d{1,5}): "),
 )
@@ -29,16 +30,38 @@ _PG_RANK = re.compile(r"\[Rank (\d{1,5})\]")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d{1,5})\b")
 
 
+# pdsh / DeepSpeed's multi-node launcher and `kubectl logs --prefix`: "worker-3: ..."
+_HOST_LABEL = re.compile(r"^((?:[A-Za-z]\w*[-.][\w.-]*|(?:node|worker|host|gpu)\w*)\d):\s")
+# torch.distributed.elastic's failure line: "failed (exitcode: -9) local_rank: 0 (pid: 12)"
+_LOCAL_RANK = re.compile(r"\blocal_rank: ?(\d{1,5})\b")
+
+
 def split_rank(line: str) -> tuple[str | None, str]:
-    """(who printed it, the line without the launcher's prefix)."""
-    for prefix in _PREFIXES:
-        found = prefix.match(line)
-        if found:
-            return f"rank {int(found.group(1))}", line[found.end():]
+    """(who printed it, the line without the launchers' prefixes).
+
+    Prefixes nest: ``torchrun --tee`` on torch >= 2.2 prints ``[default3]:[rank3]: ...``,
+    so they are removed until none is left.
+    """
+    who: str | None = None
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in _PREFIXES:
+            found = prefix.match(line)
+            if found:
+                who = who or f"rank {int(found.group(1))}"
+                line = line[found.end():]
+                stripped = True
+                break
+    if who is not None:
+        return who, line
+    host = _HOST_LABEL.match(line)
+    if host and not line[host.end():].lstrip().startswith(("//", "/")):
+        return host.group(1), line[host.end():]
     nccl = _NCCL.match(line)
     if nccl:
         return f"{nccl.group(1)} GPU {nccl.group(2)}", line
-    named = _PG_RANK.search(line)
+    named = _PG_RANK.search(line) or _LOCAL_RANK.search(line)
     if named:
         return f"rank {int(named.group(1))}", line
     return None, line

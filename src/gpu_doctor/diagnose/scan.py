@@ -18,6 +18,7 @@ parsers are capped in lines and size.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from gpu_doctor.diagnose.source import Document
 from gpu_doctor.redact import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
+MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
 MAX_QUOTE = 300  # characters of one quoted line
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
@@ -71,6 +73,10 @@ class CodeHits:
     count: int = 0
     seen: set[str] = field(default_factory=set)
     order: int = 0  # when the code was first met, across documents
+
+    def wants(self, key: str) -> bool:
+        """Whether a line with this key would be quoted (so worth redacting)."""
+        return key not in self.seen and len(self.quotes) < MAX_EVIDENCE
 
     def add(self, rule: Any, quote: Quote, key: str) -> None:
         self.count += 1
@@ -116,7 +122,6 @@ class ScanResult:
     documents: list[str] = field(default_factory=list)
     contexts: list[DocumentContext] = field(default_factory=list)
     lines: int = 0
-    bytes_text: int = 0
     blank: bool = True  # nothing but whitespace so far
 
 
@@ -152,6 +157,8 @@ class Scanner:
         self._capture: Section | None = None
         self._capture_left = 0
         self._order = 0
+        self._before = b""  # the last lines of the previous chunk, for looking upward
+        self._memo: OrderedDict[str, list[tuple[RuleLike, str]]] = OrderedDict()
 
     def scan(self, document: Document) -> None:
         self.result.documents.append(document.name)
@@ -161,16 +168,17 @@ class Scanner:
         tail, tail_first = b"", 1
         base, last = 1, b"\n"
         for chunk in byte_chunks(document.blocks, document.encoding):
-            self.result.bytes_text += len(chunk)
             if self.result.blank and not chunk.isspace():
                 self.result.blank = False
             self._chunk(document.name, chunk, base)
             if len(head) < HEAD_CHARS:
                 head += chunk[: HEAD_CHARS - len(head)]
             tail, tail_first = _keep_tail(tail, tail_first, chunk, base)
+            self._before = _last_lines(self._before + chunk)
             base += chunk.count(b"\n")
             last = chunk[-1:] or last
         self.result.lines += base - 1 + (last != b"\n")
+        self._before = b""
         context.head = clean(bytes(head).decode("utf-8", "replace"))
         context.tail = clean(tail.decode("utf-8", "replace"))
         context.tail_first_line = tail_first
@@ -196,6 +204,7 @@ class Scanner:
             return
         counted_to, line_no = 0, base
         line_filter = self._line_filter
+        view: bytes | None = None
         for start in sorted(starts):
             end = low.find(b"\n", start)
             end = len(low) if end == -1 else end
@@ -205,7 +214,9 @@ class Scanner:
             line_no += low.count(b"\n", counted_to, start)
             counted_to = start
             line = clean_line(chunk[start:end])
-            self._line(name, chunk, start, line, line.lower(), line_no)
+            if view is None:  # once per chunk: a look upward can cross the chunk's start
+                view = self._before + chunk
+            self._line(name, view, start + len(self._before), line, line.lower(), line_no)
 
     def _line(self, name: str, chunk: bytes, start: int, line: str, low: str,
               line_no: int) -> None:
@@ -231,7 +242,22 @@ class Scanner:
             del quotes[:-3]
 
     def _matching(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        """The rules that match one (rank-stripped) line."""
+        """The rules that match one (rank-stripped) line; repeated lines are remembered.
+
+        Logs repeat the same warning or traceback line from every rank and every step;
+        a bounded memo makes the thousandth copy as cheap as a dictionary lookup.
+        """
+        known = self._memo.get(text)
+        if known is not None:
+            self._memo.move_to_end(text)
+            return list(known)
+        found = self._match_rules(text, low)
+        self._memo[text] = found
+        if len(self._memo) > MEMO_LINES:
+            self._memo.popitem(last=False)
+        return list(found)
+
+    def _match_rules(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
         found: list[tuple[RuleLike, str]] = []
         tested: set[int] = set()
         for gate in self._gates:
@@ -245,7 +271,7 @@ class Scanner:
                     continue
                 tested.add(id(rule))
                 literals = self._literals[id(rule)]
-                if literals is not None and not any(word in low for word in literals):
+                if literals is not None and not any(map(low.__contains__, literals)):
                     continue
                 if rule.pattern.search(text):
                     found.append((rule, text))
@@ -260,9 +286,13 @@ class Scanner:
         if hits is None:
             self._order += 1
             hits = self.result.hits[code_id] = CodeHits(rule.code, order=self._order)
-        quoted = redact_text(text.strip())  # logs carry tokens too: never quote one
+        quoted = text.strip()
         key = _NCCL_PREFIX.sub("", quoted)
-        hits.add(rule, Quote(name, line_no, quoted[:MAX_QUOTE], rank), key)
+        if hits.wants(key):
+            quoted = redact_text(quoted)  # logs carry tokens too: never quote one
+            if len(quoted) > MAX_QUOTE:
+                quoted = quoted[: MAX_QUOTE - 1] + "…"
+        hits.add(rule, Quote(name, line_no, quoted, rank), key)
 
     # -- environment sections ------------------------------------------------------------
 
@@ -298,6 +328,16 @@ def _line_above(chunk: bytes, start: int) -> tuple[str, int] | None:
             return line, up
         end = begin - 1
     return None
+
+
+def _last_lines(data: bytes, count: int = 4, limit: int = 8192) -> bytes:
+    """The last few whole lines of ``data`` (bounded), kept for the next chunk."""
+    at = len(data)
+    for _ in range(count + 1):
+        at = data.rfind(b"\n", 0, at - 1) if at > 0 else -1
+        if at == -1:
+            break
+    return data[at + 1:][-limit:] if at != -1 else data[-limit:]
 
 
 def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes, int]:

@@ -18,7 +18,7 @@ import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,11 +45,17 @@ class Document:
 
 @dataclass
 class Opened:
-    """What an input turned out to hold: text documents and saved facts snapshots."""
+    """What an input turned out to hold: text documents and saved facts snapshots.
+
+    Snapshots of a tar archive are collected while its documents are read (a tar is one
+    stream), so read every document before looking at ``facts_snapshots``. ``notes`` says
+    what could not be read (a member that is not text, a .gz cut short).
+    """
 
     label: str
     documents: Iterator[Document]
     facts_snapshots: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
 
 
 def _blocks(stream: IO[bytes], first: bytes = b"") -> Iterator[bytes]:
@@ -114,7 +120,8 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
         raise InputError(f"{target}: is a directory; pass a log file, a .gz, or a support "
                          f"bundle (.zip / .tar.gz)")
     if zipfile.is_zipfile(path):
-        return Opened(str(path), _zip_documents(path), _zip_snapshots(path))
+        notes: list[str] = []
+        return Opened(str(path), _zip_documents(path, notes), _zip_snapshots(path), notes)
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -143,16 +150,21 @@ def _open_stream(stream: IO[bytes], label: str, name: str) -> Opened:
     if encoding is None:
         raise InputError(f"{label}: looks like a binary file, not a text log (pass the log "
                          f"as text, a .gz of it, or a support bundle)")
-    return Opened(label, iter([Document(name, _guarded(_blocks(stream, head), label),
-                                       encoding)]), [])
+    notes: list[str] = []
+    return Opened(label, iter([Document(name, _guarded(_blocks(stream, head), label, notes),
+                                       encoding)]), [], notes)
 
 
-def _guarded(blocks: Iterator[bytes], label: str) -> Iterator[bytes]:
-    """Blocks of a stream, turning a truncated .gz mid-way into a one-line InputError."""
+def _guarded(blocks: Iterator[bytes], label: str, notes: list[str]) -> Iterator[bytes]:
+    """Blocks of a stream; a .gz cut short ends the stream with a note, keeping what was read.
+
+    A ticket's attachment is often truncated by an upload limit: the lines before the cut
+    are still evidence, so they are diagnosed and the report says the input ended early.
+    """
     try:
         yield from blocks
     except (OSError, EOFError, lzma.LZMAError) as exc:
-        raise InputError(f"{label}: cannot read to the end: {exc}") from None
+        notes.append(f"{label} ends early ({exc}); what was read before it is diagnosed")
 
 
 class _Chained(io.RawIOBase):
@@ -200,12 +212,23 @@ def _snapshot(data: bytes) -> dict[str, Any] | None:
     return None
 
 
-def _text_member(name: str, handle: IO[bytes]) -> Document | None:
+def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | None:
+    """A member as a text document (decompressing a .gz/.bz2/.xz member), or None."""
     head = _peek(handle)
+    opener = _decompressor(head)
+    if opener is not None:
+        try:
+            handle = opener(_Chained(head, handle))
+            head = _peek(handle)
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            notes.append(f"{name}: cannot be decompressed ({exc})")
+            return None
+        name = name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
     encoding = _encoding(head)
     if encoding is None:
+        notes.append(f"{name}: skipped, not text")
         return None
-    return Document(name, _blocks(handle, head), encoding)
+    return Document(name, _guarded(_blocks(handle, head), name, notes), encoding)
 
 
 def _zip_snapshots(path: Path) -> list[dict[str, Any]]:
@@ -222,7 +245,7 @@ def _zip_snapshots(path: Path) -> list[dict[str, Any]]:
     return found
 
 
-def _zip_documents(path: Path) -> Iterator[Document]:
+def _zip_documents(path: Path, notes: list[str]) -> Iterator[Document]:
     with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
             if info.is_dir() or not _member_wanted(info.filename):
@@ -230,7 +253,7 @@ def _zip_documents(path: Path) -> Iterator[Document]:
             if info.filename.endswith((".json", ".jsonl")):
                 continue  # snapshots are read as facts; event files are not prose
             with archive.open(info) as handle:
-                document = _text_member(info.filename, handle)
+                document = _text_member(info.filename, handle, notes)
                 if document is not None:
                     yield document
 
@@ -238,6 +261,7 @@ def _zip_documents(path: Path) -> Iterator[Document]:
 def _tar_opened(stream: IO[bytes], label: str) -> Opened:
     """A tar archive is read in one streaming pass: snapshots are collected as met."""
     snapshots: list[dict[str, Any]] = []
+    notes: list[str] = []
 
     def documents() -> Iterator[Document]:
         try:
@@ -256,10 +280,10 @@ def _tar_opened(stream: IO[bytes], label: str) -> Opened:
                         continue
                     if member.name.endswith(".jsonl"):
                         continue
-                    document = _text_member(member.name, handle)
+                    document = _text_member(member.name, handle, notes)
                     if document is not None:
                         yield document
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise InputError(f"{label}: damaged tar archive: {exc}") from None
 
-    return Opened(label, documents(), snapshots)
+    return Opened(label, documents(), snapshots, notes)

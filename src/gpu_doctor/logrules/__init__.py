@@ -27,8 +27,8 @@ LOG_CODES: tuple[Code, ...] = tuple(sorted({r.code.id: r.code for r in RULES}.va
                                            key=lambda c: c.id))
 
 CATEGORY_PRECEDENCE: tuple[Category, ...] = (
-    Category.DRIVER_MISSING, Category.DRIVER_LIBRARY_MISMATCH, Category.DRIVER_TOO_OLD,
-    Category.WSL_SETUP, Category.TORCH_MISSING, Category.TORCH_CPU_ONLY,
+    Category.WSL_SETUP, Category.DRIVER_MISSING, Category.DRIVER_LIBRARY_MISMATCH,
+    Category.DRIVER_TOO_OLD, Category.TORCH_MISSING, Category.TORCH_CPU_ONLY,
     Category.NCCL_UNAVAILABLE, Category.TORCH_ARCH_UNSUPPORTED, Category.PACKAGE_CONFLICT,
     Category.HARDWARE_FAULT, Category.CUDA_INIT_FAILURE, Category.GPU_NOT_VISIBLE,
     Category.HOST_OUT_OF_MEMORY, Category.GPU_OUT_OF_MEMORY, Category.NCCL_SHARED_MEMORY,
@@ -36,7 +36,8 @@ CATEGORY_PRECEDENCE: tuple[Category, ...] = (
     Category.DDP_USAGE_ERROR, Category.NCCL_P2P, Category.NCCL_NETWORK,
     Category.COLLECTIVE_TIMEOUT, Category.UNKNOWN,
 )
-"""The order the engine ranks findings of equal severity in: a cause before its effects."""
+"""The order findings of equal severity are ranked in, a cause before its effects; the one
+order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
 
 __all__ = ["ANY_ERROR", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES", "Match", "Rule",
            "folded", "match_text", "rx"]

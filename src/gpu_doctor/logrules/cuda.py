@@ -156,9 +156,10 @@ RULES: tuple[Rule, ...] = (
                        "cuda:LOCAL_RANK, which only breaks on the second node",),
          decide=(LIST_GPUS,)),
     Rule(NO_DEVICE, rx(r"no cuda-capable device is detected", r"cuda_error_no_device",
-                       r"cudaerrornodevice"),
+                       r"cudaerrornodevice", r"no cuda gpus are available"),
          ("cuda",), (LIST_GPUS,),
-         examples=("RuntimeError: CUDA error: no CUDA-capable device is detected",),
+         examples=("RuntimeError: CUDA error: no CUDA-capable device is detected",
+                   "RuntimeError: No CUDA GPUs are available"),
          alternatives=("driver_missing: a container started without --gpus, or no driver",),
          decide=(Step("Are the device nodes there?", command="ls -l /dev/nvidia*"),
                  LIST_GPUS)),
@@ -196,7 +197,11 @@ RULES: tuple[Rule, ...] = (
              "libcudnn_engines_precompiled.so.9.1, libcudnn_engines_precompiled.so.9}",
              "Could not load library cudnn_cnn_infer64_8.dll. Error code 126"),
          symptom_of=("LOG018", "LOG039")),
-    Rule(CUDNN_RUNTIME, rx(r"cudnn_status_(?:execution_failed|mapping_error|not_supported"
+    # torch 2.3+ prints "UserWarning: Plan failed with a cudnnException: ... cudnnFinalize
+    # Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED" while it tries cuDNN
+    # plans and falls back to another: harmless (pytorch/pytorch#121834), so not a match.
+    Rule(CUDNN_RUNTIME, rx(r"^(?!.*plan failed with a cudnnexception)[^\n]*"
+                           r"cudnn_status_(?:execution_failed|mapping_error|not_supported"
                            r"|bad_param|runtime_\w+|license_error|version_mismatch)",
                            r"error: (?:get|find) was unable to find an engine"),
          ("cudnn", "error"),
@@ -210,9 +215,9 @@ RULES: tuple[Rule, ...] = (
              "CUDA 10) fails this way",
              "gpu_out_of_memory: cuDNN could not get its workspace"),
          decide=(ARCH_LIST,
-                 Step("Rerun with cuDNN off: if it then works, cuDNN itself is the problem.",
-                      command='python -c "import torch; torch.backends.cudnn.enabled=False" '
-                              '# set this in train.py'))),
+                 Step("Rerun with cuDNN off (add torch.backends.cudnn.enabled = False at the "
+                      "top of the training script): if it then works, cuDNN itself is the "
+                      "problem."))),
     Rule(ILLEGAL_ACCESS, rx(r"cuda error: an illegal memory access was encountered",
                             r"cuda error: misaligned address",
                             r"cuda error: unspecified launch failure",

@@ -177,9 +177,9 @@ RULES: tuple[Rule, ...] = (
          ("error",),
          (Step("List the parameters that got no gradient.",
                command="TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ..."),
-          Step("Let DDP tolerate them.",
-               command="DistributedDataParallel(model, device_ids=[local_rank], "
-                       "find_unused_parameters=True)")),
+          Step("Or let DDP tolerate them: in the training script, build the wrapper as "
+               "DistributedDataParallel(model, device_ids=[local_rank], "
+               "find_unused_parameters=True) (slower).")),
          examples=("RuntimeError: Expected to have finished reduction in the prior iteration "
                    "before starting a new one. This error indicates that your module has "
                    "parameters that were not used in producing loss.",
@@ -205,8 +205,9 @@ RULES: tuple[Rule, ...] = (
                      r"error: tensors must be cuda and dense",
                      r"error: expected all tensors to be on the same device"),
          ("error", "cuda"),
-         (Step("Bind each rank to its own GPU before building the model.",
-               command="torch.cuda.set_device(int(os.environ['LOCAL_RANK']))"),),
+         (Step("In the training script, bind each rank to its own GPU before building the "
+               "model: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), then use "
+               "device_ids=[local_rank]."),),
          examples=(
              "RuntimeError: module must have its parameters and buffers on device cuda:0 "
              "(device_ids[0]) but found one of them on device: cuda:1",
@@ -231,8 +232,9 @@ RULES: tuple[Rule, ...] = (
                    "AssertionError: assert args.batch_size % len(devices) == 0")),
     Rule(FORKED_CUDA, rx(r"cannot re-initialize cuda in forked subprocess"),
          ("cuda",),
-         (Step("Use the spawn start method.",
-               command="torch.multiprocessing.set_start_method('spawn', force=True)"),),
+         (Step("In the training script, before any CUDA call or DataLoader, use the spawn "
+               "start method: torch.multiprocessing.set_start_method('spawn', force=True) "
+               "(DataLoader: multiprocessing_context='spawn')."),),
          examples=("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA "
                    "with multiprocessing, you must use the 'spawn' start method",)),
     Rule(UNUSED_PERF, rx(r"warning: find_unused_parameters=true was specified in ddp "

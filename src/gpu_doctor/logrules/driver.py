@@ -168,7 +168,9 @@ RULES: tuple[Rule, ...] = (
                        "or /usr/lib/wsl/lib is missing",),
          decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
     Rule(NO_CONTAINER_GPU, rx(r"error response from daemon: could not select device driver "
-                              r"\"?\"? with capabilities: \[\[gpu\]\]"),
+                              r"\"?\"? with capabilities: \[\[gpu\]\]",
+                              r"nvidia-container-cli: initialization error: (?:load library "
+                              r"failed|nvml error)[^\n]*libnvidia-ml\.so"),
          ("error",),
          (Step("Install and register the NVIDIA Container Toolkit.",
                command="sudo nvidia-ctk runtime configure --runtime=docker && "
@@ -230,7 +232,9 @@ RULES: tuple[Rule, ...] = (
                        r"cuda failure 999",
                        r"all cuda-capable devices are busy or unavailable",
                        r"cuda-capable device\(s\) is/are busy or unavailable",
-                       r"cuda error: initialization error"),
+                       r"cuda error: initialization error",
+                       # in containers: the cgroup lost the device (systemctl daemon-reload)
+                       r"fail\w* to initialize nvml: unknown error"),
          ("cuda", "error", "fail"),
          (Step("Reload the unified-memory module (or reboot); after a suspend/resume this "
                "is the usual fix.",

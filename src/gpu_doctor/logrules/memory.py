@@ -140,6 +140,8 @@ RULES: tuple[Rule, ...] = (
              "NCCL WARN Cuda failure 'out of memory'",
              "NCCL WARN Failed to CUDA calloc 4194304 bytes")),
     Rule(HANDLE_OOM, rx(r"cudnn_status_not_initialized", r"cudnn_status_internal_error",
+                        # cuDNN finds no algorithm when none fits the free workspace
+                        r"unable to find a valid cudnn algorithm",
                         r"error: cublas_status_(?:not_initialized|internal_error)",
                         r"create cublas handle fail\w*"),
          ("cudnn", "fail", "error"),
@@ -181,11 +183,18 @@ RULES: tuple[Rule, ...] = (
              "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.52 GiB for an "
              "array with shape (1000, 640, 640, 3) and data type uint8")),
     Rule(KILLED, rx(r"exitcode\s*:\s*-9\b", r"signal 9 \(sigkill\)",
-                    r"terminated with signal sigkill", r"signals\.sigkill: 9"),
-         ("exitcode", "signal"),
+                    r"terminated with signal sigkill", r"signals\.sigkill: 9",
+                    # DeepSpeed's launcher and subprocess-based launchers (accelerate)
+                    r"error[^\n]*return code = -9\b",
+                    r"error[^\n]*returned non-zero exit status -9\b"),
+         ("exitcode", "signal", "error"),
          (OOM_KILLER,
           Step("Lower the batch size or DataLoader workers, or raise the memory limit.")),
          examples=("  exitcode  : -9 (pid: 812917)",
+                   "[ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', "
+                   "'train.py', '--local_rank=3'] exits with return code = -9",
+                   "subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' "
+                   "returned non-zero exit status -9.",
                    "  traceback : Signal 9 (SIGKILL) received by PID 812917",
                    "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated "
                    "with signal SIGKILL"),

@@ -281,8 +281,9 @@ RULES: tuple[Rule, ...] = (
          ("time", "fail"),
          (Step("Find the rank that did not join: its error, or its last progress line, comes "
                "first."),
-          Step("Raise the timeout for long rank-0-only work.",
-               command="dist.init_process_group('nccl', timeout=datetime.timedelta(hours=2))")),
+          Step("For long rank-0-only work (evaluation, caching), raise the timeout in the "
+               "script: dist.init_process_group('nccl', "
+               "timeout=datetime.timedelta(hours=2)); better, let every rank do its share.")),
          examples=("[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4211, "
                    "OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for "
                    "600083 milliseconds before timing out.",
@@ -306,7 +307,7 @@ RULES: tuple[Rule, ...] = (
                    "nature of CUDA kernels, subsequent GPU operations might run on "
                    "corrupted/incomplete data.",
                    "RuntimeError: NCCL communicator was aborted on rank 1."),
-         symptom_of=(ANY_ERROR, "LOG046")),
+         symptom_of=(ANY_ERROR, "LOG046", "LOG047")),
     Rule(PEER_GONE, rx(r"error[^\n]*connection reset by peer",
                        r"error[^\n]*broken pipe",
                        r"error[^\n]*connection closed by peer",
@@ -331,8 +332,9 @@ RULES: tuple[Rule, ...] = (
     Rule(NO_NCCL, rx(r"error: distributed package doesn.t have nccl built in",
                      r"error\W[^\n]*distributed package doesn.t have nccl"),
          ("error",),
-         (Step("On Windows use the gloo backend.",
-               command="dist.init_process_group(backend='gloo')"),),
+         (Step("On Windows and macOS use the gloo backend in the script: "
+               "dist.init_process_group(backend='gloo') (Lightning: strategy='ddp' with "
+               "process_group_backend='gloo'); or train under Linux/WSL2 with NCCL."),),
          examples=("RuntimeError: Distributed package doesn't have NCCL built in",
                    'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")')),
     Rule(DESYNC, rx(r"error: detected mismatch between collectives on ranks"),

@@ -99,6 +99,8 @@ RULES: tuple[Rule, ...] = (
                           r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch|libc10)\S*: undefined "
                           r"symbol",
                           r"dll load fail\w* while importing _c\b",
+                          # a system libstdc++ older than the one torch was built against
+                          r"error: [^\n]*version .glibcxx_[\d.]+. not found[^\n]*torch",
                           r"error loading \S*torch\\lib\\\S+\.dll"),
          ("error", "fail"),
          (SHOW_TORCH,
@@ -120,9 +122,9 @@ RULES: tuple[Rule, ...] = (
          alternatives=("package_conflict: an nccl* undefined symbol means a second NCCL (an "
                        "extra nvidia-nccl wheel or LD_LIBRARY_PATH) shadows torch's",),
          decide=(Step("Which libraries does torch resolve?",
-                      command="ldd $(python -c 'import os,torch;print(os.path.dirname("
-                              "torch.__file__))')/lib/libtorch_cuda.so | grep -E "
-                              "'not found|nccl|cudnn'"),)),
+                      command="ldd $(python -c 'import importlib.util,os;print(os.path."
+                              "dirname(importlib.util.find_spec(\"torch\").origin))')"
+                              "/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"),)),
     Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cuda",),
          (SHOW_TORCH, Step("Install a CUDA build of torch.", url=GET_STARTED)),
          examples=("AssertionError: Torch not compiled with CUDA enabled",)),

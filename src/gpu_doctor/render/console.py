@@ -188,10 +188,13 @@ def _steps(finding: Finding, verbose: bool) -> list[Any]:
 def _finding_block(finding: Finding, verbose: bool) -> Group:
     sev = finding.effective_severity
     head = Text()
-    head.append(f"{SEVERITY_GLYPH[sev]} {finding.code.id}", style=SEVERITY_STYLE[sev])
+    head.append(f"{SEVERITY_GLYPH[sev]} {finding.code.id}",
+                style="dim" if finding.ignored is not None else SEVERITY_STYLE[sev])
     head.append(f" [{finding.category.value}] ", style="dim")
     head.append(finding.title, style="bold")
     parts: list[Any] = [head]
+    if finding.ignored is not None:
+        parts.append(_indent(Text(f"ignored by policy: {finding.ignored}", style="yellow"), 4))
     if finding.affects:
         parts.append(_indent(Text(f"affects: {', '.join(finding.affects)}", style="dim"), 4))
     for ev in finding.evidence:
@@ -211,7 +214,8 @@ def _finding_block(finding: Finding, verbose: bool) -> Group:
 
 
 def verdict_line(report: Report, strict: bool) -> Text:
-    findings = report.findings
+    findings = [f for f in report.findings if f.ignored is None]
+    ignored = len(report.findings) - len(findings)
     errors = sum(1 for f in findings if f.effective_severity is Severity.ERROR)
     warnings = sum(1 for f in findings if f.effective_severity is Severity.WARNING)
     counts = ", ".join(
@@ -225,9 +229,13 @@ def verdict_line(report: Report, strict: bool) -> Text:
     style = {0: "bold green", 1: "bold red", 3: "bold magenta"}[code]
     label = {0: "Ready for training", 1: "Not ready: problems found",
              3: "The doctor itself failed"}[code]
+    if report.facts_source.startswith("log: "):  # a log says what failed, not what is ready
+        label = {0: "No failure cause found" if not warnings else "Warnings only, no failure "
+                    "cause found", 1: "Failure cause found"}.get(code, label)
     text.append(f"{label} (exit code {code})", style=style)
     text.append(f" — {errors} error{'s' * (errors != 1)}, "
-                f"{warnings} warning{'s' * (warnings != 1)}")
+                f"{warnings} warning{'s' * (warnings != 1)}"
+                + (f", {ignored} ignored by policy" if ignored else ""))
     noun = "check" if len(report.results) == 1 else "checks"
     text.append(f"\n{len(report.results)} {noun}: {counts}", style="dim")
     return text

@@ -15,7 +15,9 @@ def _finding(finding: Finding) -> list[str]:
     sev = finding.effective_severity.value
     lines = [f"### `{finding.code.id}` {finding.title}", ""]
     lines.append(f"*{sev}* · category `{finding.category.value}`"
-                 + (f" · affects {', '.join(finding.affects)}" if finding.affects else ""))
+                 + (f" · affects {', '.join(finding.affects)}" if finding.affects else "")
+                 + (f" · **ignored by policy:** {finding.ignored}"
+                    if finding.ignored is not None else ""))
     lines.append("")
     if finding.evidence:
         lines += ["| Evidence | Value | Source |", "|---|---|---|"]
