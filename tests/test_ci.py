@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,24 @@ def test_strict_turns_warnings_into_errors():
     assert [parse_command(line)[0] for line in annotation_lines(rep)] == ["warning"]
 
 
+def test_policy_fail_on_warnings_makes_errors_and_ignored_findings_are_not_annotated():
+    ignored = Finding(code("NCC002", Severity.WARNING), "Ignored | here",
+                      ignored="single-node | only")
+    rep = replace(report(finding("VIS006", Severity.WARNING), finding("WRN001", Severity.WARNING),
+                         ignored),
+                  fail_on_warnings=("VIS006",), policy_file="/repo/gpu-doctor.toml")
+    assert [parse_command(line)[:2] for line in annotation_lines(rep)] == [
+        ("error", {"title": "VIS006 nccl_shared_memory"}),
+        ("warning", {"title": "WRN001 nccl_shared_memory"}),
+    ]
+    text = summary_markdown(rep)
+    assert "policy: `/repo/gpu-doctor.toml`" in text
+    assert "| warning (fails the run) | `VIS006` |" in text
+    assert "| warning | `WRN001` |" in text
+    assert "| warning (ignored by policy: single-node \\| only) | `NCC002` | nccl_shared_memory " \
+        "| Ignored \\| here |" in text
+
+
 def test_a_crashed_check_is_an_error_annotation():
     (line,) = annotation_lines(report(crashed=True))
     name, props, message = parse_command(line)
@@ -177,7 +196,7 @@ def test_summary_has_verdict_counts_findings_table_and_strict_note():
     assert "--strict" not in text
     strict = summary_markdown(report(finding("WRN001", Severity.WARNING)), strict=True)
     assert strict.startswith("## ❌ gpu-doctor: problems found")
-    assert "| warning (fails with --strict) | `WRN001` |" in strict
+    assert "| warning (fails the run) | `WRN001` |" in strict
     assert summary_markdown(report()).startswith("## ✅ gpu-doctor: ready\n")
     assert "No problems found." in summary_markdown(report())
 

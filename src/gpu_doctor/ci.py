@@ -25,8 +25,8 @@ processor as its stdout lines (``src/Runner.Worker/Handlers/ScriptHandler.cs`` i
 https://github.com/actions/runner wires one ``OutputManager`` to each stream), so the
 annotations still appear. See docs/ci.md.
 
-Info findings get no annotation: they never change the verdict, and annotations are few
-per step; they are in the summary table.
+Info findings and findings a policy file ignores get no annotation: they do not change the
+verdict, and annotations are few per step; the summary table lists them.
 """
 
 from __future__ import annotations
@@ -58,15 +58,16 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_PART else text[: _MAX_PART - 1] + "…"
 
 
-def annotation_level(finding: Finding, strict: bool = False) -> str | None:
-    """``error``, ``warning``, or None (no annotation) for one finding.
+def annotation_level(report: Report, finding: Finding, strict: bool = False) -> str | None:
+    """``error``, ``warning``, or None (no annotation) for one finding of ``report``.
 
-    Under ``--strict`` warnings fail the run, so they are annotated as errors.
+    A finding that fails the run is an error: warnings too under ``--strict`` or the
+    policy's ``fail-on-warnings``. A finding the policy ignores gets no annotation (the
+    summary lists it with the reason).
     """
-    severity = finding.effective_severity
-    if severity is Severity.ERROR or (strict and severity is Severity.WARNING):
+    if report.is_problem(finding, strict):
         return "error"
-    if severity is Severity.WARNING:
+    if finding.ignored is None and finding.effective_severity is Severity.WARNING:
         return "warning"
     return None
 
@@ -93,7 +94,7 @@ def annotation_lines(report: Report, strict: bool = False) -> list[str]:
     """One workflow command per error or warning finding, and one per crashed check."""
     lines = []
     for finding in report.findings:
-        level = annotation_level(finding, strict)
+        level = annotation_level(report, finding, strict)
         if level is not None:
             title = f"{finding.code.id} {finding.category.value}"
             lines.append(workflow_command(level, title, annotation_message(finding)))
@@ -118,6 +119,8 @@ def summary_markdown(report: Report, strict: bool = False) -> str:
     code = report.exit_code(strict)
     mark = {0: "✅", 1: "❌", 3: "⚠️"}[code]
     source = "" if report.facts_source == "live" else f" · facts: `{report.facts_source}`"
+    if report.policy_file is not None:
+        source += f" · policy: `{report.policy_file}`"
     lines = [
         f"## {mark} gpu-doctor: {report.verdict(strict)}",
         "",
@@ -135,9 +138,12 @@ def summary_markdown(report: Report, strict: bool = False) -> str:
         lines += ["| Severity | Code | Category | Title |", "|---|---|---|---|"]
         for finding in findings:
             severity = finding.effective_severity.value
-            if strict and finding.effective_severity is Severity.WARNING:
-                severity += " (fails with --strict)"
-            lines.append(f"| {severity} | `{finding.code.id}` | {finding.category.value} | "
+            if finding.ignored is not None:
+                severity += f" (ignored by policy: {finding.ignored})"
+            elif finding.effective_severity is Severity.WARNING and report.is_problem(
+                    finding, strict):
+                severity += " (fails the run)"
+            lines.append(f"| {_cell(severity)} | `{finding.code.id}` | {finding.category.value} | "
                          f"{_cell(finding.title)} |")
         lines += ["", "`gpu-doctor explain CODE` says what a code means and how to fix it.", ""]
     else:
