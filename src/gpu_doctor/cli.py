@@ -543,7 +543,10 @@ def _render(report: Report, options: RunOptions, facts: Optional[Facts] = None,
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from gpu_doctor.ci import emit_github
 
-        emit_github(report, options.strict)
+        # A report on stdout stays parseable: the annotations go to stderr, which the
+        # runner also reads for workflow commands (see gpu_doctor.ci, docs/ci.md).
+        to_stdout = "-" in (options.json_out, options.markdown_out, options.junit_out)
+        emit_github(report, options.strict, out=sys.stderr if to_stdout else None)
     if options.bundle_out:
         from gpu_doctor.bundle import BundleError, write_bundle
 
