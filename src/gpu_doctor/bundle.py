@@ -25,7 +25,7 @@ from gpu_doctor.facts.snapshot import Facts
 from gpu_doctor.model import Report
 from gpu_doctor.redact import REDACTED, Redactor, is_secret_name
 
-__all__ = ["BundleError", "write_bundle", "bundle_members"]
+__all__ = ["BundleError", "bundle_members", "write_bundle"]
 
 MAX_LOG_BYTES = 16 << 20  # per smoke file; the end of a runaway log is what matters
 _SMOKE_ABOUT = {
@@ -194,7 +194,7 @@ def _smoke(report: Report, smoke_dir: str | None, add: Any,
 def _smoke_about(name: str) -> str:
     if name in _LAUNCHER_ABOUT:
         return _LAUNCHER_ABOUT[name]
-    stem, dot, suffix = name.partition(".")
+    stem, _, suffix = name.partition(".")
     if stem.startswith("rank") and stem[4:].isdigit() and f".{suffix}" in _SMOKE_ABOUT:
         return _SMOKE_ABOUT[f".{suffix}"].format(rank=stem[4:])
     return "a file the smoke job wrote"
