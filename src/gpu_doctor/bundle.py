@@ -32,6 +32,8 @@ _SMOKE_ABOUT = {
     ".jsonl": "the smoke job's event file of rank {rank} (JSON lines: phases, steps, timings)",
     ".stderr": "the smoke job's stderr of rank {rank}",
 }
+# Redactor.summary() kinds that are secrets (the rest are identities --anonymize replaced).
+_SECRET_KINDS = ("secret", "credential", "token", "key", "password")
 _LAUNCHER_ABOUT = {
     "launcher.stdout": "the smoke launcher's stdout (torchrun or spawn)",
     "launcher.stderr": "the smoke launcher's stderr (torchrun or spawn): rank tracebacks",
@@ -225,11 +227,14 @@ def _redaction_lines(redactor: Redactor, withheld: list[str]) -> list[str]:
                                 if redactor.anonymize else
                                 "off (host names, addresses and GPU UUIDs are kept)")]
     counts = {kind: n for kind, n in redactor.summary().items() if n}
-    if counts:
-        lines.append("Replaced in this run: " + ", ".join(
-            f"{kind} ×{n}" for kind, n in sorted(counts.items())))
-    else:
-        lines.append("Replaced in this run: nothing needed redaction")
+    secrets = {k: n for k, n in counts.items() if any(w in k for w in _SECRET_KINDS)}
+    identities = {k: n for k, n in counts.items() if k not in secrets}
+    for title, found in (("Secrets removed", secrets), ("Anonymized", identities)):
+        if found:
+            lines.append(f"{title}: " + ", ".join(f"{kind} ×{n}"
+                                                  for kind, n in sorted(found.items())))
+    if not counts:
+        lines.append("Nothing needed redaction")
     if withheld:
         lines.append("Values withheld when the facts were gathered: " + ", ".join(withheld))
     return lines
