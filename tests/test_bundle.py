@@ -27,6 +27,7 @@ from gpu_doctor import bundle_archive
 from gpu_doctor.bundle import BundleError, write_bundle
 from gpu_doctor.bundle_archive import TOP
 from gpu_doctor.cli import app, normalize_argv
+from gpu_doctor.diagnose import scan_input
 from gpu_doctor.facts.snapshot import FactRecord, Facts, FactsFileError, load_facts
 from gpu_doctor.redact import Redactor
 from gpu_doctor.registry import load_catalogue
@@ -213,6 +214,13 @@ def test_smoke_files_are_bundled_redacted_and_diagnosed(tmp_path):
     result = invoke("diagnose", str(tmp_path / "b.zip"), "--json", "-")
     found = codes(json.loads(result.stdout))
     assert "LOG005" in found and "HST001" in found  # the rank's OOM and the facts' /dev/shm
+    # What diagnose reads as text: logs and text files, never our own report.* or MANIFEST;
+    # facts.json is its facts, event files are not prose.
+    scan, snapshots = scan_input(str(tmp_path / "b.zip"))
+    assert scan.documents == [f"{TOP}/{name}" for name in (
+        "packages.txt", "environment.txt", "smoke/launcher.stderr", "smoke/launcher.stdout",
+        "smoke/rank0.stderr", "smoke/rank1.stderr")]
+    assert [Facts.from_dict(s)["host"] for s in snapshots] == [facts["host"]]
 
 
 def test_smoke_dir_given_apart_from_the_report_wins(tmp_path):

@@ -183,7 +183,12 @@ def _smoke(report: Report, smoke_dir: str | None, add: Any,
         absent.append(("smoke/", "the smoke job left no run directory (it did not start)"
                        if folder is None else f"the smoke run directory is gone: {where}"))
         return
-    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+    try:
+        files = sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError as exc:
+        absent.append(("smoke/", f"the smoke run directory cannot be read: "
+                                 f"{exc.strerror or exc}"))
+        return
     if not files:
         absent.append(("smoke/", "the smoke run directory was empty"))
     for file in files:
