@@ -216,7 +216,7 @@ def test_smoke_files_are_bundled_redacted_and_diagnosed(tmp_path):
     assert "LOG005" in found and "HST001" in found  # the rank's OOM and the facts' /dev/shm
     # What diagnose reads as text: logs and text files, never our own report.* or MANIFEST;
     # facts.json is its facts, event files are not prose.
-    scan, snapshots = scan_input(str(tmp_path / "b.zip"))
+    scan, snapshots = scan_input(str(tmp_path / "b.zip"))[:2]
     assert scan.documents == [f"{TOP}/{name}" for name in (
         "packages.txt", "environment.txt", "smoke/launcher.stderr", "smoke/launcher.stdout",
         "smoke/rank0.stderr", "smoke/rank1.stderr")]
