@@ -77,6 +77,7 @@ class RunOptions:
     force: bool = False
     anonymize: bool = False
     config_file: Optional[Path] = None
+    smoke_dir: Optional[str] = None  # a passed smoke run's directory kept for --bundle
 
 
 def _version_callback(value: bool) -> None:
@@ -107,7 +108,8 @@ VERBOSE_OPT = typer.Option(False, "--verbose", "-v",
 PYTHON_OPT = typer.Option(None, "--python", metavar="PATH",
                           help="Diagnose the torch of another interpreter (e.g. a venv's python).")
 FACTS_OPT = typer.Option(None, "--facts", metavar="FILE",
-                         help="Run the checks on a saved facts snapshot; touches nothing here.")
+                         help="Run the checks on a saved facts snapshot (or a --bundle archive); "
+                              "touches nothing here.")
 SAVE_FACTS_OPT = typer.Option(None, "--save-facts", metavar="FILE",
                               help="Also save the gathered facts as JSON, for --facts later.")
 PROBE_TIMEOUT_OPT = typer.Option(
@@ -305,9 +307,10 @@ def smoke(
     from gpu_doctor.smoke import SmokeUsageError, run_smoke
     from gpu_doctor.smoke_launch import OptionsError, SmokeOptions, check_options, node_layout
 
+    render_options = RunOptions(json_out, markdown_out, verbose=verbose, junit_out=junit_out,
+                                bundle_out=bundle_out, force=force, anonymize=anonymize)
     try:
-        _validate(RunOptions(json_out, markdown_out, junit_out=junit_out, bundle_out=bundle_out,
-                             force=force))
+        _validate(render_options)
         for option, value, allowed in (("--device", device, ("auto", "cuda", "cpu")),
                                        ("--model", model, ("n", "s", "m")),
                                        ("--launcher", launcher, ("torchrun", "spawn")),
@@ -320,7 +323,7 @@ def smoke(
             workers=workers, launcher=launcher, mode=mode, sync_bn=sync_bn, amp=amp,
             scaling=scaling, timeout=timeout, stall_timeout=stall_timeout, nnodes=nnodes,
             node_rank=node_rank, master_addr=master_addr, master_port=master_port,
-            python=target)
+            python=target, keep_run_dir=bundle_out is not None)
         try:
             check_options(options)
             node_layout(options, dict(os.environ))
@@ -339,12 +342,13 @@ def smoke(
         except (SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
         report = _smoke_report(result, target)
-        _render_smoke(report, RunOptions(json_out, markdown_out, verbose=verbose,
-                                         junit_out=junit_out, bundle_out=bundle_out,
-                                         force=force, anonymize=anonymize))
+        render_options.smoke_dir = result.kept_run_dir
+        _render_smoke(report, render_options)
     except UsageError as exc:
         _fail_usage(str(exc))
         return
+    finally:
+        _remove_kept_smoke_dir(render_options)
     raise typer.Exit(report.exit_code())
 
 
@@ -502,7 +506,8 @@ def _gather_or_load(options: RunOptions) -> tuple[Facts, str]:
             python = validate_interpreter(env, options.python)
         except InterpreterError as exc:
             raise UsageError(str(exc)) from None
-    facts = gather(env, GatherOptions(python=python, torch_timeout_s=options.probe_timeout))
+    facts = gather(env, GatherOptions(python=python, torch_timeout_s=options.probe_timeout,
+                                      nvidia_smi_text=options.bundle_out is not None))
     return facts, "live"
 
 
@@ -531,6 +536,8 @@ def _render(report: Report, options: RunOptions, facts: Optional[Facts] = None,
     from gpu_doctor.render.markdown import render_markdown
 
     redactor = Redactor.for_run(facts, anonymize=options.anonymize)
+    # The smoke files' real place: --anonymize may rewrite the path in the Report.
+    smoke_dir = options.smoke_dir or (report.smoke or {}).get("run_dir")
     report = redactor.report(report)
     if options.json_out:
         _write(options.json_out, render_json(report, options.strict), "--json")
@@ -551,7 +558,8 @@ def _render(report: Report, options: RunOptions, facts: Optional[Facts] = None,
         from gpu_doctor.bundle import BundleError, write_bundle
 
         try:
-            write_bundle(Path(options.bundle_out), report, facts, redactor, force=options.force)
+            write_bundle(Path(options.bundle_out), report, facts, redactor, force=options.force,
+                         strict=options.strict, smoke_dir=smoke_dir)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
     if "-" not in (options.json_out, options.markdown_out, options.junit_out):
@@ -592,7 +600,18 @@ def _run(options: RunOptions) -> None:
     except UsageError as exc:
         _fail_usage(str(exc))
         return
+    finally:
+        _remove_kept_smoke_dir(options)
     raise typer.Exit(report.exit_code(options.strict))
+
+
+def _remove_kept_smoke_dir(options: RunOptions) -> None:
+    """A passed smoke run's directory was kept only for --bundle: remove it once written."""
+    if options.smoke_dir:
+        import shutil
+
+        shutil.rmtree(options.smoke_dir, ignore_errors=True)
+        options.smoke_dir = None
 
 
 def _progress(options_json: Optional[str], options_md: Optional[str]):
@@ -620,10 +639,12 @@ def _with_smoke(report: Report, facts: Facts, options: RunOptions,
     if isinstance(planned, str):
         result = skipped(planned)
     else:
+        planned = replace(planned, keep_run_dir=options.bundle_out is not None)
         try:
             result = run_smoke(planned, _progress(options.json_out, options.markdown_out))
         except (SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
+        options.smoke_dir = result.kept_run_dir
     return replace(report, results=(*report.results, result.check_result()), smoke=result.data)
 
 

@@ -10,7 +10,9 @@ SIGINT to the doctor during a run raise ``SmokeInterrupted`` so the cleanup stil
 
 Run directory: a temporary one (``gpu-doctor-smoke-*`` under $TMPDIR) is removed when the
 run passes or is interrupted, and kept when it fails, for the user to read (its path is in
-``run_dir`` of the result). A directory given with ``run_dir`` is never removed.
+``run_dir`` of the result). A directory given with ``run_dir`` is never removed. With
+``keep_run_dir`` (``--bundle``) a passed run's directory is kept as ``kept_run_dir`` of the
+result, for the bundle to copy; the caller removes it afterwards.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -110,6 +112,7 @@ class SmokeResult:
 
     data: dict[str, Any]
     findings: list[Finding] = field(default_factory=list)
+    kept_run_dir: str | None = None  # a passed run's temporary directory kept for --bundle
 
     @property
     def ok(self) -> bool:
@@ -271,10 +274,14 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     data.update(ok=not any(f.effective_severity is Severity.ERROR for f in findings),
                 wall_s=round(outcome.wall_s, 3), exit_code=outcome.returncode,
                 stopped_by=outcome.stopped_by, run_dir=str(run_dir))
+    kept = None
     if data["ok"] and own_dir:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if options.keep_run_dir:
+            kept = str(run_dir)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
         data["run_dir"] = None
-    return SmokeResult(data, findings)
+    return SmokeResult(data, findings, kept_run_dir=kept)
 
 
 def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_path: Path,
@@ -334,7 +341,8 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
     if isinstance(resolved, Finding):
         return SmokeResult(_base_data(options, options.device, 0, 0), [resolved])
     device, nproc = resolved
-    single = run_once(with_nproc(options, 1, device), progress, "1 rank")
+    single = run_once(replace(with_nproc(options, 1, device), keep_run_dir=False), progress,
+                      "1 rank")
     full = run_once(with_nproc(options, nproc, device), progress, f"{nproc} ranks")
     one = (single.data.get("measurements") or {}).get("images_per_s_total")
     many = (full.data.get("measurements") or {}).get("images_per_s_total")

@@ -47,6 +47,8 @@ class SmokeOptions:
     master_port: int | None = None
     python: str = field(default_factory=lambda: sys.executable)
     run_dir: str | None = None  # where rank files go (a fresh temporary one by default)
+    # Keep a passed run's temporary directory too (for --bundle); the caller removes it.
+    keep_run_dir: bool = False
 
     def deadlines(self) -> tuple[float, float, float]:
         """(wall, stall, process-group) deadlines: stall < process group < wall.

@@ -31,6 +31,7 @@ from gpu_doctor.facts.env import Env
 from gpu_doctor.facts.environ import probe_environ
 from gpu_doctor.facts.host import probe_host
 from gpu_doctor.facts.interconnect import probe_interconnect
+from gpu_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S, probe_nvidia_smi_text
 from gpu_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from gpu_doctor.facts.os_info import probe_os
 from gpu_doctor.facts.snapshot import FactRecord, Facts
@@ -49,6 +50,9 @@ class GatherOptions:
     torch_timeout_s: float = TORCH_PROBE_TIMEOUT_S
     nvml_timeout_s: float = NVML_TIMEOUT_S
     in_process_timeout_s: float = IN_PROCESS_TIMEOUT_S
+    # Keep the raw `nvidia-smi -q` / `topo -m` text (only --bundle needs it).
+    nvidia_smi_text: bool = False
+    nvidia_smi_timeout_s: float = NVIDIA_SMI_TEXT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,11 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         _in_process("interconnect", lambda: probe_interconnect(env), quick),
         _in_process("wsl", lambda: probe_wsl(env), quick),
     ]
+    if options.nvidia_smi_text:
+        smi_timeout = options.nvidia_smi_timeout_s
+        jobs.append(_in_process("nvidia_smi_text",
+                                lambda: probe_nvidia_smi_text(env, smi_timeout),
+                                2 * smi_timeout + CHILD_SLACK_S))
     facts = Facts(meta={
         "gathered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "tool_version": __version__,

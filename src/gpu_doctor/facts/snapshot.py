@@ -140,7 +140,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def load_facts(path: Path) -> Facts:
-    """Read a snapshot, turning every way it can be unusable into a FactsFileError."""
+    """Read a snapshot, turning every way it can be unusable into a FactsFileError.
+
+    PATH may also be a support bundle (``--bundle``): its ``gpu-doctor-bundle/facts.json``
+    is read, so a ticket's bundle replays as it is.
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -151,6 +155,13 @@ def load_facts(path: Path) -> Facts:
         raise FactsFileError(f"cannot read facts file {path}: {exc.strerror or exc}") from None
     if not raw.strip():
         raise FactsFileError(f"facts file is empty: {path}")
+    if raw.startswith((b"PK\x03\x04", b"\x1f\x8b")):  # a support bundle (.zip, .tar.gz)
+        from gpu_doctor.bundle_archive import BundleReadError, read_bundle_facts
+
+        try:
+            raw = read_bundle_facts(path)
+        except BundleReadError as exc:
+            raise FactsFileError(str(exc)) from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
