@@ -93,7 +93,8 @@ def test_github_recipe_is_a_workflow_that_installs_checks_keeps_reports_then_tra
     names = [s.get("name") or s.get("uses") for s in steps]
     assert names == ["actions/checkout@v4", "Install gpu-doctor", "GPU pre-flight",
                      "Keep the gpu-doctor reports", "Train"]
-    assert steps[1]["run"] == "python -m pip install gpu-doctor"
+    assert steps[1]["run"] == "python -m pip install ./gpu-doctor"  # a path, never the PyPI
+    # name: "gpu-doctor" on PyPI is an unrelated project
     upload = steps[3]
     assert upload["uses"].startswith("actions/upload-artifact@")
     assert upload["if"] == "always()"  # the reports matter most when the check failed
@@ -150,7 +151,7 @@ def test_gitlab_recipe_reports_junit_and_keeps_artifacts_on_failure():
     assert job["stage"] == ".pre"
     assert job["artifacts"]["when"] == "always"
     assert job["artifacts"]["reports"]["junit"] == "gpu-doctor.xml"
-    assert job["script"][0] == "python -m pip install gpu-doctor"
+    assert job["script"][0] == "python -m pip install ./gpu-doctor"
 
 
 @pytest.mark.parametrize("facts, exit_code, codes", [

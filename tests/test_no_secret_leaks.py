@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 HF = "hf_" + "Q8rTzLm3VbNx7KpWc2YdHs9JfGa4UeRi6Oq1"
@@ -37,15 +38,11 @@ PLANTED_ENV = {
 }
 # Every Python process of the run (the doctor, its probes, torchrun, each rank) prints this
 # at start-up: the smoke job's logs then carry the secrets too.
-SITECUSTOMIZE = f'''
-import sys
-sys.stderr.write("""export WANDB_API_KEY={WANDB}
-wandb login {WANDB}
-loading https://bot:{PASSWORD}@models.example.com/w.pt token={GHP}
-AWS_ACCESS_KEY_ID={AWS_ID} AWS_SECRET_ACCESS_KEY={AWS_SECRET}
-{PRIVATE_KEY}
-""")
-'''
+PRINTED = (f"export WANDB_API_KEY={WANDB}\nos.environ[\"HF_TOKEN\"] = \"{HF}\"\n"
+           f"AWS_SECRET_ACCESS_KEY {AWS_SECRET}\nwandb login {WANDB}\n"
+           f"loading https://bot:{PASSWORD}@models.example.com/w.pt token={GHP}\n"
+           f"AWS_ACCESS_KEY_ID={AWS_ID} AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n{PRIVATE_KEY}\n")
+SITECUSTOMIZE = f"import sys\nsys.stderr.write({PRINTED!r})\n"
 LOG = (f"+ torchrun --nproc_per_node 2 train.py --hf-token {HF}\n"
        f"MY_SERVICE_TOKEN={SERVICE} GH_PAT={GH_PAT}\n"
        f"{PRIVATE_KEY}\n"
@@ -59,6 +56,10 @@ def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 
 def _archive_texts(path: Path) -> dict[str, str]:
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            return {name: archive.read(name).decode("utf-8", "replace")
+                    for name in archive.namelist() if not name.endswith("/")}
     with tarfile.open(path) as archive:
         return {m.name: archive.extractfile(m).read().decode("utf-8", "replace")
                 for m in archive.getmembers() if m.isfile()}
@@ -89,10 +90,21 @@ def test_no_planted_secret_reaches_any_artifact(tmp_path: Path) -> None:
     assert diagnosed.returncode == 1, diagnosed.stderr
     replayed = _run(["diagnose", str(out / "bundle.tar.gz")], env, tmp_path)
     assert replayed.returncode in (0, 1), replayed.stderr
+    # the zip writer and --anonymize, from the saved facts (no second smoke job)
+    zipped = _run(["check", "--facts", str(out / "facts.json"), "--anonymize", "--bundle",
+                   str(out / "bundle.zip"), "--json", "-"], env, tmp_path)
+    assert zipped.returncode in (0, 1), zipped.stderr
 
-    artifacts = {"doctor console": doctor.stdout, "diagnose console": diagnosed.stdout,
+    def own(stderr: str) -> str:  # what gpu-doctor itself wrote: the hook's lines removed
+        return stderr.replace(PRINTED, "")
+
+    artifacts = {"doctor console": doctor.stdout, "doctor stderr": own(doctor.stderr),
+                 "diagnose console": diagnosed.stdout, "diagnose stderr": own(diagnosed.stderr),
                  "bundle diagnosis": replayed.stdout, "step summary": summary.read_text(),
+                 "anonymized json": zipped.stdout, "anonymized stderr": own(zipped.stderr),
                  **{f"bundle:{name}": text for name, text in bundle.items()},
+                 **{f"zip:{name}": text
+                    for name, text in _archive_texts(out / "bundle.zip").items()},
                  **{path.name: path.read_text() for path in out.iterdir()
                     if path.suffix != ".gz"}}
     leaks = [(name, secret[:8]) for name, text in artifacts.items() for secret in SECRETS

@@ -156,6 +156,14 @@ CUT_PEM = ("-----BEGIN EC PRIVATE KEY-----\n"
     (f"key:\n{ENCRYPTED_PEM}\nend", "MIIFHDBOBgkqhkiG9w0BBQ0w", "\nend"),
     (f"log cut here: {CUT_PEM}\n[truncated]", "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5",
      "[truncated]"),
+    # found by review: how scripts set tokens, printenv-style tables, JWTs
+    (f'os.environ["WANDB_API_KEY"] = "{WANDB_LEGACY}"', WANDB_LEGACY, 'os.environ["WANDB_API'),
+    (f'os.environ.setdefault("HF_TOKEN", "abc{WANDB_LEGACY}")', WANDB_LEGACY, "setdefault("),
+    (f"AWS_SECRET_ACCESS_KEY {AWS_SECRET}\nNCCL_DEBUG INFO", AWS_SECRET, "NCCL_DEBUG INFO"),
+    ("CI_JOB_JWT=eyJhbGciOiJSUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlc2ln",
+     "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "CI_JOB_JWT="),
+    ("id_token: eyJhbGciOiJSUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlc2ln",
+     "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "id_token"),
 ])
 def test_secrets_in_logs_configs_and_command_lines(text, secret, kept):
     out = redact_text(text)
@@ -192,4 +200,14 @@ def test_names_that_only_look_secret(name):
     "torch 2.4.1+cu121 cuDNN 9.1.0.70 NCCL 2.20.5 driver 550.54.15",
 ])
 def test_ordinary_log_lines_are_kept(text):
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    "NCCL_SOCKET_IFNAME=eth0 HF_TOKEN= python train.py --epochs 3",  # an empty assignment
+    "PATH /usr/local/cuda/bin:/usr/bin",
+    "MASTER_ADDR 10.0.0.1",
+    "CUDA_VISIBLE_DEVICES 0,1,2,3",
+])
+def test_ordinary_values_next_to_names_are_kept(text):
     assert redact_text(text) == text

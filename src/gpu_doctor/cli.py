@@ -121,12 +121,13 @@ GPUS_OPT = typer.Option(None, "--gpus", metavar="N",
                              "command).")
 BATCH_OPT = typer.Option(None, "--batch", metavar="B",
                          help="Plan: total batch size B (must divide by --gpus for DDP).")
-JUNIT_OPT = typer.Option(None, "--junit", metavar="PATH",
-                         help="Also write a JUnit XML report for CI: one test case per check "
-                              "(and per smoke criterion).")
+JUNIT_OPT = typer.Option(None, "--junit", metavar="PATH|-",
+                         help="Also write a JUnit XML report for CI to PATH (or stdout with "
+                              "'-'): one test case per check, and per smoke criterion when the "
+                              "smoke job runs.")
 BUNDLE_OPT = typer.Option(None, "--bundle", metavar="PATH",
-                          help="Also write a support bundle for a ticket (PATH ends in .zip or "
-                               ".tar.gz): reports, facts, smoke logs, nvidia-smi output, "
+                          help="Also write a support bundle for a ticket (PATH ends in .zip, "
+                               ".tar.gz or .tgz): reports, facts, smoke logs, nvidia-smi output, "
                                "packages, environment, MANIFEST; secrets removed.")
 FORCE_OPT = typer.Option(False, "--force", help="Let --bundle overwrite an existing file.")
 ANONYMIZE_OPT = typer.Option(
@@ -430,7 +431,7 @@ def _check_output_path(value: Optional[str], option: str) -> None:
 
 def _check_bundle_path(value: str, force: bool) -> None:
     """A bundle path must name an archive kind, a real directory, and no file unless --force."""
-    if not value.endswith((".zip", ".tar.gz", ".tgz")):
+    if not value.lower().endswith((".zip", ".tar.gz", ".tgz")):
         raise UsageError(f"--bundle {value}: name a .zip or .tar.gz file")
     _check_output_path(value, "--bundle")
     if Path(value).exists() and not force:

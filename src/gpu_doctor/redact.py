@@ -56,7 +56,8 @@ Count = Callable[[str, int], None]
 # AUTH but not AUTHOR (AUTHORIZATION is); PASSW(ORD|D); *_KEY, KEY; *_PAT (GITHUB_PAT).
 _SECRET_NAME = re.compile(
     r"TOKEN(?!S|IZ)|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH(?!OR(?!IZ))|API_?KEY|ACCESS_?KEY"
-    r"|PRIVATE_?KEY|_KEY$|^KEY$|COOKIE|SESSION_?(?:ID|KEY)|_PASS$|^PASS$|_PAT$|^PAT$|_DSN$",
+    r"|PRIVATE_?KEY|_KEY$|^KEY$|COOKIE|SESSION_?(?:ID|KEY)|_PASS$|^PASS$|_PAT$|^PAT$|_DSN$"
+    r"|JWT",
     re.IGNORECASE,
 )
 # Values that are not secrets even under a secret name: flags, empties, references to
@@ -98,6 +99,10 @@ _PEM = re.compile(
 
 # (pattern, doc URL): tokens recognised by their published prefixes, anywhere in text.
 _TOKEN_SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # JSON Web Tokens (GitLab's CI_JOB_JWT, OIDC id tokens): three base64url parts, the
+    # first two JSON objects, so both start "eyJ" ('{"').
+    (re.compile(r"\beyJ[\w-]{10,}\.eyJ[\w-]{10,}\.[\w-]{10,}"),
+     "https://datatracker.ietf.org/doc/html/rfc7519#section-3"),
     # Hugging Face user access tokens start with "hf_"; deprecated organisation API
     # tokens with "api_org_".
     (re.compile(r"\b(?:hf|api_org)_[A-Za-z0-9]{30,}\b"),
@@ -158,9 +163,20 @@ _URL_CREDENTIALS = re.compile(
 _URL_TOKEN_USER = re.compile(r"(?P<scheme>\bhttps?://)(?P<user>[^/\s:@<>\"']{16,})@")
 
 # NAME=value, export NAME="value", NAME = 'value' (shell, .env, INI, Python kwargs).
+# NAME=value; "NAME = value" (spaces on both sides) too, but "NAME= next" is an empty
+# assignment followed by another word, which must stay ("HF_TOKEN= python train.py").
 _ASSIGNMENT = re.compile(
-    r"(?<![\w.$-])(?P<name>[A-Za-z_][\w.-]*)(?P<eq>[ \t]*=(?!=)[ \t]*)"
+    r"(?<![\w.$-])(?P<name>[A-Za-z_][\w.-]*)(?P<eq>=(?!=)|[ \t]+=(?!=)[ \t]*)"
     r"(?P<val>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;&|()<>\[\]{}]+)")
+# os.environ["NAME"] = "value", environ.setdefault("NAME", "value"), os.putenv("NAME", "v"):
+# how scripts and notebooks set tokens, and so how tracebacks and pasted cells show them.
+_SUBSCRIPT = re.compile(
+    r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<eq>\s*\]\s*=\s*|\s*,\s*)"
+    r"(?P<val>\"[^\"\n]*\"|'[^'\n]*')")
+# NAME value, as printenv-style tables, `aws configure list` and `env | column -t` show it:
+# only for secret-looking names, and only a long token-like value.
+_SPACED = re.compile(
+    r"(?<![\w.$-])(?P<name>[A-Z][A-Z0-9_]*)(?P<eq>[ \t]+)(?P<val>[A-Za-z0-9/+=_.-]{16,})(?=\s|$)")
 # "NAME": "value" and 'NAME': 'value' (JSON, Python reprs, YAML flow style).
 _QUOTED_PAIR = re.compile(
     r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<eq>\s*:\s*)"
@@ -232,7 +248,7 @@ def _redact_secrets(text: str, count: Count) -> str:
     text = _NETRC_PASSWORD.sub(
         lambda m: m.group(0) if _NOT_A_VALUE.fullmatch(m.group("val")) else keyed(m), text)
 
-    for pattern in (_QUOTED_PAIR, _ASSIGNMENT, _FLAG, _COLON_LINE):
+    for pattern in (_QUOTED_PAIR, _SUBSCRIPT, _ASSIGNMENT, _FLAG, _COLON_LINE, _SPACED):
         text = _sub_secret_values(pattern, text, count)
 
     for shape, _doc in _TOKEN_SHAPES:
