@@ -211,3 +211,13 @@ def test_ordinary_log_lines_are_kept(text):
 ])
 def test_ordinary_values_next_to_names_are_kept(text):
     assert redact_text(text) == text
+
+
+def test_json_reports_are_not_read_as_name_value_pairs():
+    """"status": "pass",\\n "summary": ... is JSON, not a PASS variable set to "summary"."""
+    import json
+
+    text = json.dumps({"checks": [{"status": "pass", "summary": "driver 535, 8 GPUs"},
+                                  {"token_count": 5, "note": "KEY  value"}]}, indent=2)
+    assert redact_text(text) == text
+    assert redact_text('["pass", "hunter2-correct-horse"]') == '["pass", "hunter2-correct-horse"]'

@@ -170,9 +170,12 @@ _ASSIGNMENT = re.compile(
     r"(?P<val>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;&|()<>\[\]{}]+)")
 # os.environ["NAME"] = "value", environ.setdefault("NAME", "value"), os.putenv("NAME", "v"):
 # how scripts and notebooks set tokens, and so how tracebacks and pasted cells show them.
+# Only after "[" or a setter's "(": a JSON list or object ("status": "pass",\n "summary")
+# must never be read as NAME, value.
 _SUBSCRIPT = re.compile(
-    r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<eq>\s*\]\s*=\s*|\s*,\s*)"
-    r"(?P<val>\"[^\"\n]*\"|'[^'\n]*')")
+    r"(?:\[[ \t]*(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]*)(?P=q)(?P<eq>[ \t]*\][ \t]*=[ \t]*)"
+    r"|(?:setdefault|putenv|setenv)\([ \t]*(?P<q2>[\"'])(?P<name2>[A-Za-z_][\w.-]*)(?P=q2)"
+    r"[ \t]*,[ \t]*)(?P<val>\"[^\"\n]*\"|'[^'\n]*')")
 # NAME value, as printenv-style tables, `aws configure list` and `env | column -t` show it:
 # only for secret-looking names, and only a long token-like value.
 _SPACED = re.compile(
@@ -194,7 +197,7 @@ _FLAG = re.compile(
 def _sub_secret_values(pattern: re.Pattern[str], text: str, count: Count) -> str:
     def repl(m: re.Match[str]) -> str:
         value = m.group("val")
-        if not _hides_secret(m.group("name"), value):
+        if not _hides_secret(m.group("name") or m.groupdict().get("name2") or "", value):
             return m.group(0)
         quoted = len(value) > 1 and value[0] in "\"'" and value[-1] == value[0]
         quote = value[0] if quoted else ""
