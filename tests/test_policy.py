@@ -416,3 +416,22 @@ def test_the_readme_example_is_a_valid_policy(tmp_path):
     policy = find_policy(None, tmp_path)
     assert policy is not None and policy.requirements == 5
     assert policy.ignore and policy.fail_on_warnings
+
+
+def test_the_smoke_command_judges_the_smoke_requirements_only(tmp_path):
+    """`gpu-doctor smoke` (the Slurm recipe's cross-node step) applies the bandwidth minimum;
+    the machine keys are left to `check`/`doctor`, which gather the facts they need."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "gpu-doctor.toml").write_text("min-allreduce-busbw-gbps = 100000\n"
+                                              "min-gpus = 64\n")
+    done = subprocess.run([sys.executable, "-m", "gpu_doctor", "smoke", "--device", "cpu",
+                           "--nproc", "2", "--steps", "4", "--json", "-"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    codes = [f["code"] for f in report["findings"]]
+    assert done.returncode == 1, done.stderr
+    assert "POL004" in codes and "POL001" not in codes and "POL006" not in codes
+    assert report["policy"]["file"] == str(tmp_path / "gpu-doctor.toml")

@@ -303,15 +303,23 @@ def smoke(
     bundle_out: Optional[str] = BUNDLE_OPT,
     force: bool = FORCE_OPT,
     anonymize: bool = ANONYMIZE_OPT,
+    config_file: Optional[Path] = CONFIG_OPT,
 ) -> None:
-    """Prove that DDP training works here: train a small YOLO detector on every GPU."""
+    """Prove that DDP training works here: train a small YOLO detector on every GPU.
+
+    With a policy file, its smoke requirements (all-reduce bandwidth, scaling efficiency)
+    are judged here too; the machine requirements are judged by `check` and `doctor`.
+    """
     from gpu_doctor.smoke import SmokeUsageError, run_smoke
     from gpu_doctor.smoke_launch import OptionsError, SmokeOptions, check_options, node_layout
 
     render_options = RunOptions(json_out, markdown_out, verbose=verbose, junit_out=junit_out,
-                                bundle_out=bundle_out, force=force, anonymize=anonymize)
+                                bundle_out=bundle_out, force=force, anonymize=anonymize,
+                                config_file=config_file)
     try:
         _validate(render_options)
+        policy = _smoke_policy(render_options)
+        scaling = scaling or bool(policy is not None and policy.wants_scaling)
         for option, value, allowed in (("--device", device, ("auto", "cuda", "cpu")),
                                        ("--model", model, ("n", "s", "m")),
                                        ("--launcher", launcher, ("torchrun", "spawn")),
@@ -343,6 +351,10 @@ def smoke(
         except (SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
         report = _smoke_report(result, target)
+        if policy is not None:
+            from gpu_doctor.policy import apply_policy
+
+            report = apply_policy(report, policy, None)
         render_options.smoke_dir = result.kept_run_dir
         _render_smoke(report, render_options)
     except UsageError as exc:
@@ -351,6 +363,15 @@ def smoke(
     finally:
         _remove_kept_smoke_dir(render_options)
     raise typer.Exit(report.exit_code())
+
+
+def _smoke_policy(options: RunOptions) -> object:
+    """The policy's smoke requirements only: `smoke` gathers no facts to judge the others."""
+    policy = _load_policy(options)
+    if policy is None:
+        return None
+    return replace(policy, min_gpus=None, min_driver_version=None,  # type: ignore[type-var]
+                   torch_versions=None)
 
 
 def _sync_bn_device(options: SmokeOptions) -> SmokeOptions:
