@@ -452,7 +452,9 @@ def _check_output_path(value: Optional[str], option: str) -> None:
 
 def _check_bundle_path(value: str, force: bool) -> None:
     """A bundle path must name an archive kind, a real directory, and no file unless --force."""
-    if not value.lower().endswith((".zip", ".tar.gz", ".tgz")):
+    from gpu_doctor.bundle_archive import archive_kind
+
+    if archive_kind(Path(value)) is None:
         raise UsageError(f"--bundle {value}: name a .zip or .tar.gz file")
     _check_output_path(value, "--bundle")
     if Path(value).exists() and not force:

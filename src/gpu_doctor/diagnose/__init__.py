@@ -15,7 +15,13 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from gpu_doctor import __version__
-from gpu_doctor.diagnose.compose import compose, damaged_input, env_evidence, nothing_matched
+from gpu_doctor.diagnose.compose import (
+    compose,
+    damaged_input,
+    env_evidence,
+    line_label,
+    nothing_matched,
+)
 from gpu_doctor.diagnose.context import refine
 from gpu_doctor.diagnose.rank import root_cause_key
 from gpu_doctor.diagnose.scan import Scanner, ScanResult
@@ -73,7 +79,7 @@ def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
         offset, document, first = max((s for s in starts if s[0] < found.first_line),
                                       default=starts[0])
         line = first + found.first_line - 1 - offset
-        where = f"line {line}" if len(scan.documents) == 1 else f"{document} line {line}"
+        where = line_label(document, line, len(scan.documents) > 1)
         places.append(f"{found.kind} at {where}")
     return parsed.facts, ", ".join(places)
 

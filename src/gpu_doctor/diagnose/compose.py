@@ -48,9 +48,13 @@ ATTACH_STEPS: tuple[Step, ...] = (
 )
 
 
+def line_label(document: str, line: int, many_documents: bool) -> str:
+    """"line 12", or "rank1.log line 12" when the input held several documents."""
+    return f"{document} line {line}" if many_documents else f"line {line}"
+
+
 def _where(quote: Quote, many_documents: bool) -> str:
-    label = f"line {quote.line}"
-    return f"{quote.document} {label}" if many_documents else label
+    return line_label(quote.document, quote.line, many_documents)
 
 
 def _folds(hits: dict[str, CodeHits]) -> dict[str, str]:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from gpu_doctor.categories import Category
+from gpu_doctor.diagnose.compose import line_label
 from gpu_doctor.diagnose.scan import DocumentContext, ScanResult
 from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
 from gpu_doctor.redact import redact_text
@@ -128,7 +129,7 @@ def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
     found: list[Seen] = []
     for number, line in enumerate(context.head.split("\n"), start=1):
         if pattern.search(line):
-            label = f"line {number}" if not many else f"{context.document} line {number}"
+            label = line_label(context.document, number, many)
             found.append(Seen(label, redact_text(line.strip())[:300]))
             if len(found) >= limit:
                 break
@@ -149,7 +150,7 @@ def _last_nccl_setup(context: DocumentContext, many: bool) -> Seen | None:
         if not NCCL_SETUP.search(line) or FAILURE_WORD.search(line):
             return None
         number = context.tail_first_line + offset
-        label = f"line {number}" if not many else f"{context.document} line {number}"
+        label = line_label(context.document, number, many)
         return Seen(f"last line, {label}", redact_text(line.strip())[:300])
     return None
 

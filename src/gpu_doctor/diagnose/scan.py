@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -316,17 +316,22 @@ class Scanner:
             self._capture = None
 
 
+def _lines_above(chunk: bytes, start: int, count: int) -> Iterator[str]:
+    """Up to ``count`` cleaned lines above the line starting at ``start``, nearest first."""
+    end = start - 1  # the newline that ends the line above
+    for _ in range(count):
+        if end < 0:
+            return
+        begin = chunk.rfind(b"\n", 0, end) + 1
+        yield clean_line(chunk[begin:end])
+        end = begin - 1
+
+
 def _line_above(chunk: bytes, start: int) -> tuple[str, int] | None:
     """The nearest non-blank line above ``start`` in this chunk, and how many lines up."""
-    end = start - 1
-    for up in range(1, 4):
-        if end <= 0:
-            return None
-        begin = chunk.rfind(b"\n", 0, end) + 1
-        line = clean_line(chunk[begin:end]).strip()
-        if line:
-            return line, up
-        end = begin - 1
+    for up, line in enumerate(_lines_above(chunk, start, 3), start=1):
+        if line.strip():
+            return line.strip(), up
     return None
 
 
@@ -356,13 +361,7 @@ def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes,
 
 def _summary_rank(chunk: bytes, start: int) -> str | None:
     """The rank torchrun's failure summary names a few lines above an exit code."""
-    at = start
-    for _ in range(4):
-        if at <= 0:
-            return None
-        at = chunk.rfind(b"\n", 0, at - 1) + 1
-        end = chunk.find(b"\n", at)
-        line = chunk[at:end if end != -1 else None].decode("utf-8", "replace")
+    for line in _lines_above(chunk, start, 4):
         found = SUMMARY_RANK.match(line)
         if found:
             return f"rank {int(found.group(1))}"

@@ -104,6 +104,21 @@ def _decompressor(head: bytes) -> Any:
     return None
 
 
+# What a damaged or truncated compressed stream raises while it is read.
+_UNREADABLE = (OSError, EOFError, lzma.LZMAError)
+
+
+def _decompressed(stream: IO[bytes], head: bytes, name: str
+                  ) -> tuple[IO[bytes], bytes, str]:
+    """The stream decompressed when its first bytes say so: (stream, its first bytes, the
+    name without the compression suffix). Raises one of ``_UNREADABLE`` if it cannot be."""
+    opener = _decompressor(head)
+    if opener is None:
+        return stream, head, name
+    inner = opener(_Chained(head, stream))
+    return inner, _peek(inner), name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
+
+
 def _is_tar(head: bytes) -> bool:
     return len(head) > 262 and head[257:262] == b"ustar"
 
@@ -134,16 +149,11 @@ def _open_stream(stream: IO[bytes], label: str, name: str) -> Opened:
         head = _peek(stream)
     except OSError as exc:
         raise InputError(f"{label}: cannot read: {exc.strerror or exc}") from None
-    opener = _decompressor(head)
-    if opener is not None:
-        inner = opener(_Chained(head, stream))
-        try:
-            head = _peek(inner)
-        except (OSError, EOFError, lzma.LZMAError) as exc:
-            raise InputError(f"{label}: looks compressed but cannot be decompressed: "
-                             f"{exc}") from None
-        stream = inner
-        name = name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
+    try:
+        stream, head, name = _decompressed(stream, head, name)
+    except _UNREADABLE as exc:
+        raise InputError(f"{label}: looks compressed but cannot be decompressed: "
+                         f"{exc}") from None
     if _is_tar(head):
         return _tar_opened(_Chained(head, stream), label)
     encoding = _encoding(head)
@@ -163,7 +173,7 @@ def _guarded(blocks: Iterator[bytes], label: str, notes: list[str]) -> Iterator[
     """
     try:
         yield from blocks
-    except (OSError, EOFError, lzma.LZMAError) as exc:
+    except _UNREADABLE as exc:
         notes.append(f"{label} ends early ({exc}); what was read before it is diagnosed")
 
 
@@ -214,16 +224,11 @@ def _snapshot(data: bytes) -> dict[str, Any] | None:
 
 def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | None:
     """A member as a text document (decompressing a .gz/.bz2/.xz member), or None."""
-    head = _peek(handle)
-    opener = _decompressor(head)
-    if opener is not None:
-        try:
-            handle = opener(_Chained(head, handle))
-            head = _peek(handle)
-        except (OSError, EOFError, lzma.LZMAError) as exc:
-            notes.append(f"{name}: cannot be decompressed ({exc})")
-            return None
-        name = name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
+    try:
+        handle, head, name = _decompressed(handle, _peek(handle), name)
+    except _UNREADABLE as exc:
+        notes.append(f"{name}: cannot be decompressed ({exc})")
+        return None
     encoding = _encoding(head)
     if encoding is None:
         notes.append(f"{name}: skipped, not text")

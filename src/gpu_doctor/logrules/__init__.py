@@ -62,6 +62,11 @@ _ROOT_ERROR_IDS = frozenset(r.code.id for r in RULES if r.code.severity is Sever
 _RANK = {c: i for i, c in enumerate(CATEGORY_PRECEDENCE)}
 
 
+def category_position(category: Category) -> int:
+    """A category's place in ``CATEGORY_PRECEDENCE`` (causes first)."""
+    return _RANK.get(category, len(CATEGORY_PRECEDENCE))
+
+
 def match_text(text: str) -> list[Match]:
     """Every rule that matches ``text`` (its first matching line), causes first.
 
@@ -82,6 +87,6 @@ def match_text(text: str) -> list[Match]:
         index, match = item
         code = match.rule.code
         return (folded(match.rule, ids), code.severity is not Severity.ERROR,
-                _RANK[code.category], index)
+                category_position(code.category), index)
 
     return [match for _, match in sorted(found, key=key)]
