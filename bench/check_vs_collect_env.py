@@ -1,15 +1,15 @@
-"""Wall time of `gpu-doctor check` against PyTorch's own `collect_env`, side by side.
+"""Wall time of `ddp-doctor check` against PyTorch's own `collect_env`, side by side.
 
 What it measures: the end-to-end wall-clock time, as a user would experience it, of
 
-* ``gpu-doctor check --json FILE``: start the CLI, gather every fact (the torch probe
+* ``ddp-doctor check --json FILE``: start the CLI, gather every fact (the torch probe
   runs in a child interpreter), run the checks and write the JSON report; and
 * ``python -m torch.utils.collect_env``: the script PyTorch's issue template asks
   every bug reporter to run (its output is discarded here).
 
-Why: gpu-doctor is meant to be run before every training job and in CI, as a
+Why: ddp-doctor is meant to be run before every training job and in CI, as a
 replacement for "paste the output of collect_env". The requirement is that
-``gpu-doctor check`` takes no longer than ``collect_env`` on the same machine; this
+``ddp-doctor check`` takes no longer than ``collect_env`` on the same machine; this
 script measures exactly that ratio. Both commands are fresh processes of the same
 interpreter, run alternately (check, collect_env, check, ...) so that drift in the
 machine's load, caches or CPU frequency affects both equally. The first run of each
@@ -37,16 +37,16 @@ import tempfile
 import time
 from pathlib import Path
 
-# gpu-doctor exits 1 when it finds problems (e.g. no GPU here): that is a finished run.
+# ddp-doctor exits 1 when it finds problems (e.g. no GPU here): that is a finished run.
 CHECK_OK_CODES = (0, 1)
 
 
 def doctor_command(json_path: Path) -> list[str]:
-    """The installed console script next to this interpreter, else ``-m gpu_doctor``."""
-    script = Path(sys.executable).with_name("gpu-doctor")
+    """The installed console script next to this interpreter, else ``-m ddp_doctor``."""
+    script = Path(sys.executable).with_name("ddp-doctor")
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script), "check", "--json", str(json_path)]
-    return [sys.executable, "-m", "gpu_doctor", "check", "--json", str(json_path)]
+    return [sys.executable, "-m", "ddp_doctor", "check", "--json", str(json_path)]
 
 
 def collect_env_command() -> list[str]:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
               "torch installed.", file=sys.stderr)
         return 1
 
-    with tempfile.TemporaryDirectory(prefix="gpu-doctor-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ddp-doctor-bench-") as tmp:
         check_cmd = doctor_command(Path(tmp) / "report.json")
         env_cmd = collect_env_command()
         print(f"python:      {sys.executable} ({sys.version.split()[0]})")

@@ -1,10 +1,10 @@
-"""Throughput and peak memory of `gpu-doctor diagnose` on a large synthetic log.
+"""Throughput and peak memory of `ddp-doctor diagnose` on a large synthetic log.
 
 Builds a log of --mb megabytes from the corpus (tests/data/logs) spliced into realistic
 noise (YOLO progress bars with CRs and colour codes, NCCL INFO lines of many ranks,
 torchrun warnings), then times, side by side on the same file:
 
-- `gpu-doctor diagnose FILE --json OUT` (the whole CLI: read, clean, scan, compose);
+- `ddp-doctor diagnose FILE --json OUT` (the whole CLI: read, clean, scan, compose);
 - `grep -c -i -E 'error|fail|...'` with the same gate words, a reader's usual first tool.
 
 It prints MB/s for each, their ratio, and the CLI's peak resident memory (from wait4).
@@ -29,8 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpu_doctor.diagnose.synthetic import synthetic_log
-from gpu_doctor.logrules import GATES
+from ddp_doctor.diagnose.synthetic import synthetic_log
+from ddp_doctor.logrules import GATES
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "logs"
 
@@ -85,7 +85,7 @@ def main() -> None:
         ours, grep, peaks = [], [], []
         pattern = "|".join(GATES)
         for _ in range(args.runs):
-            wall, peak, code = timed([sys.executable, "-m", "gpu_doctor", "diagnose", str(log),
+            wall, peak, code = timed([sys.executable, "-m", "ddp_doctor", "diagnose", str(log),
                                       "--json", str(report)])
             if code not in (0, 1):
                 sys.exit(f"diagnose failed with exit code {code}")
@@ -95,13 +95,13 @@ def main() -> None:
             grep.append(wall)
         findings = json.loads(report.read_text())["findings"]
         ours_s, grep_s = statistics.median(ours), statistics.median(grep)
-        print(f"gpu-doctor diagnose: median {ours_s:.2f} s = {mb / ours_s:.1f} MB/s, "
+        print(f"ddp-doctor diagnose: median {ours_s:.2f} s = {mb / ours_s:.1f} MB/s, "
               f"peak RSS {max(peaks)} MiB, {len(findings)} findings")
         print(f"grep -ciE (gates):   median {grep_s:.2f} s = {mb / grep_s:.1f} MB/s")
         print(f"ratio diagnose/grep throughput: {grep_s / ours_s:.2f}")
         dense = Path(tmp) / "dense.log"
         dense_mb = build_dense(dense, args.dense_mb) / 1e6
-        walls = [timed([sys.executable, "-m", "gpu_doctor", "diagnose", str(dense), "--json",
+        walls = [timed([sys.executable, "-m", "ddp_doctor", "diagnose", str(dense), "--json",
                         str(report)])[0] for _ in range(args.runs)]
         dense_s = statistics.median(walls)
         print(f"worst case (every line a warning): {dense_mb:.0f} MB in {dense_s:.2f} s = "

@@ -1,4 +1,4 @@
-"""The supervisor's overhead: `gpu-doctor smoke` against a bare torchrun of the same job.
+"""The supervisor's overhead: `ddp-doctor smoke` against a bare torchrun of the same job.
 
 Runs both side by side (alternating, so a change in machine load hits both), several
 times, and prints the median wall time of each and their ratio. The issue's budget is a
@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from gpu_doctor.smoke_launch import free_port
+from ddp_doctor.smoke_launch import free_port
 
 
 def bare_torchrun(args: argparse.Namespace, env: dict[str, str]) -> float:
@@ -27,7 +27,7 @@ def bare_torchrun(args: argparse.Namespace, env: dict[str, str]) -> float:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
                "--node_rank", "0", "--nproc_per_node", str(args.nproc), "--master_addr",
                "127.0.0.1", "--master_port", str(free_port()), "--max_restarts", "0",
-               "-m", "gpu_doctor.train_smoke.worker", "--run-dir", run_dir,
+               "-m", "ddp_doctor.train_smoke.worker", "--run-dir", run_dir,
                "--device", args.device, "--steps", str(args.steps), "--batch",
                str(args.batch), "--imgsz", str(args.imgsz), "--workers", str(args.workers)]
         start = time.monotonic()
@@ -37,8 +37,8 @@ def bare_torchrun(args: argparse.Namespace, env: dict[str, str]) -> float:
 
 
 def supervised(args: argparse.Namespace, env: dict[str, str]) -> float:
-    """The same job through `gpu-doctor smoke` (import, launch, watch, judge, sweep)."""
-    cmd = [sys.executable, "-m", "gpu_doctor", "smoke", "--device", args.device,
+    """The same job through `ddp-doctor smoke` (import, launch, watch, judge, sweep)."""
+    cmd = [sys.executable, "-m", "ddp_doctor", "smoke", "--device", args.device,
            "--nproc", str(args.nproc), "--steps", str(args.steps), "--batch", str(args.batch),
            "--imgsz", str(args.imgsz), "--workers", str(args.workers), "--json", os.devnull]
     start = time.monotonic()
@@ -46,7 +46,7 @@ def supervised(args: argparse.Namespace, env: dict[str, str]) -> float:
                           stderr=subprocess.DEVNULL)
     elapsed = time.monotonic() - start
     if proc.returncode != 0:
-        raise SystemExit(f"gpu-doctor smoke failed (exit {proc.returncode})")
+        raise SystemExit(f"ddp-doctor smoke failed (exit {proc.returncode})")
     return elapsed
 
 
@@ -67,10 +67,10 @@ def main() -> None:
     for run in range(args.runs):
         bare.append(bare_torchrun(args, env))
         sup.append(supervised(args, env))
-        print(f"run {run + 1}: bare torchrun {bare[-1]:.2f} s, gpu-doctor smoke {sup[-1]:.2f} s",
+        print(f"run {run + 1}: bare torchrun {bare[-1]:.2f} s, ddp-doctor smoke {sup[-1]:.2f} s",
               flush=True)
     ratio = statistics.median(sup) / statistics.median(bare)
-    print(f"median: bare torchrun {statistics.median(bare):.2f} s, gpu-doctor smoke "
+    print(f"median: bare torchrun {statistics.median(bare):.2f} s, ddp-doctor smoke "
           f"{statistics.median(sup):.2f} s, ratio {ratio:.3f} "
           f"({'within' if ratio <= 1.15 else 'OVER'} the 1.15 budget)")
 

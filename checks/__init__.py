@@ -5,15 +5,15 @@ causes (the driver, the torch install) before what depends on them.
 """
 
 BUILTIN_MODULES: tuple[str, ...] = (
-    "gpu_doctor.checks.driver",
-    "gpu_doctor.checks.driver_compat",
-    "gpu_doctor.checks.hardware",
-    "gpu_doctor.checks.torch_build",
-    "gpu_doctor.checks.cuda",
-    "gpu_doctor.checks.cudnn",
-    "gpu_doctor.checks.visibility",
-    "gpu_doctor.checks.nccl",
-    "gpu_doctor.checks.wsl",
-    "gpu_doctor.checks.host",
-    "gpu_doctor.checks.launch",
+    "ddp_doctor.checks.driver",
+    "ddp_doctor.checks.driver_compat",
+    "ddp_doctor.checks.hardware",
+    "ddp_doctor.checks.torch_build",
+    "ddp_doctor.checks.cuda",
+    "ddp_doctor.checks.cudnn",
+    "ddp_doctor.checks.visibility",
+    "ddp_doctor.checks.nccl",
+    "ddp_doctor.checks.wsl",
+    "ddp_doctor.checks.host",
+    "ddp_doctor.checks.launch",
 )

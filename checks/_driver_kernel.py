@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 
 LIBRARY_MISMATCH = Code(
     id="DRV004",

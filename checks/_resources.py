@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_doctor.checks._util import GIB
+from ddp_doctor.checks._util import GIB
 
 DEFAULT_MAX_WORKERS = 8
 RANK_BASE_BYTES = 2 * GIB

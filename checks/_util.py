@@ -6,9 +6,9 @@ import re
 import shlex
 from typing import Any
 
-from gpu_doctor.knowledge.arch import parse_capability
-from gpu_doctor.knowledge.cuda_driver import max_cuda_for_driver
-from gpu_doctor.knowledge.wheels import (
+from ddp_doctor.knowledge.arch import parse_capability
+from ddp_doctor.knowledge.cuda_driver import max_cuda_for_driver
+from ddp_doctor.knowledge.wheels import (
     DRIVER_GUIDE,
     INSTALL_GUIDE,
     RECOMMENDED_BRANCH_MIN,
@@ -16,8 +16,8 @@ from gpu_doctor.knowledge.wheels import (
     Recommendation,
     recommend,
 )
-from gpu_doctor.model import Step
-from gpu_doctor.registry import Summary
+from ddp_doctor.model import Step
+from ddp_doctor.registry import Summary
 
 GIB = 1024**3
 MIB = 1024**2

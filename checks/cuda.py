@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import cuda_device_label, gpu_test_results, target_python
+from ddp_doctor.checks._util import cuda_device_label, gpu_test_results, target_python
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 RUNTIME_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import cuda_device_label, gpu_test_results, target_pip, target_python
+from ddp_doctor.checks._util import cuda_device_label, gpu_test_results, target_pip, target_python
 
-from gpu_doctor.categories import Category
-from gpu_doctor.knowledge import torch_pairs
-from gpu_doctor.model import Code, Evidence, Finding, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.knowledge import torch_pairs
+from ddp_doctor.model import Code, Evidence, Finding, Step
+from ddp_doctor.registry import Summary, check
 
 TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html"
 

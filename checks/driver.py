@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._driver_kernel import (
+from ddp_doctor.checks._driver_kernel import (
     LIBRARY_MISMATCH,
     kernel_evidence,
     mismatch_finding,
@@ -27,11 +27,11 @@ from gpu_doctor.checks._driver_kernel import (
     module_not_built,
     rebuild_steps,
 )
-from gpu_doctor.checks._util import looks_like_server
+from ddp_doctor.checks._util import looks_like_server
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 DRIVER_MISSING = Code(
     id="DRV001",

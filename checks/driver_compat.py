@@ -3,7 +3,7 @@ has an NVSwitch board's fabric come up?
 
 Sources:
 - CUDA toolkit/driver tables and minor-version compatibility: see
-  ``gpu_doctor.knowledge.cuda_driver``. torch does not fail at import on an old driver;
+  ``ddp_doctor.knowledge.cuda_driver``. torch does not fail at import on an old driver;
   ``torch.cuda.is_available()`` is False with "The NVIDIA driver on your system is too old
   (found version 12080)" (pytorch/pytorch ``torch/cuda/__init__.py``; e.g. pytorch#131742
   and the collect_env of pytorch#28321: driver 410.104 under a CUDA 10.1 build).
@@ -35,19 +35,19 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import install_steps, looks_like_server, recommendation
+from ddp_doctor.checks._util import install_steps, looks_like_server, recommendation
 
-from gpu_doctor.categories import Category
-from gpu_doctor.knowledge.cuda_driver import (
+from ddp_doctor.categories import Category
+from ddp_doctor.knowledge.cuda_driver import (
     MVC_DOC,
     RELEASE_NOTES,
     Compatibility,
     Verdict,
     compatibility,
 )
-from gpu_doctor.knowledge.wheels import DRIVER_GUIDE, RECOMMENDED_BRANCH, RECOMMENDED_BRANCH_MIN
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.knowledge.wheels import DRIVER_GUIDE, RECOMMENDED_BRANCH, RECOMMENDED_BRANCH_MIN
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 DRIVER_BRANCHES = DRIVER_GUIDE

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._resources import (
+from ddp_doctor.checks._resources import (
     WORKER_BYTES,
     cpu_cores,
     effective_ram,
@@ -33,11 +33,11 @@ from gpu_doctor.checks._resources import (
     workers_per_rank,
     workers_phrase,
 )
-from gpu_doctor.checks._util import GIB, MIB, human_bytes, target_pip, target_python
+from ddp_doctor.checks._util import GIB, MIB, human_bytes, target_pip, target_python
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 SHM_ERROR_BELOW = 512 * MIB
 SHM_WARN_BELOW = 1 * GIB

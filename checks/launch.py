@@ -24,18 +24,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._resources import (
+from ddp_doctor.checks._resources import (
     FULL_GPU_SHARE,
     full_gpus,
     mig_enabled,
     usable_gpus,
     visible_device_ids,
 )
-from gpu_doctor.checks._util import human_bytes, target_python
+from ddp_doctor.checks._util import human_bytes, target_python
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 DDP_DOCS = "https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html"
 TORCHRUN_DOCS = "https://docs.pytorch.org/docs/stable/elastic/run.html"

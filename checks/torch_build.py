@@ -9,7 +9,7 @@ Sources:
   e.g. "libcudnn.so.9: cannot open shared object file" (pytorch/pytorch#122924 and
   similar threads): reinstalling into a clean environment is the fix.
 - ROCm builds carry ``+rocmX.Y`` and set ``torch.version.hip``: https://pytorch.org/get-started/locally/
-- Kernels per GPU (cubin/PTX rules, wheel arch lists): see ``gpu_doctor.knowledge.arch``;
+- Kernels per GPU (cubin/PTX rules, wheel arch lists): see ``ddp_doctor.knowledge.arch``;
   "sm_120 is not compatible with the current PyTorch installation" on an RTX 5090 with a
   cu121 wheel: pytorch/pytorch#150733, magicyuan876/mineru-tianshu#62.
 """
@@ -19,21 +19,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpu_doctor.checks._util import (
+from ddp_doctor.checks._util import (
     install_steps,
     nvidia_gpus_present,
     target_pip,
     target_python,
 )
 
-from gpu_doctor.categories import Category
-from gpu_doctor.knowledge.arch import (
+from ddp_doctor.categories import Category
+from ddp_doctor.knowledge.arch import (
     Support,
     parse_arch,
     parse_capability,
     support_for,
 )
-from gpu_doctor.knowledge.torch_pairs import (
+from ddp_doctor.knowledge.torch_pairs import (
     NUMPY2_SAFE_TORCH,
     Release,
     local_tag,
@@ -43,9 +43,9 @@ from gpu_doctor.knowledge.torch_pairs import (
     torchaudio_matches,
     torchvision_matches,
 )
-from gpu_doctor.knowledge.wheels import INSTALL_GUIDE
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.knowledge.wheels import INSTALL_GUIDE
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 TORCH_MISSING = Code(
     id="TOR001",

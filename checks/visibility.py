@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_doctor.checks._util import GIB, human_bytes, target_python
+from ddp_doctor.checks._util import GIB, human_bytes, target_python
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 CUDA_ENV_DOCS = ("https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
                  "environment-variables.html")

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from gpu_doctor.checks._resources import (
+from ddp_doctor.checks._resources import (
     cpu_cores,
     nccl_version_text,
     planned_ranks,
@@ -36,11 +36,11 @@ from gpu_doctor.checks._resources import (
     workers_per_rank,
     workers_phrase,
 )
-from gpu_doctor.checks._util import GIB, human_bytes, install_steps, target_python
+from ddp_doctor.checks._util import GIB, human_bytes, install_steps, target_python
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Step
-from gpu_doctor.registry import Summary, check
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
 
 WSL_GUIDE = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
 WSL_CONFIG_DOCS = "https://learn.microsoft.com/en-us/windows/wsl/wsl-config"

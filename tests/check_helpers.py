@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpu_doctor.facts.snapshot import FactRecord, Facts
-from gpu_doctor.model import CheckResult, Finding
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.runner import run_checks
+from ddp_doctor.facts.snapshot import FactRecord, Facts
+from ddp_doctor.model import CheckResult, Finding
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.runner import run_checks
 from tests.conftest import FACTS_DIR, load_fixture_facts
 
 MIB = 1024**2

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.facts.snapshot import Facts, load_facts
+from ddp_doctor.facts.snapshot import Facts, load_facts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FACTS_DIR = FIXTURES / "facts"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable, Union
 
-from gpu_doctor.facts.env import CommandResult
+from ddp_doctor.facts.env import CommandResult
 
 CommandAnswer = Union[CommandResult, Callable[[Sequence[str]], CommandResult]]
 

@@ -13,13 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gpu_doctor.smoke import SmokeResult, _base_data, _fill
-from gpu_doctor.smoke_launch import SmokeOptions
-from gpu_doctor.smoke_monitor import Outcome, RankState
-from gpu_doctor.smoke_verdict import RunContext, criteria_findings, failure_findings
+from ddp_doctor.smoke import SmokeResult, _base_data, _fill
+from ddp_doctor.smoke_launch import SmokeOptions
+from ddp_doctor.smoke_monitor import Outcome, RankState
+from ddp_doctor.smoke_verdict import RunContext, criteria_findings, failure_findings
 
 COMMAND = ("python -m torch.distributed.run --standalone --nproc-per-node 2 "
-           "-m gpu_doctor.train_smoke.worker --device cpu --steps 12")
+           "-m ddp_doctor.train_smoke.worker --device cpu --steps 12")
 
 
 def rank_events(rank: int, losses: list[float], mismatched: tuple[int, ...] = (),
@@ -89,7 +89,7 @@ def judged_run(per_rank: list[list[dict[str, Any]]], steps: int, mode: str = "dd
         data["loss_judged"] = not any(f.code.id == "SMK016" for f in findings)
     data.update(ok=not any(f.effective_severity.value == "error" for f in findings),
                 wall_s=wall_s, exit_code=outcome.returncode, stopped_by=outcome.stopped_by,
-                command=COMMAND, run_dir="/tmp/gpu-doctor-smoke-3f9a1c" if findings else None)
+                command=COMMAND, run_dir="/tmp/ddp-doctor-smoke-3f9a1c" if findings else None)
     return SmokeResult(data, findings)
 
 

@@ -23,17 +23,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpu_doctor import bundle_archive
-from gpu_doctor.bundle import BundleError, write_bundle
-from gpu_doctor.bundle_archive import TOP
-from gpu_doctor.cli import app, normalize_argv
-from gpu_doctor.diagnose import scan_input
-from gpu_doctor.facts.snapshot import FactRecord, Facts, FactsFileError, load_facts
-from gpu_doctor.redact import Redactor
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.runner import build_report
-from gpu_doctor.smoke import _base_data
-from gpu_doctor.smoke_launch import SmokeOptions
+from ddp_doctor import bundle_archive
+from ddp_doctor.bundle import BundleError, write_bundle
+from ddp_doctor.bundle_archive import TOP
+from ddp_doctor.cli import app, normalize_argv
+from ddp_doctor.diagnose import scan_input
+from ddp_doctor.facts.snapshot import FactRecord, Facts, FactsFileError, load_facts
+from ddp_doctor.redact import Redactor
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.runner import build_report
+from ddp_doctor.smoke import _base_data
+from ddp_doctor.smoke_launch import SmokeOptions
 from tests.conftest import FACTS_DIR
 from tests.smi_captures import capture
 
@@ -78,7 +78,7 @@ def leftovers(folder: Path) -> list[str]:
 def one_line_error(result) -> str:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpu-doctor: error: "), result.stderr
+    assert len(lines) == 1 and lines[0].startswith("ddp-doctor: error: "), result.stderr
     assert "Traceback" not in result.output
     return lines[0]
 
@@ -186,8 +186,8 @@ def smoke_report(facts: Facts, run_dir: Path | None, ok: bool = False):
 
 
 def fake_run_dir(tmp_path: Path) -> Path:
-    run_dir = tmp_path / "gpu-doctor-smoke-x"
-    (run_dir / "pkg" / "gpu_doctor").mkdir(parents=True)  # the import shim: not evidence
+    run_dir = tmp_path / "ddp-doctor-smoke-x"
+    (run_dir / "pkg" / "ddp_doctor").mkdir(parents=True)  # the import shim: not evidence
     (run_dir / "rank0.jsonl").write_text('{"event": "phase_start", "phase": "train"}\n')
     (run_dir / "rank1.jsonl").write_text('{"event": "step", "step": 1}\n')
     (run_dir / "rank0.stderr").write_text(f"login with {HF_TOKEN}\n")
@@ -250,12 +250,12 @@ def test_a_smoke_command_bundle_has_no_facts_and_says_so(tmp_path):
     files = write(tmp_path, None, report, name="s.tar.gz")
     assert [n for n in files if not n.startswith("smoke/")] == ["MANIFEST", "report.md",
                                                                 "report.json"]
-    assert re.search(r"\n  facts\.json +`gpu-doctor smoke` gathers no machine facts",
+    assert re.search(r"\n  facts\.json +`ddp-doctor smoke` gathers no machine facts",
                      files["MANIFEST"].decode())
 
 
 def test_an_oversized_log_keeps_its_end(tmp_path, monkeypatch):
-    monkeypatch.setattr("gpu_doctor.bundle.MAX_LOG_BYTES", 64)
+    monkeypatch.setattr("ddp_doctor.bundle.MAX_LOG_BYTES", 64)
     facts = load_facts(SHM)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -296,7 +296,7 @@ def test_a_file_that_appears_during_the_run_is_not_overwritten(tmp_path, monkeyp
 
     monkeypatch.setattr(bundle_archive, "_write_zip", racing)
     line = one_line_error(invoke("check", "--facts", str(SHM), "--bundle", str(bundle)))
-    assert line == f"gpu-doctor: error: --bundle {bundle}: already exists (add --force to " \
+    assert line == f"ddp-doctor: error: --bundle {bundle}: already exists (add --force to " \
                    f"overwrite it)"
     assert bundle.read_bytes() == b"written by someone else meanwhile"
     assert leftovers(tmp_path) == []
@@ -329,7 +329,7 @@ def test_a_full_disk_leaves_no_partial_file(tmp_path, monkeypatch, name):
         monkeypatch.setattr(tarfile.TarFile, "addfile", full)
     bundle = tmp_path / name
     line = one_line_error(invoke("check", "--facts", str(SHM), "--bundle", str(bundle)))
-    assert line == f"gpu-doctor: error: --bundle {bundle}: cannot write: No space left on device"
+    assert line == f"ddp-doctor: error: --bundle {bundle}: cannot write: No space left on device"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -402,8 +402,8 @@ def test_a_gzipped_snapshot_is_facts_too(tmp_path):
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    (lambda: _zip({"gpu-doctor-bundle/report.json": b"{}"}),
-     "this archive has no gpu-doctor-bundle/facts.json"),
+    (lambda: _zip({"ddp-doctor-bundle/report.json": b"{}"}),
+     "this archive has no ddp-doctor-bundle/facts.json"),
     (lambda: b"PK\x03\x04" + b"\x00" * 40, "cannot read the bundle"),
     (lambda: gzip.compress(b"not json"), "not valid JSON"),
 ])
@@ -431,14 +431,14 @@ def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     temp.mkdir()
     bundle = tmp_path / "smoke.zip"
     proc = subprocess.run(
-        [sys.executable, "-m", "gpu_doctor", "smoke", "--device", "cpu", "--steps", "4",
+        [sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu", "--steps", "4",
          "--bundle", str(bundle), "--json", str(tmp_path / "r.json")],
         capture_output=True, text=True, timeout=240, check=False,
         env={**os.environ, "TMPDIR": str(temp)})
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["smoke"]["ok"] is True, proc.stderr
     assert report["smoke"]["run_dir"] is None  # a passed run keeps no directory...
-    assert list(temp.glob("gpu-doctor-smoke-*")) == []  # ...and the bundle's copy is gone
+    assert list(temp.glob("ddp-doctor-smoke-*")) == []  # ...and the bundle's copy is gone
     files = members(bundle)
     for rank in (0, 1):
         events = [json.loads(line) for line in files[f"smoke/rank{rank}.jsonl"].splitlines()]

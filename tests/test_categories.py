@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpu_doctor.categories import Category
+from ddp_doctor.categories import Category
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORIES_DOC = REPO / "docs" / "categories.md"

@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpu_doctor.model import Status
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.runner import run_checks
+from ddp_doctor.model import Status
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.runner import run_checks
 from tests.check_helpers import FIXTURES
 from tests.conftest import FACTS_DIR, load_fixture_facts
 
@@ -44,7 +44,7 @@ def test_there_are_fixtures_for_every_scenario():
 @pytest.mark.parametrize("name", FIXTURES)
 def test_fixture_is_a_complete_snapshot_with_its_source(name):
     data = json.loads((FACTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
-    assert data["format"] == "gpu-doctor-facts"
+    assert data["format"] == "ddp-doctor-facts"
     assert data["schema_version"] == 1
     assert set(data["facts"]) == FACT_NAMES
     assert all(rec["ok"] is True and rec["error"] is None for rec in data["facts"].values())

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Severity, Status
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Severity, Status
 from tests.check_helpers import FIXTURES, commands, evidence, only_finding, run, variant
 from tests.conftest import load_fixture_facts
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Severity, Status
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Severity, Status
 from tests.check_helpers import (
     GIB,
     commands,

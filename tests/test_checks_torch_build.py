@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.facts.env import CommandResult
-from gpu_doctor.facts.torch_probe import MARK, interpret_probe
-from gpu_doctor.model import Severity, Status
+from ddp_doctor.categories import Category
+from ddp_doctor.facts.env import CommandResult
+from ddp_doctor.facts.torch_probe import MARK, interpret_probe
+from ddp_doctor.model import Severity, Status
 from tests.check_helpers import commands, evidence, only_finding, run, variant
 from tests.conftest import load_fixture_facts
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import Severity, Status
+from ddp_doctor.categories import Category
+from ddp_doctor.model import Severity, Status
 from tests.check_helpers import GIB, MIB, commands, evidence, only_finding, run, variant
 
 BASELINES = ["healthy_8x_h100_nvlink", "healthy_8x_v100_pcie", "workstation_2x_rtx3090_pcie",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.ci import (
+from ddp_doctor.categories import Category
+from ddp_doctor.ci import (
     annotation_lines,
     emit_github,
     escape_data,
@@ -22,10 +22,10 @@ from gpu_doctor.ci import (
     summary_markdown,
     workflow_command,
 )
-from gpu_doctor.model import CheckResult, Code, Evidence, Finding, Report, Severity, Status, Step
+from ddp_doctor.model import CheckResult, Code, Evidence, Finding, Report, Severity, Status, Step
 from tests.conftest import FACTS_DIR
 
-DOCTOR = Path(sys.executable).parent / "gpu-doctor"
+DOCTOR = Path(sys.executable).parent / "ddp-doctor"
 
 
 def runner_unescape(text: str, prop: bool) -> str:
@@ -103,7 +103,7 @@ def test_message_is_title_first_evidence_and_first_fix_command():
         "/dev/shm is only 64 MiB",
         "Evidence: /dev/shm size: 64.0 MiB",
         "Fix: docker run --shm-size=16g ...",
-        "Details: gpu-doctor explain HST001",
+        "Details: ddp-doctor explain HST001",
     ]
 
 
@@ -128,13 +128,13 @@ def test_policy_fail_on_warnings_makes_errors_and_ignored_findings_are_not_annot
                       ignored="single-node | only")
     rep = replace(report(finding("VIS006", Severity.WARNING), finding("WRN001", Severity.WARNING),
                          ignored),
-                  fail_on_warnings=("VIS006",), policy_file="/repo/gpu-doctor.toml")
+                  fail_on_warnings=("VIS006",), policy_file="/repo/ddp-doctor.toml")
     assert [parse_command(line)[:2] for line in annotation_lines(rep)] == [
         ("error", {"title": "VIS006 nccl_shared_memory"}),
         ("warning", {"title": "WRN001 nccl_shared_memory"}),
     ]
     text = summary_markdown(rep)
-    assert "policy: `/repo/gpu-doctor.toml`" in text
+    assert "policy: `/repo/ddp-doctor.toml`" in text
     assert "| warning (fails the run) | `VIS006` |" in text
     assert "| warning | `WRN001` |" in text
     assert "| warning (ignored by policy: single-node \\| only) | `NCC002` | nccl_shared_memory " \
@@ -144,7 +144,7 @@ def test_policy_fail_on_warnings_makes_errors_and_ignored_findings_are_not_annot
 def test_a_crashed_check_is_an_error_annotation():
     (line,) = annotation_lines(report(crashed=True))
     name, props, message = parse_command(line)
-    assert (name, props["title"]) == ("error", "gpu-doctor check area.broken crashed")
+    assert (name, props["title"]) == ("error", "ddp-doctor check area.broken crashed")
     assert "KeyError: 'gpus'" in message and "exit code 3" in message
 
 
@@ -182,22 +182,22 @@ def test_an_unwritable_summary_is_one_warning_and_not_fatal(tmp_path, capsys, wh
     assert captured.out.startswith("::error ")  # the annotations still went out
     lines = captured.err.splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith(f"gpu-doctor: warning: cannot append the job summary to {path}")
+    assert lines[0].startswith(f"ddp-doctor: warning: cannot append the job summary to {path}")
 
 
 def test_summary_has_verdict_counts_findings_table_and_strict_note():
     rep = report(SHM, finding("WRN001", Severity.WARNING, "A | piped title"))
     text = summary_markdown(rep)
-    assert text.startswith("## ❌ gpu-doctor: problems found\n")
+    assert text.startswith("## ❌ ddp-doctor: problems found\n")
     assert "| pass | warn | fail | skip | error |\n|---|---|---|---|---|\n| 0 | 0 | 1 | 0 | 0 |" \
         in text
     assert "| error | `HST001` | nccl_shared_memory | /dev/shm is only 64 MiB |" in text
     assert "| warning | `WRN001` | nccl_shared_memory | A \\| piped title |" in text
     assert "--strict" not in text
     strict = summary_markdown(report(finding("WRN001", Severity.WARNING)), strict=True)
-    assert strict.startswith("## ❌ gpu-doctor: problems found")
+    assert strict.startswith("## ❌ ddp-doctor: problems found")
     assert "| warning (fails the run) | `WRN001` |" in strict
-    assert summary_markdown(report()).startswith("## ✅ gpu-doctor: ready\n")
+    assert summary_markdown(report()).startswith("## ✅ ddp-doctor: ready\n")
     assert "No problems found." in summary_markdown(report())
 
 
@@ -254,6 +254,6 @@ def test_cli_unwritable_summary_keeps_the_exit_code(tmp_path):
     result = doctor(tmp_path, "-q", GITHUB_ACTIONS="true",
                     GITHUB_STEP_SUMMARY=str(tmp_path / "missing" / "summary.md"))
     assert result.returncode == 1
-    assert [line for line in result.stderr.splitlines() if line.startswith("gpu-doctor:")] \
-        == [f"gpu-doctor: warning: cannot append the job summary to "
+    assert [line for line in result.stderr.splitlines() if line.startswith("ddp-doctor:")] \
+        == [f"ddp-doctor: warning: cannot append the job summary to "
             f"{tmp_path / 'missing' / 'summary.md'}: No such file or directory"]

@@ -1,8 +1,8 @@
 """The recipes of docs/ci.md, run as written: GitHub Actions, GitLab CI, a Slurm pre-flight.
 
 Each block marked ``<!-- test: NAME -->`` is taken from the Markdown and run in a temporary
-directory with the installed ``gpu-doctor`` on PATH. The only change: ``gpu-doctor check``
-gets ``--facts`` with a recorded machine, and ``gpu-doctor smoke`` runs a small CPU job,
+directory with the installed ``ddp-doctor`` on PATH. The only change: ``ddp-doctor check``
+gets ``--facts`` with a recorded machine, and ``ddp-doctor smoke`` runs a small CPU job,
 since no GPU is here (docs/ci.md says so). The CI systems themselves are stood in for by
 what they do with the recipe: GitHub runs a ``run:`` step with ``bash -e`` and sets
 ``GITHUB_ACTIONS``/``GITHUB_STEP_SUMMARY``; GitLab runs each ``script`` line in order and
@@ -44,9 +44,9 @@ def doc_block(name: str) -> str:
 
 def replay(command: str, facts: Path) -> str:
     """The documented command with this machine's GPU replaced by a recorded one."""
-    command = command.replace("gpu-doctor check", f"gpu-doctor check --facts {facts}")
-    return command.replace("gpu-doctor smoke",
-                           "gpu-doctor smoke --device cpu --nproc 1 --steps 20 --imgsz 64")
+    command = command.replace("ddp-doctor check", f"ddp-doctor check --facts {facts}")
+    return command.replace("ddp-doctor smoke",
+                           "ddp-doctor smoke --device cpu --nproc 1 --steps 20 --imgsz 64")
 
 
 def ci_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -91,14 +91,14 @@ def github_workflow() -> dict:
 def test_github_recipe_is_a_workflow_that_installs_checks_keeps_reports_then_trains():
     steps = github_workflow()["steps"]
     names = [s.get("name") or s.get("uses") for s in steps]
-    assert names == ["actions/checkout@v4", "Install gpu-doctor", "GPU pre-flight",
-                     "Keep the gpu-doctor reports", "Train"]
-    assert steps[1]["run"] == "python -m pip install ./gpu-doctor"  # a path, never the PyPI
-    # name: "gpu-doctor" on PyPI is an unrelated project
+    assert names == ["actions/checkout@v4", "Install ddp-doctor", "GPU pre-flight",
+                     "Keep the ddp-doctor reports", "Train"]
+    assert steps[1]["run"] == "python -m pip install ./ddp-doctor"  # a path, never the PyPI
+    # name: "ddp-doctor" on PyPI is an unrelated project
     upload = steps[3]
     assert upload["uses"].startswith("actions/upload-artifact@")
     assert upload["if"] == "always()"  # the reports matter most when the check failed
-    assert upload["with"]["path"].split() == ["gpu-doctor.xml", "gpu-doctor.json"]
+    assert upload["with"]["path"].split() == ["ddp-doctor.xml", "ddp-doctor.json"]
     assert "if" not in steps[4]  # training runs only after a passing pre-flight
 
 
@@ -120,7 +120,7 @@ def test_github_preflight_step_runs_annotates_and_summarises(tmp_path, facts, ex
     # The upload step's paths are exactly the files the pre-flight wrote.
     for path in job["steps"][3]["with"]["path"].split():
         assert (work / path).is_file(), path
-    assert_reports(work, "gpu-doctor.xml", "gpu-doctor.json", exit_code, *codes)
+    assert_reports(work, "ddp-doctor.xml", "ddp-doctor.json", exit_code, *codes)
 
     annotations = [line for line in result.stdout.splitlines() if line.startswith("::")]
     assert [line.split("::")[1].split(" title=")[0] for line in annotations] == \
@@ -133,7 +133,7 @@ def test_github_preflight_step_runs_annotates_and_summarises(tmp_path, facts, ex
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("Output of an earlier tool in this step.\n## ")  # appended
     verdict = "problems found" if exit_code else "ready"
-    assert f"gpu-doctor: {verdict}" in text
+    assert f"ddp-doctor: {verdict}" in text
     for code in codes:
         assert f"| `{code}` |" in text
 
@@ -150,8 +150,8 @@ def test_gitlab_recipe_reports_junit_and_keeps_artifacts_on_failure():
     job = gitlab_job()
     assert job["stage"] == ".pre"
     assert job["artifacts"]["when"] == "always"
-    assert job["artifacts"]["reports"]["junit"] == "gpu-doctor.xml"
-    assert job["script"][0] == "python -m pip install ./gpu-doctor"
+    assert job["artifacts"]["reports"]["junit"] == "ddp-doctor.xml"
+    assert job["script"][0] == "python -m pip install ./ddp-doctor"
 
 
 @pytest.mark.parametrize("facts, exit_code, codes", [
@@ -173,7 +173,7 @@ def test_gitlab_script_runs_and_writes_the_reported_files(tmp_path, facts, exit_
     artifacts = job["artifacts"]
     for path in (*artifacts["paths"], artifacts["reports"]["junit"]):
         assert (work / path).is_file(), path
-    assert_reports(work, artifacts["reports"]["junit"], "gpu-doctor.json", exit_code, *codes)
+    assert_reports(work, artifacts["reports"]["junit"], "ddp-doctor.json", exit_code, *codes)
 
 
 # --- Slurm ----------------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     result, work = slurm_job(tmp_path, NO_DRIVER)
     assert result.returncode == 1, result.stdout + result.stderr
     logged = calls(tmp_path)
-    assert len(logged) == 1 and logged[0].startswith("srun bash -c gpu-doctor check ")
+    assert len(logged) == 1 and logged[0].startswith("srun bash -c ddp-doctor check ")
     assert not any(line.startswith("torchrun") for line in logged)  # no training started
     for node in ("node0", "node1"):
         assert_reports(work / "preflight", f"check-{node}.xml", f"check-{node}.json", 1,
@@ -268,7 +268,7 @@ def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_pa
     assert result.returncode == 0, result.stdout + result.stderr
     logged = calls(tmp_path)
     assert [line.split()[:4] for line in logged[:3]] == [
-        ["srun", "bash", "-c", "gpu-doctor"]] * 2 + [["srun", "torchrun", "--nnodes=2",
+        ["srun", "bash", "-c", "ddp-doctor"]] * 2 + [["srun", "torchrun", "--nnodes=2",
                                                        "--nproc-per-node=8"]]
     assert "check" in logged[0] and "smoke" in logged[1]
     trained = sorted(line for line in logged if line.startswith("torchrun"))

@@ -10,8 +10,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from gpu_doctor import __version__
-from gpu_doctor.cli import app, normalize_argv
+from ddp_doctor import __version__
+from ddp_doctor.cli import app, normalize_argv
 from tests.conftest import FACTS_DIR
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ def assert_usage_error(result, *fragments: str) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("gpu-doctor: error: ")
+    assert lines[0].startswith("ddp-doctor: error: ")
     for fragment in fragments:
         assert fragment in lines[0]
     assert "Traceback" not in result.output + result.stderr
@@ -43,7 +43,7 @@ def test_bare_options_mean_doctor():
 def test_version():
     result = invoke("--version")
     assert result.exit_code == 0
-    assert result.stdout.strip() == f"gpu-doctor {__version__}"
+    assert result.stdout.strip() == f"ddp-doctor {__version__}"
 
 
 def test_help_lists_commands_and_exit_codes():
@@ -90,7 +90,7 @@ def test_quiet_shows_findings_and_verdict_only():
 def test_markdown_to_stdout_and_json_to_file(tmp_path):
     target = tmp_path / "report.json"
     result = invoke("check", "--facts", SANDBOX, "--markdown", "-", "--json", str(target))
-    assert result.stdout.startswith("## gpu-doctor report")
+    assert result.stdout.startswith("## ddp-doctor report")
     assert json.loads(target.read_text())["findings"][0]["code"] == "DRV001"
 
 
@@ -111,11 +111,11 @@ def test_strict_turns_warnings_into_failure(tmp_path):
     [
         (None, "not found"),
         (b"", "is empty"),
-        (b'{"format": "gpu-doctor-facts", "schema_version": 1, "fac', "not valid JSON"),
-        (b'{"some": "other tool"}', "not a gpu-doctor facts file"),
+        (b'{"format": "ddp-doctor-facts", "schema_version": 1, "fac', "not valid JSON"),
+        (b'{"some": "other tool"}', "not a ddp-doctor facts file"),
         (b"\xff\xfe\x00binary", "not UTF-8"),
-        (b'{"format": "gpu-doctor-facts", "schema_version": 99, "facts": {}}', "version 99"),
-        (b'{"format": "gpu-doctor-facts", "schema_version": 1, "facts": {"x": 3}}', "malformed"),
+        (b'{"format": "ddp-doctor-facts", "schema_version": 99, "facts": {}}', "version 99"),
+        (b'{"format": "ddp-doctor-facts", "schema_version": 1, "facts": {"x": 3}}', "malformed"),
     ],
 )
 def test_unusable_facts_file(tmp_path, content, fragment):
@@ -172,8 +172,8 @@ def test_output_into_missing_directory(tmp_path):
 
 def test_output_that_cannot_be_written_even_by_root():
     """/proc accepts no new files: the write fails late, and is still one clean line."""
-    result = invoke("check", "--facts", SANDBOX, "--json", "/proc/gpu-doctor-report.json")
-    assert_usage_error(result, "--json /proc/gpu-doctor-report.json")
+    result = invoke("check", "--facts", SANDBOX, "--json", "/proc/ddp-doctor-report.json")
+    assert_usage_error(result, "--json /proc/ddp-doctor-report.json")
     assert "not writable" in result.stderr or "cannot write" in result.stderr
 
 
@@ -209,13 +209,13 @@ def test_unknown_option_is_exit_2():
 
 
 def test_internal_error_is_exit_3_without_traceback(monkeypatch, capsys):
-    from gpu_doctor import cli
+    from ddp_doctor import cli
 
     def explode(*args, **kwargs):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr("gpu_doctor.runner.build_report", explode)
-    monkeypatch.delenv("GPU_DOCTOR_DEBUG", raising=False)
+    monkeypatch.setattr("ddp_doctor.runner.build_report", explode)
+    monkeypatch.delenv("DDP_DOCTOR_DEBUG", raising=False)
     with pytest.raises(SystemExit) as exc:
         cli.main(["check", "--facts", SANDBOX])
     assert exc.value.code == 3

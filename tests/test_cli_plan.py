@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from gpu_doctor.cli import app, normalize_argv
+from ddp_doctor.cli import app, normalize_argv
 from tests.conftest import FACTS_DIR
 
 runner = CliRunner()
@@ -62,7 +62,7 @@ def test_bad_plan_values_are_one_line_and_exit_2(args, fragment):
     result = invoke("check", "--facts", HEALTHY_8GPU, *args)
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert lines == [f"gpu-doctor: error: {fragment}"]
+    assert lines == [f"ddp-doctor: error: {fragment}"]
 
 
 def test_a_replayed_snapshot_keeps_its_plan_unless_options_override(tmp_path):

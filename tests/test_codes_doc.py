@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_doctor.codes_doc import all_codes, render_code_text, render_codes_markdown
-from gpu_doctor.registry import load_catalogue
+from ddp_doctor.codes_doc import all_codes, render_code_text, render_codes_markdown
+from ddp_doctor.registry import load_catalogue
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_codes_md_is_current():
     expected = render_codes_markdown(all_codes(load_catalogue(entry_points=[])).values())
     actual = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
-    assert actual == expected, "docs/codes.md is stale: run python -m gpu_doctor.codes_doc"
+    assert actual == expected, "docs/codes.md is stale: run python -m ddp_doctor.codes_doc"
 
 
 def test_every_code_documented_with_the_text_explain_prints():
@@ -30,7 +30,7 @@ def test_readme_counts_and_names_every_builtin_check():
     import re
     from pathlib import Path
 
-    from gpu_doctor.registry import load_catalogue
+    from ddp_doctor.registry import load_catalogue
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     specs = load_catalogue(entry_points=()).specs  # built-ins only

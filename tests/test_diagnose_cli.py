@@ -1,4 +1,4 @@
-"""``gpu-doctor diagnose`` as a user runs it: files, stdin, reports, exit codes, bad input."""
+"""``ddp-doctor diagnose`` as a user runs it: files, stdin, reports, exit codes, bad input."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ OOM_LOG = (
 
 def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None
         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpu_doctor", "diagnose", *args],
+    return subprocess.run([sys.executable, "-m", "ddp_doctor", "diagnose", *args],
                           input=stdin.decode() if stdin is not None else None,
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
@@ -101,7 +101,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, make, message: str) ->
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpu-doctor: error: "), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("ddp-doctor: error: "), done.stderr
     assert message in lines[0]
 
 
@@ -112,7 +112,7 @@ def test_empty_stdin_is_one_line_and_exit_2() -> None:
 
 
 def test_help_explains_the_command() -> None:
-    done = subprocess.run([sys.executable, "-m", "gpu_doctor", "diagnose", "--help"],
+    done = subprocess.run([sys.executable, "-m", "ddp_doctor", "diagnose", "--help"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     assert "PATH|-" in done.stdout and "collect_env" in done.stdout

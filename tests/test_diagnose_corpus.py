@@ -13,8 +13,8 @@ from pathlib import Path
 
 import tomllib
 
-from gpu_doctor.categories import Category
-from gpu_doctor.diagnose import diagnose
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose import diagnose
 
 LOGS = Path(__file__).parent / "data" / "logs"
 THRESHOLD = 0.90

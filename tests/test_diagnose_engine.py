@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.diagnose import normalize, source
-from gpu_doctor.diagnose.compose import compose, nothing_matched
-from gpu_doctor.diagnose.normalize import clean, text_chunks
-from gpu_doctor.diagnose.ranks import group_label, split_rank
-from gpu_doctor.diagnose.scan import Scanner
-from gpu_doctor.diagnose.source import InputError, open_input
-from gpu_doctor.model import Code, Severity
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose import normalize, source
+from ddp_doctor.diagnose.compose import compose, nothing_matched
+from ddp_doctor.diagnose.normalize import clean, text_chunks
+from ddp_doctor.diagnose.ranks import group_label, split_rank
+from ddp_doctor.diagnose.scan import Scanner
+from ddp_doctor.diagnose.source import InputError, open_input
+from ddp_doctor.model import Code, Severity
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def test_nothing_matched_quotes_the_last_exception(tmp_path: Path) -> None:
     finding = nothing_matched(result)
     assert finding.code.category is Category.UNKNOWN
     assert ("line 3", "KeyError: 'boxes'") in [(e.label, e.value) for e in finding.evidence]
-    assert any(s.command and "gpu-doctor diagnose" in s.command for s in finding.remediation)
+    assert any(s.command and "ddp-doctor diagnose" in s.command for s in finding.remediation)
 
 
 def test_lines_and_sections_survive_block_boundaries(tmp_path: Path, monkeypatch) -> None:
@@ -225,18 +225,18 @@ def test_compressed_logs_are_read_by_their_magic_not_their_name(tmp_path: Path, 
 def test_zip_bundle_members_are_scanned_and_derived_reports_skipped(tmp_path: Path) -> None:
     path = tmp_path / "bundle.zip"
     with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("gpu-doctor/report.md", "CUDA out of memory (quoted by a report)\n")
-        archive.writestr("gpu-doctor/smoke/rank1.log", LOG)
-        archive.writestr("gpu-doctor/facts.json", '{"format": "gpu-doctor-facts"}')
-        archive.writestr("gpu-doctor/core.bin", b"\x00\x01\x02")
+        archive.writestr("ddp-doctor/report.md", "CUDA out of memory (quoted by a report)\n")
+        archive.writestr("ddp-doctor/smoke/rank1.log", LOG)
+        archive.writestr("ddp-doctor/facts.json", '{"format": "ddp-doctor-facts"}')
+        archive.writestr("ddp-doctor/core.bin", b"\x00\x01\x02")
     opened = open_input(str(path))
     scanner = Scanner(RULES, GATES)
     for document in opened.documents:
         scanner.scan(document)
     quote = scanner.result.hits["TST001"].quotes[0]
-    assert (quote.document, quote.line) == ("gpu-doctor/smoke/rank1.log", 2)
-    assert scanner.result.documents == ["gpu-doctor/smoke/rank1.log"]
-    assert opened.facts_snapshots == [{"format": "gpu-doctor-facts"}]
+    assert (quote.document, quote.line) == ("ddp-doctor/smoke/rank1.log", 2)
+    assert scanner.result.documents == ["ddp-doctor/smoke/rank1.log"]
+    assert opened.facts_snapshots == [{"format": "ddp-doctor-facts"}]
 
 
 def test_tar_gz_bundle(tmp_path: Path) -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.diagnose import diagnose
-from gpu_doctor.diagnose.literals import phrase_pattern, required_literals
-from gpu_doctor.diagnose.normalize import clean
-from gpu_doctor.diagnose.ranks import split_rank
-from gpu_doctor.logrules import GATES, RULES
+from ddp_doctor.diagnose import diagnose
+from ddp_doctor.diagnose.literals import phrase_pattern, required_literals
+from ddp_doctor.diagnose.normalize import clean
+from ddp_doctor.diagnose.ranks import split_rank
+from ddp_doctor.logrules import GATES, RULES
 
 LOGS = Path(__file__).parent / "data" / "logs"
 TEXT = Path(__file__).parent / "fixtures" / "text"

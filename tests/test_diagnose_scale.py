@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu_doctor.diagnose.synthetic import synthetic_log
+from ddp_doctor.diagnose.synthetic import synthetic_log
 
 GIB = 1 << 30
 PLANTED = (
@@ -26,7 +26,7 @@ PLANTED = (
 def test_a_1_gib_log_streams_through_stdin_in_under_300_mb(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     child = subprocess.Popen(
-        [sys.executable, "-m", "gpu_doctor", "diagnose", "-", "--json", str(report)],
+        [sys.executable, "-m", "ddp_doctor", "diagnose", "-", "--json", str(report)],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert child.stdin is not None
     planted_at: list[int] = []

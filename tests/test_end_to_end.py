@@ -18,7 +18,7 @@ HAS_NVIDIA_DEVICE = os.path.exists("/dev/nvidiactl")
 
 
 def run_doctor(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpu_doctor", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ddp_doctor", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
@@ -54,8 +54,8 @@ def test_check_json_on_this_machine_is_true():
 
 
 def test_console_script_and_saved_facts_round_trip(tmp_path):
-    script = Path(sys.executable).with_name("gpu-doctor")
-    assert script.exists() or shutil.which("gpu-doctor"), "console script not installed"
+    script = Path(sys.executable).with_name("ddp-doctor")
+    assert script.exists() or shutil.which("ddp-doctor"), "console script not installed"
     saved = tmp_path / "facts.json"
     live_json = tmp_path / "live.json"
     proc = subprocess.run([str(script), "--save-facts", str(saved), "--json", str(live_json)],

@@ -9,16 +9,16 @@ import time
 
 import psutil
 
-from gpu_doctor import __version__
-from gpu_doctor.facts.env import CommandResult, run_with_deadline
-from gpu_doctor.facts.gather import GatherOptions, gather
-from gpu_doctor.facts.nvml import collect_nvml
+from ddp_doctor import __version__
+from ddp_doctor.facts.env import CommandResult, run_with_deadline
+from ddp_doctor.facts.gather import GatherOptions, gather
+from ddp_doctor.facts.nvml import collect_nvml
 from tests.fakes import FakeEnv, FakePsutil
 from tests.smi_captures import capture, nvml_from_smi_table, parse_smi_q
 from tests.test_probe_torch import HEALTHY
 
 PY = "/opt/venv/bin/python"
-NVML_ARGV = (sys.executable, "-m", "gpu_doctor.facts.nvml")
+NVML_ARGV = (sys.executable, "-m", "ddp_doctor.facts.nvml")
 GIB = 1024**3
 MIB = 1024**2
 ALL_FACTS = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect",
@@ -163,7 +163,7 @@ import sys, threading
 sys.path.insert(0, {root!r})
 from tests.fakes import FakePsutil
 from tests.test_gather import PY, v100_server
-from gpu_doctor.facts.gather import GatherOptions, gather
+from ddp_doctor.facts.gather import GatherOptions, gather
 
 class Forever(FakePsutil):
     def disk_usage(self, path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.knowledge import arch, torch_pairs, wheels
+from ddp_doctor.knowledge import arch, torch_pairs, wheels
 
 CU121 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.knowledge.cuda_driver import (
+from ddp_doctor.knowledge.cuda_driver import (
     TOOLKIT_DRIVERS,
     Verdict,
     compatibility,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.logrules import (
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules import (
     ANY_ERROR,
     CATEGORY_PRECEDENCE,
     GATES,
@@ -19,7 +19,7 @@ from gpu_doctor.logrules import (
     folded,
     match_text,
 )
-from gpu_doctor.model import Severity
+from ddp_doctor.model import Severity
 
 IDS = [r.code.id for r in RULES]
 
@@ -231,8 +231,8 @@ def test_every_step_command_is_valid_shell():
     """A `$` line must paste into a shell: Python statements belong in the step's text."""
     import subprocess
 
-    from gpu_doctor.diagnose.compose import ATTACH_STEPS
-    from gpu_doctor.diagnose.context import HANG_STEPS, WSL_STEPS
+    from ddp_doctor.diagnose.compose import ATTACH_STEPS
+    from ddp_doctor.diagnose.context import HANG_STEPS, WSL_STEPS
 
     steps = [s for rule in RULES for s in (*rule.steps, *rule.decide)]
     steps += [*ATTACH_STEPS, *HANG_STEPS, *WSL_STEPS]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_doctor.categories import Category
-from gpu_doctor.model import (
+from ddp_doctor.categories import Category
+from ddp_doctor.model import (
     CheckResult,
     Code,
     Evidence,

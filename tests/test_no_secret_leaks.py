@@ -1,6 +1,6 @@
 """Secrets planted everywhere a run reads never reach anything the run writes.
 
-One real ``gpu-doctor doctor`` (checks, then the CPU smoke job) runs with secrets of every
+One real ``ddp-doctor doctor`` (checks, then the CPU smoke job) runs with secrets of every
 kind in its environment, printed into every Python process's stderr (so into the smoke
 job's launcher and rank logs, which the bundle carries), and inside a log file that
 ``diagnose`` then reads. Every artifact is collected: console, JSON, Markdown, JUnit,
@@ -51,7 +51,7 @@ LOG = (f"+ torchrun --nproc_per_node 2 train.py --hf-token {HF}\n"
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpu_doctor", *args], env=env, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "ddp_doctor", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -95,7 +95,7 @@ def test_no_planted_secret_reaches_any_artifact(tmp_path: Path) -> None:
                    str(out / "bundle.zip"), "--json", "-"], env, tmp_path)
     assert zipped.returncode in (0, 1), zipped.stderr
 
-    def own(stderr: str) -> str:  # what gpu-doctor itself wrote: the hook's lines removed
+    def own(stderr: str) -> str:  # what ddp-doctor itself wrote: the hook's lines removed
         return stderr.replace(PRINTED, "")
 
     artifacts = {"doctor console": doctor.stdout, "doctor stderr": own(doctor.stderr),
@@ -111,7 +111,7 @@ def test_no_planted_secret_reaches_any_artifact(tmp_path: Path) -> None:
              if secret in text]
     assert leaks == []
     # the planted values did travel: they were removed, not simply never read
-    assert "<redacted>" in bundle["gpu-doctor-bundle/facts.json"]
+    assert "<redacted>" in bundle["ddp-doctor-bundle/facts.json"]
     assert any("<redacted>" in bundle[name] for name in smoke_logs)
     assert "<redacted>" in (out / "diagnose.json").read_text()
     assert json.loads((out / "facts.json").read_text())["facts"]["env_vars"]["value"][

@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from gpu_doctor.cli import app, normalize_argv
-from gpu_doctor.model import CheckResult, Report, Status
-from gpu_doctor.policy import Policy, PolicyError, apply_policy, find_policy, parse_policy
-from gpu_doctor.policy_requirements import requirement_findings
+from ddp_doctor.cli import app, normalize_argv
+from ddp_doctor.model import CheckResult, Report, Status
+from ddp_doctor.policy import Policy, PolicyError, apply_policy, find_policy, parse_policy
+from ddp_doctor.policy_requirements import requirement_findings
 from tests.conftest import FACTS_DIR, load_fixture_facts
 
 runner = CliRunner()
@@ -53,13 +53,13 @@ def policy_check(report: dict) -> dict:
 # --- discovery -----------------------------------------------------------------------------
 
 def test_found_in_the_working_directory(tmp_path):
-    path = write(tmp_path, "gpu-doctor.toml", "min-gpus = 2\n")
+    path = write(tmp_path, "ddp-doctor.toml", "min-gpus = 2\n")
     policy = find_policy(None, tmp_path)
     assert policy is not None and policy.path == path and policy.min_gpus == 2
 
 
 def test_found_in_a_parent_directory_through_a_pyproject_without_the_table(tmp_path):
-    write(tmp_path, "pyproject.toml", '[tool.gpu-doctor]\nmin-gpus = 4\n')
+    write(tmp_path, "pyproject.toml", '[tool.ddp-doctor]\nmin-gpus = 4\n')
     inner = tmp_path / "repo" / "sub"
     write(tmp_path / "repo", "pyproject.toml",
           '[project]\nname = "x"\n[tool.ruff]\nline-length = 9\n')
@@ -69,12 +69,12 @@ def test_found_in_a_parent_directory_through_a_pyproject_without_the_table(tmp_p
     assert policy.path == tmp_path / "pyproject.toml" and policy.min_gpus == 4
 
 
-def test_nearest_wins_and_gpu_doctor_toml_before_pyproject(tmp_path):
-    write(tmp_path, "gpu-doctor.toml", "min-gpus = 1\n")
-    write(tmp_path / "a", "pyproject.toml", "[tool.gpu-doctor]\nmin-gpus = 2\n")
-    write(tmp_path / "a", "gpu-doctor.toml", "min-gpus = 3\n")
+def test_nearest_wins_and_ddp_doctor_toml_before_pyproject(tmp_path):
+    write(tmp_path, "ddp-doctor.toml", "min-gpus = 1\n")
+    write(tmp_path / "a", "pyproject.toml", "[tool.ddp-doctor]\nmin-gpus = 2\n")
+    write(tmp_path / "a", "ddp-doctor.toml", "min-gpus = 3\n")
     assert find_policy(None, tmp_path / "a").min_gpus == 3
-    (tmp_path / "a" / "gpu-doctor.toml").unlink()
+    (tmp_path / "a" / "ddp-doctor.toml").unlink()
     assert find_policy(None, tmp_path / "a").min_gpus == 2
 
 
@@ -84,7 +84,7 @@ def test_no_policy_anywhere(tmp_path):
 
 
 def test_config_wins_over_a_found_file(tmp_path, monkeypatch):
-    write(tmp_path, "gpu-doctor.toml", "min-gpus = 16\n")
+    write(tmp_path, "ddp-doctor.toml", "min-gpus = 16\n")
     chosen = write(tmp_path / "ci", "policy.toml", "min-gpus = 8\n")
     monkeypatch.chdir(tmp_path)
     code, found = run_json("check", "--facts", H100)
@@ -99,7 +99,7 @@ def test_config_pyproject_without_the_table_is_an_error(tmp_path, monkeypatch):
     path = write(tmp_path, "pyproject.toml", '[project]\nname = "x"\n')
     monkeypatch.chdir(tmp_path)
     assert_usage_error(invoke("check", "--facts", H100, "--config", str(path)),
-                       str(path), "[tool.gpu-doctor]")
+                       str(path), "[tool.ddp-doctor]")
     assert_usage_error(invoke("check", "--facts", H100, "--config", str(tmp_path / "nope.toml")),
                        "nope.toml", "no such file")
 
@@ -122,12 +122,12 @@ def test_without_a_policy_the_report_has_no_policy_parts(tmp_path, monkeypatch):
 def test_each_facts_requirement_passes_and_fails(tmp_path, monkeypatch, key, ok, bad, code,
                                                  category):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, "gpu-doctor.toml", f"{key} = {ok}\n")
+    write(tmp_path, "ddp-doctor.toml", f"{key} = {ok}\n")
     exit_code, report = run_json("check", "--facts", H100)
     assert exit_code == 0 and report["exit_code"] == 0
     assert policy_check(report)["status"] == "pass"
-    assert policy_check(report)["summary"] == "1 of 1 requirement met (gpu-doctor.toml)"
-    write(tmp_path, "gpu-doctor.toml", f"{key} = {bad}\n")
+    assert policy_check(report)["summary"] == "1 of 1 requirement met (ddp-doctor.toml)"
+    write(tmp_path, "ddp-doctor.toml", f"{key} = {bad}\n")
     exit_code, report = run_json("check", "--facts", H100)
     assert exit_code == 1 and report["exit_code"] == 1 and report["verdict"] == "problems found"
     found = finding(report, code)
@@ -174,7 +174,7 @@ def test_driver_versions_compare_number_by_number(wanted, older):
 
 def test_no_driver_is_not_measured_beside_drv001(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, "gpu-doctor.toml", 'min-driver-version = "535"\n')
+    write(tmp_path, "ddp-doctor.toml", 'min-driver-version = "535"\n')
     code, report = run_json("check", "--facts", SANDBOX)
     assert code == 1
     pol = finding(report, "POL006")
@@ -204,7 +204,7 @@ def _report(smoke: dict | None) -> Report:
 ])
 def test_smoke_requirements_read_the_smoke_measurements(key, field, low_smoke, code):
     facts = load_fixture_facts("healthy_8x_h100_nvlink")
-    policy = Policy(Path("gpu-doctor.toml"), **{key: field})
+    policy = Policy(Path("ddp-doctor.toml"), **{key: field})
     passed = apply_policy(_report(SMOKE_OK), policy, facts)
     assert passed.exit_code() == 0 and passed.results[-1].status is Status.PASS
     failed = apply_policy(_report(low_smoke), policy, facts)
@@ -224,7 +224,7 @@ def test_smoke_requirements_read_the_smoke_measurements(key, field, low_smoke, c
 ])
 def test_an_unmeasured_smoke_requirement_is_a_pol006_warning(smoke, why):
     facts = load_fixture_facts("healthy_8x_h100_nvlink")
-    policy = Policy(Path("gpu-doctor.toml"), min_allreduce_busbw_gbps=50.0,
+    policy = Policy(Path("ddp-doctor.toml"), min_allreduce_busbw_gbps=50.0,
                     min_scaling_efficiency=0.5)
     report = apply_policy(_report(smoke), policy, facts)
     found = report.results[-1].findings
@@ -239,7 +239,7 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
     """min-scaling-efficiency needs the 1-rank run: the planned smoke options carry it."""
     import typer
 
-    from gpu_doctor import cli, smoke_plan
+    from ddp_doctor import cli, smoke_plan
 
     seen = []
 
@@ -250,7 +250,7 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
     monkeypatch.setattr(smoke_plan, "plan_smoke", plan)
     monkeypatch.chdir(tmp_path)
     for text, scaling in (("min-scaling-efficiency = 0.7\n", True), ("min-gpus = 1\n", False)):
-        write(tmp_path, "gpu-doctor.toml", text)
+        write(tmp_path, "ddp-doctor.toml", text)
         with pytest.raises(typer.Exit):
             cli._run(cli.RunOptions(facts_file=Path(H100), smoke=True, quiet=True))
         assert seen.pop() is scaling
@@ -261,7 +261,7 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
 def test_an_ignored_error_exits_0_and_stays_visible_everywhere(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(tmp_path, "pyproject.toml",
-          '[tool.gpu-doctor]\nignore = { TOR003 = "laptop GPU, CPU jobs only" }\n')
+          '[tool.ddp-doctor]\nignore = { TOR003 = "laptop GPU, CPU jobs only" }\n')
     md = tmp_path / "r.md"
     result = invoke("check", "--facts", LAPTOP, "--markdown", str(md))
     assert result.exit_code == 0, result.stdout
@@ -292,7 +292,7 @@ def test_without_the_ignore_the_same_machine_fails(tmp_path, monkeypatch):
 ])
 def test_warnings_that_fail_the_run(tmp_path, monkeypatch, setting, exit_code):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, "gpu-doctor.toml", setting + "\n")
+    write(tmp_path, "ddp-doctor.toml", setting + "\n")
     code, report = run_json("check", "--facts", V100)
     assert code == exit_code == report["exit_code"]
     assert report["verdict"] == ("problems found" if exit_code else "ready")
@@ -306,14 +306,14 @@ def test_warnings_that_fail_the_run(tmp_path, monkeypatch, setting, exit_code):
 
 def test_report_with_policy_validates_against_the_schema(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, "gpu-doctor.toml",
+    write(tmp_path, "ddp-doctor.toml",
           'min-gpus = 16\nmin-allreduce-busbw-gbps = 100\nfail-on-warnings = ["POL006"]\n'
           'ignore = { VIS006 = "shared dev box" }\n')
     code, report = run_json("check", "--facts", V100)
     schema = json.loads((REPO / "docs" / "report.schema.json").read_text(encoding="utf-8"))
     jsonschema.validate(report, schema)
     assert code == 1
-    assert report["policy"] == {"file": str(tmp_path / "gpu-doctor.toml"),
+    assert report["policy"] == {"file": str(tmp_path / "ddp-doctor.toml"),
                                 "fail_on_warnings": ["POL006"]}
     assert [f["code"] for f in report["findings"]] == ["POL001", "POL006", "VIS006"]
 
@@ -330,43 +330,43 @@ def assert_usage_error(result, *fragments: str) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("gpu-doctor: error: ")
+    assert lines[0].startswith("ddp-doctor: error: ")
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
     assert "Traceback" not in result.output + result.stderr
 
 
 @pytest.mark.parametrize(("name", "text", "fragments"), [
-    ("gpu-doctor.toml", "min-gpus = \n", ("not valid TOML", "line 1")),
-    ("gpu-doctor.toml", "min-gpu = 8\n", ("min-gpu: unknown key", "did you mean 'min-gpus'?")),
-    ("gpu-doctor.toml", "min_driver_version = '535'\n",
+    ("ddp-doctor.toml", "min-gpus = \n", ("not valid TOML", "line 1")),
+    ("ddp-doctor.toml", "min-gpu = 8\n", ("min-gpu: unknown key", "did you mean 'min-gpus'?")),
+    ("ddp-doctor.toml", "min_driver_version = '535'\n",
      ("did you mean 'min-driver-version'?",)),
-    ("pyproject.toml", "[tool.gpu-doctor]\ntorch_versions = '>=2'\n",
-     ("[tool.gpu-doctor] torch_versions: unknown key", "did you mean 'torch-versions'?")),
-    ("gpu-doctor.toml", "[tool.gpu-doctor]\nmin-gpus = 8\n",
+    ("pyproject.toml", "[tool.ddp-doctor]\ntorch_versions = '>=2'\n",
+     ("[tool.ddp-doctor] torch_versions: unknown key", "did you mean 'torch-versions'?")),
+    ("ddp-doctor.toml", "[tool.ddp-doctor]\nmin-gpus = 8\n",
      ("tool: unknown key", "takes the keys at top level")),
-    ("pyproject.toml", "[tool]\ngpu-doctor = 3\n", ("tool.gpu-doctor: expected a table",)),
-    ("gpu-doctor.toml", 'min-gpus = "8"\n', ("min-gpus: expected a whole number", "string")),
-    ("gpu-doctor.toml", "min-gpus = true\n", ("min-gpus: expected a whole number", "boolean")),
-    ("gpu-doctor.toml", "min-gpus = 0\n", ("min-gpus: expected a whole number 1 or more",)),
-    ("gpu-doctor.toml", "min-scaling-efficiency = 80\n",
+    ("pyproject.toml", "[tool]\nddp-doctor = 3\n", ("tool.ddp-doctor: expected a table",)),
+    ("ddp-doctor.toml", 'min-gpus = "8"\n', ("min-gpus: expected a whole number", "string")),
+    ("ddp-doctor.toml", "min-gpus = true\n", ("min-gpus: expected a whole number", "boolean")),
+    ("ddp-doctor.toml", "min-gpus = 0\n", ("min-gpus: expected a whole number 1 or more",)),
+    ("ddp-doctor.toml", "min-scaling-efficiency = 80\n",
      ("min-scaling-efficiency: expected a number from 0 to 1, got 80",)),
-    ("gpu-doctor.toml", "min-allreduce-busbw-gbps = '100'\n",
+    ("ddp-doctor.toml", "min-allreduce-busbw-gbps = '100'\n",
      ("min-allreduce-busbw-gbps: expected a number",)),
-    ("gpu-doctor.toml", "min-driver-version = 535.1\n",
+    ("ddp-doctor.toml", "min-driver-version = 535.1\n",
      ("min-driver-version: expected a string such as \"535.104.05\"",)),
-    ("gpu-doctor.toml", "min-driver-version = 'r535'\n", ("not a driver version",)),
-    ("gpu-doctor.toml", "torch-versions = '2.5'\n", ("torch-versions: '2.5' is not a PEP 440",)),
-    ("gpu-doctor.toml", "ignore = { VIS066 = 'x' }\n",
+    ("ddp-doctor.toml", "min-driver-version = 'r535'\n", ("not a driver version",)),
+    ("ddp-doctor.toml", "torch-versions = '2.5'\n", ("torch-versions: '2.5' is not a PEP 440",)),
+    ("ddp-doctor.toml", "ignore = { VIS066 = 'x' }\n",
      ("ignore.VIS066: unknown code 'VIS066'", "did you mean 'VIS006'?")),
-    ("gpu-doctor.toml", "ignore = { VIS006 = '' }\n",
+    ("ddp-doctor.toml", "ignore = { VIS006 = '' }\n",
      ("ignore.VIS006: give the reason as a non-empty string", "empty string")),
-    ("gpu-doctor.toml", "ignore = { VIS006 = true }\n", ("ignore.VIS006: give the reason",)),
-    ("gpu-doctor.toml", "ignore = ['VIS006']\n",
+    ("ddp-doctor.toml", "ignore = { VIS006 = true }\n", ("ignore.VIS006: give the reason",)),
+    ("ddp-doctor.toml", "ignore = ['VIS006']\n",
      ("ignore: expected a table of CODE = \"reason\"", "got an array")),
-    ("gpu-doctor.toml", "fail-on-warnings = 'yes'\n",
+    ("ddp-doctor.toml", "fail-on-warnings = 'yes'\n",
      ("fail-on-warnings: expected true, false or a list of codes",)),
-    ("gpu-doctor.toml", "fail-on-warnings = ['NOPE01']\n",
+    ("ddp-doctor.toml", "fail-on-warnings = ['NOPE01']\n",
      ("fail-on-warnings[0]: unknown code 'NOPE01'",)),
 ])
 def test_every_kind_of_bad_file_is_one_line_and_exit_2(tmp_path, monkeypatch, name, text,
@@ -377,7 +377,7 @@ def test_every_kind_of_bad_file_is_one_line_and_exit_2(tmp_path, monkeypatch, na
 
 
 def test_a_bad_file_stops_doctor_before_any_work(tmp_path, monkeypatch):
-    write(tmp_path, "gpu-doctor.toml", "min-gpus = 'eight'\n")
+    write(tmp_path, "ddp-doctor.toml", "min-gpus = 'eight'\n")
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "r.json"
     assert_usage_error(invoke("doctor", "--facts", H100, "--json", str(out)), "min-gpus")
@@ -385,7 +385,7 @@ def test_a_bad_file_stops_doctor_before_any_work(tmp_path, monkeypatch):
 
 
 def test_an_unreadable_file_is_one_line(tmp_path, monkeypatch):
-    path = write(tmp_path, "gpu-doctor.toml", "")
+    path = write(tmp_path, "ddp-doctor.toml", "")
     path.write_bytes(b"min-gpus = 1\n\xff\xfe\n")
     monkeypatch.chdir(tmp_path)
     assert_usage_error(invoke("check", "--facts", H100), str(path), "not valid TOML")
@@ -395,7 +395,7 @@ def test_parse_accepts_every_key_and_normalises_codes():
     table = {"min-gpus": 8, "min-driver-version": "535.104.05", "torch-versions": ">=2.3,<2.7",
              "min-allreduce-busbw-gbps": 100, "min-scaling-efficiency": 0.8,
              "ignore": {"vis006": " shared dev box "}, "fail-on-warnings": ["tor002", "TOR002"]}
-    policy = parse_policy(Path("gpu-doctor.toml"), table, KNOWN)
+    policy = parse_policy(Path("ddp-doctor.toml"), table, KNOWN)
     assert (policy.min_gpus, policy.min_driver_version, policy.torch_versions) == (
         8, "535.104.05", ">=2.3,<2.7")
     assert policy.min_allreduce_busbw_gbps == 100.0 and policy.min_scaling_efficiency == 0.8
@@ -403,7 +403,7 @@ def test_parse_accepts_every_key_and_normalises_codes():
     assert policy.fail_on_warnings == ("TOR002",)
     assert policy.requirements == 5 and policy.wants_scaling
     with pytest.raises(PolicyError):
-        parse_policy(Path("gpu-doctor.toml"), {"ignore": {"XYZ123": "r"}}, KNOWN)
+        parse_policy(Path("ddp-doctor.toml"), {"ignore": {"XYZ123": "r"}}, KNOWN)
 
 
 def test_the_readme_example_is_a_valid_policy(tmp_path):
@@ -419,19 +419,19 @@ def test_the_readme_example_is_a_valid_policy(tmp_path):
 
 
 def test_the_smoke_command_judges_the_smoke_requirements_only(tmp_path):
-    """`gpu-doctor smoke` (the Slurm recipe's cross-node step) applies the bandwidth minimum;
+    """`ddp-doctor smoke` (the Slurm recipe's cross-node step) applies the bandwidth minimum;
     the machine keys are left to `check`/`doctor`, which gather the facts they need."""
     import json
     import subprocess
     import sys
 
-    (tmp_path / "gpu-doctor.toml").write_text("min-allreduce-busbw-gbps = 100000\n"
+    (tmp_path / "ddp-doctor.toml").write_text("min-allreduce-busbw-gbps = 100000\n"
                                               "min-gpus = 64\n")
-    done = subprocess.run([sys.executable, "-m", "gpu_doctor", "smoke", "--device", "cpu",
+    done = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                            "--nproc", "2", "--steps", "4", "--json", "-"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     report = json.loads(done.stdout)
     codes = [f["code"] for f in report["findings"]]
     assert done.returncode == 1, done.stderr
     assert "POL004" in codes and "POL001" not in codes and "POL006" not in codes
-    assert report["policy"]["file"] == str(tmp_path / "gpu-doctor.toml")
+    assert report["policy"]["file"] == str(tmp_path / "ddp-doctor.toml")

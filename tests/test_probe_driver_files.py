@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.facts.driver_files import (
+from ddp_doctor.facts.driver_files import (
     DKMS_TIMEOUT_S,
     nvidia_pci_gpus,
     parse_module_version,
     probe_driver_files,
 )
-from gpu_doctor.facts.env import CommandResult
+from ddp_doctor.facts.env import CommandResult
 from tests.fakes import FakeEnv, FakePsutil, ok
 
 # /proc/driver/nvidia/version as real drivers write it (two lines, double spaces kept).

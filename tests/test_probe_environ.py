@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_doctor.facts.environ import is_relevant, probe_environ
+from ddp_doctor.facts.environ import is_relevant, probe_environ
 from tests.fakes import FakeEnv
 
 HF_TOKEN = "hf_" + "Q8rTzLm3VbNx7KpWc2YdHs9JfGa4UeRi6Oq1"  # 34 characters, the real shape

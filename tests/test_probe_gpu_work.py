@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from gpu_doctor.facts import python_probe_script as script
-from gpu_doctor.facts.env import CommandResult
-from gpu_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, interpret_probe
+from ddp_doctor.facts import python_probe_script as script
+from ddp_doctor.facts.env import CommandResult
+from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, interpret_probe
 from tests.fake_gpu_torch import FakeTorch
 from tests.test_probe_torch import AFTER_IMPORT, ARGV, BEFORE_IMPORT, PY, out, put, stage
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_doctor.facts.host import probe_host
+from ddp_doctor.facts.host import probe_host
 from tests.fakes import FakeEnv, FakePsutil
 
 GIB = 1024**3

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_doctor.facts.interconnect import probe_interconnect
+from ddp_doctor.facts.interconnect import probe_interconnect
 from tests.fakes import FakeEnv
 from tests.fixtures.facts.build_interconnect import ACTIVE_NDR, LO, interconnect_env
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gpu_doctor.facts.env import CommandResult
-from gpu_doctor.facts.gather import GatherOptions, gather
-from gpu_doctor.facts.nvidia_smi_text import WSL_NVIDIA_SMI, probe_nvidia_smi_text
+from ddp_doctor.facts.env import CommandResult
+from ddp_doctor.facts.gather import GatherOptions, gather
+from ddp_doctor.facts.nvidia_smi_text import WSL_NVIDIA_SMI, probe_nvidia_smi_text
 from tests.fakes import FakeEnv, ok
 from tests.smi_captures import capture
 from tests.test_gather import ALL_FACTS, PY, v100_server

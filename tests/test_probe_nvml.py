@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from gpu_doctor.facts.env import CommandResult, RealEnv
-from gpu_doctor.facts.nvml import (
+from ddp_doctor.facts.env import CommandResult, RealEnv
+from ddp_doctor.facts.nvml import (
     NVML_TIMEOUT_S,
     collect_nvml,
     decode_cuda_driver_version,
@@ -29,7 +29,7 @@ from tests.smi_captures import (
     parse_smi_q,
 )
 
-NVML_ARGV = (sys.executable, "-m", "gpu_doctor.facts.nvml")
+NVML_ARGV = (sys.executable, "-m", "ddp_doctor.facts.nvml")
 
 V100_Q = "nvidia-smi-q-bsyonline-v100.txt"
 WSL2_4070_Q = "nvidia-smi-q-multilanguagelearning-wsl2-4070.txt"
@@ -366,7 +366,7 @@ def _nvml_library_loads() -> bool:
 
 
 def test_real_nvml_child_prints_json():
-    result = subprocess.run([sys.executable, "-m", "gpu_doctor.facts.nvml"],
+    result = subprocess.run([sys.executable, "-m", "ddp_doctor.facts.nvml"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout.strip().splitlines()[-1])

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_doctor.facts.nvml import collect_nvml
-from gpu_doctor.facts.nvml_topology import collect_topology, safe_topology
+from ddp_doctor.facts.nvml import collect_nvml
+from ddp_doctor.facts.nvml_topology import collect_topology, safe_topology
 from tests.smi_captures import FakeGpu, nvml_from_smi_table
 from tests.topo_captures import TopoNVML, parse_topo, topo_capture, with_topology
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.facts.os_info import detect_container, detect_scheduler, detect_wsl, probe_os
+from ddp_doctor.facts.os_info import detect_container, detect_scheduler, detect_wsl, probe_os
 from tests.fakes import FakeEnv
 from tests.smi_captures import capture
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from gpu_doctor.facts.host import bind_test, rendezvous_port
+from ddp_doctor.facts.host import bind_test, rendezvous_port
 from tests.fakes import FakeEnv, FakePsutil, listening
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.facts import python_probe_script as probe_script
-from gpu_doctor.facts.env import CommandResult, RealEnv
-from gpu_doctor.facts.interpreter import InterpreterError, validate_interpreter
-from gpu_doctor.facts.torch_probe import (
+from ddp_doctor.facts import python_probe_script as probe_script
+from ddp_doctor.facts.env import CommandResult, RealEnv
+from ddp_doctor.facts.interpreter import InterpreterError, validate_interpreter
+from ddp_doctor.facts.torch_probe import (
     MARK,
     interpret_probe,
     parse_probe_output,
@@ -614,7 +614,7 @@ def test_validate_interpreter_rejects_bin_true():
 
 
 def test_validate_interpreter_rejects_python2(tmp_path):
-    py2 = _script(tmp_path / "python2", "#!/bin/sh\necho gpu-doctor-python-ok 2\n")
+    py2 = _script(tmp_path / "python2", "#!/bin/sh\necho ddp-doctor-python-ok 2\n")
     with pytest.raises(InterpreterError, match="Python 2 cannot run PyTorch"):
         validate_interpreter(RealEnv(), py2)
 

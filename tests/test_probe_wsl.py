@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_doctor.facts.env import CommandResult
-from gpu_doctor.facts.wsl import parse_size, parse_wslconfig, probe_wsl
+from ddp_doctor.facts.env import CommandResult
+from ddp_doctor.facts.wsl import parse_size, parse_wslconfig, probe_wsl
 from tests.conftest import load_fixture_facts
 from tests.fakes import FakeEnv, ok
 from tests.smi_captures import capture

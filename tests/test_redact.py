@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_doctor.redact import REDACTED, is_secret_name, redact_text
+from ddp_doctor.redact import REDACTED, is_secret_name, redact_text
 
 # Tokens in their published shapes (random characters, not real credentials).
 HF = "hf_" + "Q8rTzLm3VbNx7KpWc2YdHs9JfGa4UeRi6Oq1"

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from gpu_doctor.facts.snapshot import FactRecord, Facts, load_facts, save_facts
-from gpu_doctor.model import CheckResult, Evidence, Finding, Report, Status, Step
-from gpu_doctor.redact import REDACTED, Redactor
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.runner import build_report
+from ddp_doctor.facts.snapshot import FactRecord, Facts, load_facts, save_facts
+from ddp_doctor.model import CheckResult, Evidence, Finding, Report, Status, Step
+from ddp_doctor.redact import REDACTED, Redactor
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR
 
 UUID_A = "GPU-" + "06e3d8e6-3f54-374a-8142-9752ca1f2316"

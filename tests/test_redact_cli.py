@@ -7,7 +7,7 @@ import re
 
 from typer.testing import CliRunner
 
-from gpu_doctor.cli import app, normalize_argv
+from ddp_doctor.cli import app, normalize_argv
 from tests.conftest import FACTS_DIR
 
 runner = CliRunner()

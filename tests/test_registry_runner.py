@@ -8,22 +8,22 @@ from importlib import metadata
 
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.facts.snapshot import FactRecord, Facts
-from gpu_doctor.model import Code, Finding, Severity, Status
-from gpu_doctor.registry import (
+from ddp_doctor.categories import Category
+from ddp_doctor.facts.snapshot import FactRecord, Facts
+from ddp_doctor.model import Code, Finding, Severity, Status
+from ddp_doctor.registry import (
     ENTRY_POINT_GROUP,
     Catalogue,
     CheckSpec,
     Summary,
     load_catalogue,
 )
-from gpu_doctor.runner import build_report, run_checks
+from ddp_doctor.runner import build_report, run_checks
 
 PLUGIN_SOURCE = textwrap.dedent('''
-    from gpu_doctor.categories import Category
-    from gpu_doctor.model import Code, Finding, Severity
-    from gpu_doctor.registry import Summary, check
+    from ddp_doctor.categories import Category
+    from ddp_doctor.model import Code, Finding, Severity
+    from ddp_doctor.registry import Summary, check
 
     FIRST = Code("PLG001", Category.UNKNOWN, "first", "w", "w", "w")
     SECOND = Code("PLG002", Category.NCCL_P2P, "second", "w", "w", "w", severity=Severity.WARNING)
@@ -186,7 +186,7 @@ def test_real_installed_entry_point_plugin(tmp_path):
 
 def test_summary_and_findings_only(plugin_modules, tmp_path):
     (tmp_path / "odd_plugin.py").write_text(textwrap.dedent('''
-        from gpu_doctor.registry import check
+        from ddp_doctor.registry import check
         @check(id="odd", title="Odd", area="test")
         def odd(facts):
             yield "a bare string"

@@ -11,7 +11,7 @@ but failed two of its criteria (judged by the smoke job's own verdict code).
 Timestamps, durations and the tool version are pinned, so the files change only when
 the output does. After an intended change of the output, rewrite the files with::
 
-    GPU_DOCTOR_UPDATE_GOLDEN=1 python -m pytest tests/test_render_golden.py
+    DDP_DOCTOR_UPDATE_GOLDEN=1 python -m pytest tests/test_render_golden.py
 
 and review ``git diff tests/golden``.
 """
@@ -28,9 +28,9 @@ from typing import Callable
 import pytest
 from rich.console import Console
 
-from gpu_doctor.categories import Category
-from gpu_doctor.facts.snapshot import load_facts
-from gpu_doctor.model import (
+from ddp_doctor.categories import Category
+from ddp_doctor.facts.snapshot import load_facts
+from ddp_doctor.model import (
     CheckResult,
     Code,
     Evidence,
@@ -40,17 +40,17 @@ from gpu_doctor.model import (
     Status,
     Step,
 )
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.render.console import render_console
-from gpu_doctor.render.json import render_json
-from gpu_doctor.render.junit import render_junit
-from gpu_doctor.render.markdown import render_markdown
-from gpu_doctor.runner import build_report
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.render.console import render_console
+from ddp_doctor.render.json import render_json
+from ddp_doctor.render.junit import render_junit
+from ddp_doctor.render.markdown import render_markdown
+from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR
 from tests.smoke_reports import failing_run
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("GPU_DOCTOR_UPDATE_GOLDEN") == "1"
+UPDATE = os.environ.get("DDP_DOCTOR_UPDATE_GOLDEN") == "1"
 FIXED_CREATED_AT = "2026-01-01T00:00:00+00:00"
 FIXED_TOOL_VERSION = "0.1.0"
 
@@ -93,7 +93,7 @@ NO_SWAP = Code("HST002", Category.HOST_OUT_OF_MEMORY, "No swap", "w", "w", "w",
 
 CRASH_TRACEBACK = """\
 Traceback (most recent call last):
-  File "/opt/venv/lib/python3.11/site-packages/gpu_doctor/runner.py", line 55, in run_check
+  File "/opt/venv/lib/python3.11/site-packages/ddp_doctor/runner.py", line 55, in run_check
     for item in spec.func(facts):
   File "/opt/venv/lib/python3.11/site-packages/acme_gpu_checks/swap.py", line 12, in swap
     if facts["host"]["swap_total"] == 0:
@@ -102,7 +102,7 @@ KeyError: 'swap_total'
 
 PLUGIN_TRACEBACK = """\
 Traceback (most recent call last):
-  File "/opt/venv/lib/python3.11/site-packages/gpu_doctor/registry.py", line 128, in add_module
+  File "/opt/venv/lib/python3.11/site-packages/ddp_doctor/registry.py", line 128, in add_module
     module = load()
 ModuleNotFoundError: No module named 'broken_checks'
 """
@@ -242,7 +242,7 @@ def assert_matches_golden(actual: str, path: Path) -> None:
         path.write_text(actual, encoding="utf-8", newline="\n")
         return
     if not path.exists():
-        pytest.fail(f"golden file {path} is missing; create it with GPU_DOCTOR_UPDATE_GOLDEN=1")
+        pytest.fail(f"golden file {path} is missing; create it with DDP_DOCTOR_UPDATE_GOLDEN=1")
     expected = path.read_text(encoding="utf-8")
     if actual != expected:
         diff = "".join(difflib.unified_diff(
@@ -250,7 +250,7 @@ def assert_matches_golden(actual: str, path: Path) -> None:
             fromfile=f"{path.name} (golden)", tofile=f"{path.name} (rendered now)",
         ))
         pytest.fail(f"output differs from {path}; if the change is intended, rerun with "
-                    f"GPU_DOCTOR_UPDATE_GOLDEN=1 and review git diff\n{diff}", pytrace=False)
+                    f"DDP_DOCTOR_UPDATE_GOLDEN=1 and review git diff\n{diff}", pytrace=False)
 
 
 @pytest.mark.parametrize(("report_name", "kind"), CASES, ids=[f"{r}-{k}" for r, k in CASES])

@@ -19,17 +19,17 @@ import pytest
 import xmlschema
 from typer.testing import CliRunner
 
-from gpu_doctor.categories import Category
-from gpu_doctor.cli import app, normalize_argv
-from gpu_doctor.diagnose import diagnose
-from gpu_doctor.facts.snapshot import load_facts
-from gpu_doctor.model import CheckResult, Code, Evidence, Finding, Report, Status, Step
-from gpu_doctor.redact import Redactor
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.render.json import render_json
-from gpu_doctor.render.junit import render_junit
-from gpu_doctor.runner import build_report
-from gpu_doctor.smoke import skipped
+from ddp_doctor.categories import Category
+from ddp_doctor.cli import app, normalize_argv
+from ddp_doctor.diagnose import diagnose
+from ddp_doctor.facts.snapshot import load_facts
+from ddp_doctor.model import CheckResult, Code, Evidence, Finding, Report, Status, Step
+from ddp_doctor.redact import Redactor
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.render.json import render_json
+from ddp_doctor.render.junit import render_junit
+from ddp_doctor.runner import build_report
+from ddp_doctor.smoke import skipped
 from tests.conftest import FACTS_DIR, FIXTURES
 from tests.smoke_reports import failing_run, passing_run, short_run, stalled_run
 from tests.test_render_golden import full_report, pinned, sandbox_report
@@ -88,7 +88,7 @@ def assert_follows_report(report: Report, strict: bool) -> ET.Element:
     by_name = cases(root)
     for result in report.results:
         case = by_name[result.check_id]
-        assert case.get("classname") == f"gpu_doctor.{result.area}"
+        assert case.get("classname") == f"ddp_doctor.{result.area}"
         failing = [f for f in result.findings if f.effective_severity.value == "error"
                    or (strict and f.effective_severity.value == "warning")]
         if result.status is Status.SKIP:
@@ -112,9 +112,9 @@ def assert_follows_report(report: Report, strict: bool) -> ET.Element:
     assert (problems > 0) == (report.exit_code(strict) != 0)
     for suite in root.iter("testsuite"):
         props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-        assert props["gpu_doctor.verdict"] == report.verdict(strict)
-        assert props["gpu_doctor.exit_code"] == str(report.exit_code(strict))
-        assert props["gpu_doctor.version"] == report.tool_version
+        assert props["ddp_doctor.verdict"] == report.verdict(strict)
+        assert props["ddp_doctor.exit_code"] == str(report.exit_code(strict))
+        assert props["ddp_doctor.version"] == report.tool_version
         assert suite.get("timestamp") == report.created_at
     return root
 
@@ -156,7 +156,7 @@ def test_a_missing_driver_fails_with_evidence_and_fix_steps():
         assert f"  {number}. {step.text}" in failure.text
         if step.command:
             assert f"     $ {step.command}" in failure.text
-    assert "gpu-doctor explain DRV001" in failure.text
+    assert "ddp-doctor explain DRV001" in failure.text
 
 
 def test_warnings_pass_unless_strict_and_a_crash_is_an_error():
@@ -191,7 +191,7 @@ def _with_smoke(result) -> Report:
 
 def _smoke_cases(report: Report, strict: bool = False) -> dict[str, ET.Element]:
     root = assert_follows_report(report, strict)
-    [suite] = [s for s in root.iter("testsuite") if s.get("name") == "gpu_doctor.smoke"]
+    [suite] = [s for s in root.iter("testsuite") if s.get("name") == "ddp_doctor.smoke"]
     names = [c.get("name") for c in suite.findall("testcase")]
     assert names == ["smoke.train", *CRITERIA]
     return {c.get("name"): c for c in suite.findall("testcase")}
@@ -250,12 +250,12 @@ def test_a_skipped_smoke_job_skips_every_criterion():
 
 
 def test_a_smoke_only_report_still_has_its_suite():
-    """`gpu-doctor smoke` reports hold the smoke check alone."""
+    """`ddp-doctor smoke` reports hold the smoke check alone."""
     result = failing_run()
     report = Report("0.1.0", "2026-01-01T00:00:00+00:00", (result.check_result(),),
                     environment={"python_executable": "python"}, smoke=result.data)
     root = assert_follows_report(report, strict=False)
-    assert [s.get("name") for s in root.iter("testsuite")] == ["gpu_doctor.smoke"]
+    assert [s.get("name") for s in root.iter("testsuite")] == ["ddp_doctor.smoke"]
 
 
 CODE = Code("TST001", Category.UNKNOWN, "test", "w", "w", "w")
@@ -334,8 +334,8 @@ def test_junit_follows_the_policy_like_the_exit_code(tmp_path):
         ('ignore = { VIS006 = "shared box: other jobs are expected" }\n'
          'fail-on-warnings = true\n', 0, 0),
     ):
-        (tmp_path / "gpu-doctor.toml").write_text(policy)
-        done = subprocess.run([sys.executable, "-m", "gpu_doctor", "check", "--facts",
+        (tmp_path / "ddp-doctor.toml").write_text(policy)
+        done = subprocess.run([sys.executable, "-m", "ddp_doctor", "check", "--facts",
                                str(fixture), "--junit", "-"], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == code, done.stderr

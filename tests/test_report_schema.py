@@ -14,12 +14,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpu_doctor.categories import Category
-from gpu_doctor.facts.snapshot import FactRecord, Facts, load_facts
-from gpu_doctor.model import Code, Evidence, Finding, Severity, Status, Step
-from gpu_doctor.registry import Catalogue, CheckSpec, PluginFailure, Summary, load_catalogue
-from gpu_doctor.render.json import render_json
-from gpu_doctor.runner import build_report
+from ddp_doctor.categories import Category
+from ddp_doctor.facts.snapshot import FactRecord, Facts, load_facts
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Status, Step
+from ddp_doctor.registry import Catalogue, CheckSpec, PluginFailure, Summary, load_catalogue
+from ddp_doctor.render.json import render_json
+from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""`gpu-doctor smoke` and the smoke job inside `gpu-doctor doctor`, through the CLI."""
+"""`ddp-doctor smoke` and the smoke job inside `ddp-doctor doctor`, through the CLI."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from gpu_doctor.cli import app, normalize_argv
+from ddp_doctor.cli import app, normalize_argv
 from tests.conftest import FACTS_DIR
 
 runner = CliRunner()
@@ -21,7 +21,7 @@ def invoke(*args: str):
 
 
 def doctor(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    proc = subprocess.run([sys.executable, "-m", "gpu_doctor", *args, "--json", "-"],
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", *args, "--json", "-"],
                           capture_output=True, text=True, timeout=240, check=False)
     return proc, json.loads(proc.stdout)
 
@@ -38,7 +38,7 @@ def test_bad_smoke_options_are_one_line_and_exit_2(args, message):
     result = invoke("smoke", *args)
     assert result.exit_code == 2, result.output
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"gpu-doctor: error: {message}")
+    assert line.startswith(f"ddp-doctor: error: {message}")
 
 
 @pytest.mark.parametrize("code", ["SMK002", "SMK009", "LOG001", "LOG007"])

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from gpu_doctor.train_smoke.data import (
+from ddp_doctor.train_smoke.data import (
     BACKGROUND_MAX,
     SHAPE_MIN,
     SHAPES,
@@ -70,7 +70,7 @@ def test_items_are_identical_in_a_fresh_process():
     data = SyntheticDetection(8, IMGSZ, seed=11)
     script = (
         "import hashlib, torch\n"
-        "from gpu_doctor.train_smoke.data import SyntheticDetection\n"
+        "from ddp_doctor.train_smoke.data import SyntheticDetection\n"
         f"image, labels = SyntheticDetection(8, {IMGSZ}, seed=11)[6]\n"
         "h = hashlib.sha256()\n"
         "for t in (image, labels):\n"

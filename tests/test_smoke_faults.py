@@ -1,6 +1,6 @@
 """Faults in a real 2-rank CPU run: each ends with the right finding, within its deadline,
 with no process left behind. Faults are injected with the worker's test hook
-(GPU_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP) or a socket bound by the test."""
+(DDP_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP) or a socket bound by the test."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from gpu_doctor.smoke import run_smoke
-from gpu_doctor.smoke_launch import SmokeOptions
+from ddp_doctor.smoke import run_smoke
+from ddp_doctor.smoke_launch import SmokeOptions
 from tests.smoke_helpers import assert_nothing_left, run_tag
 
 WALL_S = 60.0
 
 
 def run_with_fault(monkeypatch, fault: str, tmp_path: Path, **extra):
-    monkeypatch.setenv("GPU_DOCTOR_SMOKE_FAULT", fault)
+    monkeypatch.setenv("DDP_DOCTOR_SMOKE_FAULT", fault)
     start = time.monotonic()
     # The failed run keeps its directory by design: put it where pytest cleans up.
     options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S, stall_timeout=6,
@@ -90,10 +90,10 @@ def test_the_given_master_port_is_already_bound():
 
 
 def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
-    tag = "gpu-doctor-smoke-sigtermtest"
+    tag = "ddp-doctor-smoke-sigtermtest"
     script = textwrap.dedent(f"""
-        from gpu_doctor import smoke
-        from gpu_doctor.smoke_launch import SmokeOptions
+        from ddp_doctor import smoke
+        from ddp_doctor.smoke_launch import SmokeOptions
         smoke.new_tag = lambda: {tag!r}
         smoke.run_smoke(SmokeOptions(device="cpu", nproc=2, steps=500, imgsz=64,
                                      run_dir={str(tmp_path / "run")!r}))

@@ -12,10 +12,10 @@ import math
 
 import pytest
 import torch
-from gpu_doctor.train_smoke.assign import assign_targets
-from gpu_doctor.train_smoke.data import SyntheticDetection, collate
-from gpu_doctor.train_smoke.loss import DetectionLoss, complete_iou, decode_boxes
-from gpu_doctor.train_smoke.model import (
+from ddp_doctor.train_smoke.assign import assign_targets
+from ddp_doctor.train_smoke.data import SyntheticDetection, collate
+from ddp_doctor.train_smoke.loss import DetectionLoss, complete_iou, decode_boxes
+from ddp_doctor.train_smoke.model import (
     build_model,
     build_optimizer,
     count_parameters,

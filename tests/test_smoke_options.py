@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from gpu_doctor.cli import app
-from gpu_doctor.registry import load_catalogue
-from gpu_doctor.runner import build_report
-from gpu_doctor.smoke_launch import (
+from ddp_doctor.cli import app
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.runner import build_report
+from ddp_doctor.smoke_launch import (
     MODEL_STRIDES,
     OptionsError,
     SmokeOptions,
     check_options,
     node_layout,
 )
-from gpu_doctor.smoke_plan import plan_smoke
+from ddp_doctor.smoke_plan import plan_smoke
 from tests.check_helpers import variant
 
 runner = CliRunner()
@@ -59,30 +59,30 @@ def _never_run(*args, **kwargs):
     (("--master-port", "99999"), "--master-port 99999: must be 1 to 65535"),
 ])
 def test_impossible_options_are_one_line_usage_errors(args, message, monkeypatch):
-    monkeypatch.setattr("gpu_doctor.smoke.run_smoke", _never_run)
+    monkeypatch.setattr("ddp_doctor.smoke.run_smoke", _never_run)
     result = runner.invoke(app, ["smoke", *args])
     assert result.exit_code == 2, result.output
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"gpu-doctor: error: {message}")
+    assert line.startswith(f"ddp-doctor: error: {message}")
 
 
 def test_sync_bn_on_auto_without_gpus_is_a_usage_error(monkeypatch):
-    monkeypatch.setattr("gpu_doctor.smoke.resolve_device", lambda options: ("cpu", 2))
-    monkeypatch.setattr("gpu_doctor.smoke.run_smoke", _never_run)
+    monkeypatch.setattr("ddp_doctor.smoke.resolve_device", lambda options: ("cpu", 2))
+    monkeypatch.setattr("ddp_doctor.smoke.run_smoke", _never_run)
     result = runner.invoke(app, ["smoke", "--sync-bn"])
     assert result.exit_code == 2, result.output
-    assert result.stderr.startswith("gpu-doctor: error: --sync-bn needs CUDA")
+    assert result.stderr.startswith("ddp-doctor: error: --sync-bn needs CUDA")
 
 
 def test_sync_bn_on_auto_with_gpus_runs_on_cuda(monkeypatch):
     seen = []
-    monkeypatch.setattr("gpu_doctor.smoke.resolve_device", lambda options: ("cuda", 2))
+    monkeypatch.setattr("ddp_doctor.smoke.resolve_device", lambda options: ("cuda", 2))
 
     def fake_run(options, progress=None):
         seen.append(options)
         raise OptionsError("stop here")
 
-    monkeypatch.setattr("gpu_doctor.smoke.run_smoke", fake_run)
+    monkeypatch.setattr("ddp_doctor.smoke.run_smoke", fake_run)
     result = runner.invoke(app, ["smoke", "--sync-bn"])
     assert result.exit_code == 2 and "stop here" in result.stderr
     assert [(o.device, o.sync_bn) for o in seen] == [("cuda", True)]
@@ -145,7 +145,7 @@ def test_master_addr_and_port_from_the_environment_outside_slurm():
 
 
 def test_model_strides_match_the_detector():
-    model = pytest.importorskip("gpu_doctor.train_smoke.model")
+    model = pytest.importorskip("ddp_doctor.train_smoke.model")
     assert tuple(model.STRIDES) == MODEL_STRIDES
 
 

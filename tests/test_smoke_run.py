@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpu_doctor.smoke import run_smoke
-from gpu_doctor.smoke_launch import SmokeOptions, free_port
-from gpu_doctor.smoke_monitor import PHASES
+from ddp_doctor.smoke import run_smoke
+from ddp_doctor.smoke_launch import SmokeOptions, free_port
+from ddp_doctor.smoke_monitor import PHASES
 from tests.smoke_helpers import assert_nothing_left, run_tag
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ FAST = ("--steps", "20", "--imgsz", "64")
 def torchrun_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "report.json"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "gpu_doctor", "smoke", "--device", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                            "--nproc", "2", *FAST, "--json", str(out)],
                           capture_output=True, text=True, timeout=120, check=False)
     return proc, json.loads(out.read_text()), time.monotonic() - start

@@ -9,24 +9,24 @@ import subprocess
 import time
 
 import pytest
-from gpu_doctor.train_smoke.collectives import allreduce_bus_factor, bus_bandwidth
+from ddp_doctor.train_smoke.collectives import allreduce_bus_factor, bus_bandwidth
 
-from gpu_doctor.categories import Category
-from gpu_doctor.logrules import match_text
-from gpu_doctor.model import Report, Severity
-from gpu_doctor.render.smoke import smoke_markdown, smoke_rows
-from gpu_doctor.runner import build_report
-from gpu_doctor.smoke import run_once, summarize
-from gpu_doctor.smoke_launch import (
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules import match_text
+from ddp_doctor.model import Report, Severity
+from ddp_doctor.render.smoke import smoke_markdown, smoke_rows
+from ddp_doctor.runner import build_report
+from ddp_doctor.smoke import run_once, summarize
+from ddp_doctor.smoke_launch import (
     SmokeOptions,
     expand_first_host,
     launch_command,
     node_layout,
     port_in_use,
 )
-from gpu_doctor.smoke_monitor import Outcome, RankState, stall_deadline, supervise
-from gpu_doctor.smoke_plan import plan_smoke
-from gpu_doctor.smoke_verdict import (
+from ddp_doctor.smoke_monitor import Outcome, RankState, stall_deadline, supervise
+from ddp_doctor.smoke_plan import plan_smoke
+from ddp_doctor.smoke_verdict import (
     LOSS_DROP_MIN,
     LOSS_MIN_STEPS,
     RunContext,
@@ -150,7 +150,7 @@ def test_torchrun_command_is_what_users_type():
     assert cmd[:3] == ["/venv/bin/python", "-m", "torch.distributed.run"]
     text = " ".join(cmd)
     assert "--nnodes 2 --node_rank 1 --nproc_per_node 4 --master_addr h0 --master_port 7" in text
-    assert text.endswith("-m gpu_doctor.train_smoke.worker --steps 3")
+    assert text.endswith("-m ddp_doctor.train_smoke.worker --steps 3")
 
 
 def test_port_in_use_sees_a_listening_socket():
@@ -258,7 +258,7 @@ def test_criteria_flat_loss_nan_and_params_out_of_sync(tmp_path):
 
 
 def _report(fixture: str) -> Report:
-    from gpu_doctor.registry import load_catalogue
+    from ddp_doctor.registry import load_catalogue
 
     return build_report(load_catalogue(entry_points=[]), load_fixture_facts(fixture))
 
@@ -377,25 +377,25 @@ def test_stall_remediation_by_backend_phase_and_with_the_users_options(tmp_path)
     finding = stall_findings(gloo)[0]
     commands = [s.command or "" for s in finding.remediation]
     assert not any("NCCL" in c for c in commands)
-    assert any(c.endswith("gpu-doctor smoke --device cpu --nproc 2 --steps 12")
+    assert any(c.endswith("ddp-doctor smoke --device cpu --nproc 2 --steps 12")
                for c in commands)
     nccl = RunContext([train], Outcome(None, "stall", [0], 20.0, 0.0), 12, 2, "", {}, 8.0,
                       60.0, backend="nccl", options=SmokeOptions(device="cuda", nproc=4))
     commands = [s.command for s in stall_findings(nccl)[0].remediation]
-    assert "NCCL_P2P_DISABLE=1 gpu-doctor smoke --device cuda --nproc 4" in commands
+    assert "NCCL_P2P_DISABLE=1 ddp-doctor smoke --device cuda --nproc 4" in commands
     data = _state(1, [{"kind": "begin", "phase": "data"}], tmp_path)
     ctx = RunContext([data], Outcome(None, "stall", [1], 20.0, 0.0), 12, 2, "", {}, 8.0,
                      60.0, backend="gloo", options=options)
     commands = [s.command for s in stall_findings(ctx)[0].remediation]
-    assert "gpu-doctor smoke --device cpu --nproc 2 --steps 12 --workers 0" in commands
+    assert "ddp-doctor smoke --device cpu --nproc 2 --steps 12 --workers 0" in commands
     assert "df -h /dev/shm" in commands
 
 
 def test_rerun_command_keeps_options_and_applies_changes():
     options = SmokeOptions(device="cpu", nproc=2, imgsz=64, amp=False, sync_bn=True)
     assert rerun_command(options, steps=100) == (
-        "gpu-doctor smoke --device cpu --nproc 2 --steps 100 --imgsz 64 --sync-bn --no-amp")
-    assert rerun_command(None, steps=100) == "gpu-doctor smoke --steps 100"
+        "ddp-doctor smoke --device cpu --nproc 2 --steps 100 --imgsz 64 --sync-bn --no-amp")
+    assert rerun_command(None, steps=100) == "ddp-doctor smoke --steps 100"
 
 
 def test_too_few_steps_skip_the_loss_criterion_with_a_note(tmp_path):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu_doctor.model import Severity
-from gpu_doctor.textfacts import SECTION_MARKERS, TextFacts, facts_from_text
-from gpu_doctor.textfacts.build import FACT_NAMES, NOT_IN_TEXT
+from ddp_doctor.model import Severity
+from ddp_doctor.textfacts import SECTION_MARKERS, TextFacts, facts_from_text
+from ddp_doctor.textfacts.build import FACT_NAMES, NOT_IN_TEXT
 from tests.check_helpers import MIB, run
 
 TEXT = Path(__file__).parent / "fixtures" / "text"

@@ -1,6 +1,6 @@
 """One rank of the smoke-training job, run the way users run DDP.
 
-Under torchrun (``python -m torch.distributed.run ... -m gpu_doctor.train_smoke.worker``)
+Under torchrun (``python -m torch.distributed.run ... -m ddp_doctor.train_smoke.worker``)
 each process reads RANK/LOCAL_RANK/WORLD_SIZE from its environment; with ``--spawn N`` the
 same program starts N local ranks itself through ``torch.multiprocessing.spawn``; with
 ``--mode dp`` one process drives every visible GPU through ``nn.DataParallel``.
@@ -8,9 +8,9 @@ same program starts N local ranks itself through ``torch.multiprocessing.spawn``
 Each phase of the point-4 list is bracketed in the rank's own JSON-lines event file
 (``events.py``), so the supervisor can judge the run and locate a hang without reading
 stdout. Only torch and the standard library are imported: this file runs in the user's
-training interpreter, which need not have gpu-doctor's dependencies.
+training interpreter, which need not have ddp-doctor's dependencies.
 
-Test hook: ``GPU_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP`` makes one rank misbehave at a step so
+Test hook: ``DDP_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP`` makes one rank misbehave at a step so
 the supervisor's fault handling can be tested with the real job: ``kill`` (SIGKILL
 itself), ``hang`` (stop making progress), ``nccl`` (exit with an NCCL error text).
 """
@@ -42,7 +42,7 @@ NUM_CLASSES = 4
 # A small fixed data set seen again and again: a working setup must memorise it, so the
 # loss falls clearly within a few dozen steps (the verdict's "loss fell" criterion).
 BATCHES_PER_EPOCH = 4
-FAULT_ENV = "GPU_DOCTOR_SMOKE_FAULT"
+FAULT_ENV = "DDP_DOCTOR_SMOKE_FAULT"
 NCCL_FAULT_TEXT = (
     "torch.distributed.DistBackendError: NCCL error in: "
     "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error "
@@ -54,7 +54,7 @@ NCCL_FAULT_TEXT = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="gpu_doctor.train_smoke.worker")
+    p = argparse.ArgumentParser(prog="ddp_doctor.train_smoke.worker")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--tag", default="", help="unique run tag (lets the supervisor find us)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")

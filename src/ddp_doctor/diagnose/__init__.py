@@ -1,0 +1,148 @@
+"""``ddp-doctor diagnose``: a pasted log, a ``.gz`` or a support bundle in, causes out.
+
+The pipeline is a stream: ``source`` opens and sniffs the input, ``normalize`` turns
+bytes into clean lines, ``scan`` finds the lines the log rules match (and captures any
+collect_env / nvidia-smi / yolo checks section), ``compose`` folds symptoms into causes,
+and the check plugins run on the facts read from the text. The result is an ordinary
+``Report``, so ``--json``, ``--markdown`` and the exit codes work as they do for ``check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from ddp_doctor import __version__
+from ddp_doctor.diagnose.compose import (
+    compose,
+    damaged_input,
+    env_evidence,
+    line_label,
+    nothing_matched,
+)
+from ddp_doctor.diagnose.context import refine
+from ddp_doctor.diagnose.rank import root_cause_key
+from ddp_doctor.diagnose.scan import Scanner, ScanResult
+from ddp_doctor.diagnose.source import InputError, open_input
+from ddp_doctor.facts.snapshot import Facts, FactsFileError
+from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status
+
+__all__ = ["Diagnosis", "InputError", "diagnose", "scan_input"]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The report plus what the scan saw, for callers that want more than the report."""
+
+    report: Report
+    scan: ScanResult
+    facts: Facts | None
+
+
+def scan_input(target: str, stdin: IO[bytes] | None = None, rules: Sequence[Any] | None = None
+               ) -> tuple[ScanResult, list[dict[str, Any]], list[str]]:
+    """Scan every text document of the input: the scan, facts snapshots, reading notes."""
+    from ddp_doctor.logrules import GATES, RULES
+    from ddp_doctor.textfacts import SECTION_MARKERS
+
+    opened = open_input(target, stdin)
+    scanner = Scanner(RULES if rules is None else rules, GATES, SECTION_MARKERS)
+    for document in opened.documents:
+        scanner.scan(document)
+    return scanner.result, opened.facts_snapshots, opened.notes
+
+
+def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
+                 ) -> tuple[Facts | None, str]:
+    """Facts to run the checks on: a bundle's snapshot, else what the text sections show."""
+    for snapshot in snapshots:
+        try:
+            return Facts.from_dict(snapshot), "the bundle's facts snapshot"
+        except FactsFileError:
+            continue
+    if not scan.sections:
+        return None, ""
+    from ddp_doctor.textfacts import facts_from_text
+
+    lines: list[str] = []
+    starts: list[tuple[int, str, int]] = []  # (offset in joined text, document, first line)
+    for section in scan.sections:
+        starts.append((len(lines), section.document, section.first_line))
+        lines += section.lines
+    parsed = facts_from_text("\n".join(lines) + "\n")
+    if parsed is None:
+        return None, ""
+    places = []
+    for found in parsed.sections:
+        offset, document, first = max((s for s in starts if s[0] < found.first_line),
+                                      default=starts[0])
+        line = first + found.first_line - 1 - offset
+        where = line_label(document, line, len(scan.documents) > 1)
+        places.append(f"{found.kind} at {where}")
+    return parsed.facts, ", ".join(places)
+
+
+def _env_findings(facts: Facts, where: str) -> list[Finding]:
+    from ddp_doctor.registry import load_catalogue
+    from ddp_doctor.runner import run_checks
+
+    found: list[Finding] = []
+    for result in run_checks(load_catalogue(), facts):
+        if result.status in (Status.FAIL, Status.WARN):
+            found += [env_evidence(f, where) for f in result.findings]
+    return found
+
+
+def _status(findings: Sequence[Finding]) -> Status:
+    severities = {f.effective_severity for f in findings}
+    if Severity.ERROR in severities:
+        return Status.FAIL
+    return Status.WARN if Severity.WARNING in severities else Status.PASS
+
+
+def diagnose(target: str, stdin: IO[bytes] | None = None,
+             rules: Sequence[Any] | None = None) -> Diagnosis:
+    """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable."""
+    from ddp_doctor.runner import summarize_environment
+
+    scan, snapshots, notes = scan_input(target, stdin, rules)
+    if scan.blank and not snapshots:
+        why = f" ({'; '.join(notes)})" if notes else ""
+        raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
+                         f"diagnose{why}")
+    from ddp_doctor.logrules.nccl import NCCL_SOCKET
+
+    ordered = refine(compose(scan), scan, NCCL_SOCKET)
+    facts, where = _environment(scan, snapshots)
+    env = _env_findings(facts, where) if facts is not None else []
+    ranked = sorted([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))],
+                    key=lambda pair: root_cause_key(*pair))
+    findings = [finding for finding, _ in ranked]
+    if not any(f.effective_severity is not Severity.INFO for f in findings):
+        findings.append(nothing_matched(scan))
+    if notes:
+        findings.append(damaged_input(notes))
+    label = "stdin" if target == "-" else target
+    lead = findings[0]
+    if lead.effective_severity is Severity.ERROR:
+        summary = f"most likely cause: {lead.code.category.value} ({lead.code.id})"
+    elif lead.code.id == "DIAG001":
+        summary = "no known failure signature"
+    else:
+        summary = ("no failure cause found; warnings: "
+                   + ", ".join(dict.fromkeys(f.code.id for f in findings)))
+    if where:
+        summary += f"; environment read from {where}"
+    result = CheckResult(
+        check_id="diagnose.log", title="Log diagnosis", area="log",
+        status=_status(findings), summary=summary, findings=tuple(findings))
+    report = Report(
+        tool_version=__version__,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        results=(result,),
+        facts_source=f"log: {label}",
+        environment=summarize_environment(facts) if facts is not None else {},
+        probe_errors={})
+    return Diagnosis(report, scan, facts)

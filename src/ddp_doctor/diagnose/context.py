@@ -1,0 +1,238 @@
+"""Judgements one line cannot make: what the rest of the log says about a finding.
+
+Some errors mean different things in different jobs. NCCL's "unhandled system error" on
+one node in a container is usually /dev/shm, but on a job that spans nodes, or where NCCL
+lists Docker bridge interfaces (``br-*``, ``veth*``), it is the network interface NCCL
+picked (NVIDIA/nccl#697). "Some NCCL operations have failed or timed out" across nodes is
+usually the inter-node transport (karpathy/nanoGPT#55: fixed by NCCL_IB_DISABLE=1). And a
+job that hangs says nothing at all: its log stops after NCCL set up its channels, which
+on a single PCIe machine is most often broken peer-to-peer transport
+(Lightning-AI/pytorch-lightning#19425, NVIDIA/nccl#2079: NCCL_P2P_DISABLE=1 fixes it).
+These refinements read the start and the end of each document (bounded, see scan.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose.compose import line_label
+from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
+from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.redact import redact_text
+
+MULTI_NODE = re.compile(
+    r"--nnodes[= ](?:[2-9]|\d{2,})\b|--num[_-]machines[= ](?:[2-9]|\d{2,})\b"
+    r"|\bNNODES=(?:[2-9]|\d{2,})\b|--node[_-]rank[= ][1-9]|\bNODE_RANK=[1-9]"
+    r"|SLURM_NNODES=(?:[2-9]|\d{2,})\b|--nodes[= ](?:[2-9]|\d{2,})\b", re.IGNORECASE)
+BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docker0|virbr\d)\b")
+NCCL_SETUP = re.compile(
+    r"NCCL INFO (?:Channel \d+(?:/\d+)?\s*:.*via (?:P2P|SHM|direct shared memory)"
+    r"|Connected all (?:rings|trees)|.*Init COMPLETE)", re.IGNORECASE)
+FAILURE_WORD = re.compile(r"error|fail|exception|traceback|killed|abort|timed out|timeout",
+                          re.IGNORECASE)
+HANG_TEXT = re.compile(
+    r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|spin-wait\w*|no (?:forward )?"
+    r"progress)\b.{0,120}\b(?:all_?reduce|all_?gather|barrier|broadcast|first (?:collective|"
+    r"iteration|step|batch)|init_process_group|DistributedDataParallel|DDP)\b"
+    r"|\b(?:ncclAllReduce|all_?reduce|barrier|broadcast|first collective)\b.{0,120}"
+    r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|never (?:returns|finishes|completes))",
+    re.IGNORECASE)
+
+SILENT_HANG = Code(
+    "DIAG002", Category.NCCL_P2P,
+    "The job hangs at its first collective (likely GPU peer-to-peer transport)",
+    what="The log stops right after NCCL set up its channels (or the text says the job hangs "
+         "at all-reduce / barrier) and no error follows: the ranks wait forever in the first "
+         "collective. On one machine with PCIe GPUs this is most often peer-to-peer transport "
+         "that the platform breaks (IOMMU or PCIe ACS on, consumer GPUs, VMs).",
+    why="Nothing fails, so nothing says why: the job just never trains.",
+    fix="Run the job once with NCCL_P2P_DISABLE=1. If it then trains, P2P is the cause: turn "
+        "off IOMMU/ACS (or use iommu=pt), or keep P2P disabled (slower).",
+    severity=Severity.ERROR,
+    docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+             "#pci-access-control-services-acs")
+
+# The user's own experiment settles it: "with NCCL_P2P_DISABLE=1 it works" (the contract's
+# definition of nccl_p2p; NVIDIA/nccl#667).
+P2P_OFF_HELPS = re.compile(
+    r"NCCL_P2P_(?:DISABLE=1|LEVEL=\w+)[^\n]{0,80}\b(?:work(?:s|ed|around)?|fix(?:es|ed)?|solv"
+    r"(?:es|ed)|resolv(?:es|ed)|help(?:s|ed)?|runs|passe[sd])\b"
+    r"|\b(?:works?|worked|fix(?:es|ed)?|solved|resolved)\b[^\n]{0,60}NCCL_P2P_(?:DISABLE=1|LEVEL)",
+    re.IGNORECASE)
+# What broken P2P looks like when NCCL reports it at all.
+_P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CUDA_INIT_FAILURE,
+                 Category.NCCL_P2P, Category.UNKNOWN}
+# What a machine prints (a WSL kernel release, the WSL driver path), or the user saying the
+# job runs in WSL; not a contrast ("it works under WSL2 on my laptop, but the server...").
+WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
+                      r"|^(?!.*\b(?:but|works?|worked|fine|except)\b).*\bwsl ?2?\b",
+                      re.IGNORECASE)
+NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
+                           r"|\.el[789]_?\d*\.x86_64")
+UNDER_WSL = Code(
+    "DIAG003", Category.WSL_SETUP, "The GPU cannot be reached from inside WSL",
+    what="CUDA or NVML fails to find or open the GPU, and the log comes from WSL. Under WSL "
+         "the GPU is reached only through the Windows driver's libraries in /usr/lib/wsl/lib: "
+         "a Linux NVIDIA driver or libcuda installed inside the distribution shadows them, "
+         "WSL 1 has no GPU at all, and GPUs in TCC mode are not offered to WSL.",
+    why="Nothing CUDA can run until the process loads the WSL driver libraries.",
+    fix="Remove any Linux NVIDIA driver inside WSL, make /usr/lib/wsl/lib come first for the "
+        "loader, run WSL 2 (`wsl -l -v` in Windows), and keep GPUs in WDDM mode.",
+    severity=Severity.ERROR,
+    docs_url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html")
+WSL_STEPS = (
+    Step("Check that the loader finds the WSL libcuda, not a Linux driver's copy.",
+         command="ldconfig -p | grep -E 'libcuda|libnvidia-ml'; ls -l /usr/lib/wsl/lib"),
+    Step("Put the WSL driver libraries first for this shell (and the training job).",
+         command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),
+    Step("Remove Linux NVIDIA driver packages installed inside the distribution.",
+         command="dpkg -l | grep -E 'nvidia-(driver|utils|compute)' "),
+    Step("In Windows, check the distribution runs WSL 2 (VERSION column) and update WSL.",
+         command="wsl -l -v && wsl --update"),
+    Step("If it shows VERSION 1, convert it (WSL 1 has no GPU); use the name from the list.",
+         command="wsl --set-version Ubuntu 2"),
+)
+# What a GPU that WSL does not hand over looks like to CUDA and NVML.
+_WSL_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE, Category.DRIVER_MISSING,
+                 Category.HARDWARE_FAULT, Category.TORCH_CPU_ONLY}
+
+HANG_STEPS = (
+    Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
+         "cause.", command="NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO torchrun ... 2>&1 | tee "
+                           "train.log"),
+    Step("See how the GPUs are connected (PIX/PXB/PHB/NODE/SYS: P2P over PCIe bridges is "
+         "the fragile case).", command="nvidia-smi topo -m"),
+    Step("Check whether the IOMMU is on (intel_iommu=on / amd_iommu=on without iommu=pt).",
+         command="cat /proc/cmdline"),
+    Step("Run ddp-doctor on the machine: its P2P check tests every GPU pair with a deadline.",
+         command="ddp-doctor check"),
+)
+HANG_ALTERNATIVES = (
+    "collective_timeout: one rank is still busy elsewhere (rank 0 validating, caching or "
+    "saving) while the others wait; the default timeout is 30 minutes",
+    "nccl_network: in a multi-node job, the network path between the nodes",
+)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A context line: where it is and what it says."""
+
+    where: str
+    text: str
+
+
+def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
+                limit: int = 2) -> list[Seen]:
+    found: list[Seen] = []
+    for number, line in enumerate(context.head.split("\n"), start=1):
+        if pattern.search(line):
+            label = line_label(context.document, number, many)
+            found.append(Seen(label, redact_text(line.strip())[:300]))
+            if len(found) >= limit:
+                break
+    return found
+
+
+def _last_nccl_setup(context: DocumentContext, many: bool) -> Seen | None:
+    """The last line of a document when it is NCCL setting up its channels.
+
+    Only the very last non-blank line counts: a log that goes on (a progress bar, a step)
+    after NCCL's setup was not hanging there.
+    """
+    lines = context.tail.split("\n")
+    for offset in range(len(lines) - 1, -1, -1):
+        line = lines[offset]
+        if not line.strip():
+            continue
+        if not NCCL_SETUP.search(line) or FAILURE_WORD.search(line):
+            return None
+        number = context.tail_first_line + offset
+        label = line_label(context.document, number, many)
+        return Seen(f"last line, {label}", redact_text(line.strip())[:300])
+    return None
+
+
+def _network_finding(finding: Finding, network_code: Code, reasons: list[Seen]) -> Finding:
+    evidence = [Evidence(seen.where, seen.text) for seen in reasons]
+    evidence += [Evidence(e.label, e.value, e.source) for e in finding.evidence
+                 if e.label != "other possible cause"]
+    evidence.append(Evidence("other possible cause",
+                             f"{finding.code.category.value}: {finding.code.summary}"))
+    steps = (
+        Step("Name the interface the nodes share (see `ip -br addr`); never a docker bridge.",
+             command="NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO torchrun ..."),
+        Step("Rule out InfiniBand/RoCE: if the job then runs, the IB fabric or its driver is "
+             "the cause.", command="NCCL_IB_DISABLE=1 NCCL_DEBUG=INFO torchrun ..."),
+        Step("Test the network alone between the nodes.",
+             url="https://github.com/NVIDIA/nccl-tests"),
+    )
+    remediation = steps + tuple(s for s in finding.remediation if s not in steps)
+    return replace(finding, code=network_code, title=network_code.summary,
+                   evidence=tuple(evidence), remediation=remediation,
+                   docs_url=network_code.docs_url)
+
+
+# Generic NCCL failures whose cause the network context can name.
+_NETWORK_AMBIGUOUS = {Category.NCCL_SHARED_MEMORY, Category.COLLECTIVE_TIMEOUT,
+                      Category.NCCL_NETWORK}
+_SPECIFIC_SHM = re.compile(r"shared memory|/dev/shm|shm_open|posix_fallocate|bus error",
+                           re.IGNORECASE)
+
+
+def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
+           network_code: Code) -> list[tuple[Finding, int]]:
+    """The findings, with what the whole log says about the ambiguous ones."""
+    many = len(scan.documents) > 1
+    multi_node: list[Seen] = []
+    bridges: list[Seen] = []
+    for context in scan.contexts:
+        multi_node += _lines_with(MULTI_NODE, context, many)
+        bridges += _lines_with(BRIDGE_INTERFACE, context, many, limit=1)
+    reasons = multi_node[:1] + bridges[:1]
+    errors = [f for f, _ in findings if f.effective_severity is Severity.ERROR]
+    wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
+    native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
+    if wsl and not native and errors and errors[0].code.category in _WSL_SYMPTOMS:
+        lead = errors[0]
+        evidence = [Evidence(wsl[0].where, wsl[0].text, "WSL marker"),
+                    *(e for e in lead.evidence if e.label != "other possible cause"),
+                    Evidence("other possible cause",
+                             f"{lead.code.category.value}: {lead.code.summary}")]
+        finding = Finding(UNDER_WSL, UNDER_WSL.summary, evidence=tuple(evidence),
+                          remediation=WSL_STEPS + lead.remediation, affects=lead.affects,
+                          docs_url=UNDER_WSL.docs_url)
+        return [(finding, order) if f is lead else (f, order) for f, order in findings]
+    out: list[tuple[Finding, int]] = []
+    if reasons and errors and all(f.code.category in _NETWORK_AMBIGUOUS for f in errors) \
+            and not any(_SPECIFIC_SHM.search(e.value) for f in errors for e in f.evidence
+                        if e.label != "other possible cause"):
+        for finding, order in findings:
+            if finding is errors[0] and finding.code.category is not Category.NCCL_NETWORK:
+                finding = _network_finding(finding, network_code, reasons)
+            out.append((finding, order))
+        return out
+    p2p_helps = [seen for context in scan.contexts
+                 for seen in _lines_with(P2P_OFF_HELPS, context, many, 1)]
+    if errors and not (p2p_helps and all(f.code.category in _P2P_SYMPTOMS for f in errors)):
+        return findings
+    hang = list(p2p_helps)
+    hang += [seen for context in scan.contexts
+             if (seen := _last_nccl_setup(context, many)) is not None]
+    for context in scan.contexts:
+        hang += _lines_with(HANG_TEXT, context, many, limit=1)
+    if not hang:
+        return findings
+    evidence = [Evidence(seen.where, seen.text) for seen in hang[:3]]
+    folded = [f for f, _ in findings if f in errors]
+    for finding in folded:  # NCCL's own words for the same failure
+        first = next((e for e in finding.evidence if e.label.startswith("line ")), None)
+        if first is not None:
+            evidence.append(Evidence(f"consequence, {first.label}",
+                                     f"{first.value} ({finding.code.id})"))
+    evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES]
+    finding = Finding(SILENT_HANG, SILENT_HANG.summary, evidence=tuple(evidence),
+                      remediation=HANG_STEPS, docs_url=SILENT_HANG.docs_url)
+    return [(finding, 0), *((f, o) for f, o in findings if f not in folded)]

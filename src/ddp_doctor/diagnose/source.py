@@ -1,0 +1,294 @@
+"""Open what the user gave ``diagnose``: a log file, stdin, a ``.gz``, or a support bundle.
+
+Everything is read as a stream of byte blocks so a 1 GB log never sits in memory. The
+kind of input is sniffed from its first bytes, not its name (tickets rename files):
+gzip, bzip2 and xz are decompressed on the fly, zip and tar archives (the support bundle)
+are opened member by member. Binary input, directories and missing paths are refused
+with one line (exit 2) instead of a traceback or a page of mojibake.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory flat
+SNIFF = 8192
+
+# Files a support bundle carries that are outputs of a previous diagnosis, not evidence:
+# reading them again would quote our own finding titles back as "log lines".
+_DERIVED = {"report.md", "report.json", "manifest", "manifest.txt", "junit.xml"}
+
+
+class InputError(Exception):
+    """Input that cannot be diagnosed; the message is one line for the user."""
+
+
+@dataclass
+class Document:
+    """One text stream to scan: a whole file, stdin, or one member of an archive."""
+
+    name: str
+    blocks: Iterator[bytes]
+    encoding: str = "utf-8"
+
+
+@dataclass
+class Opened:
+    """What an input turned out to hold: text documents and saved facts snapshots.
+
+    Snapshots of a tar archive are collected while its documents are read (a tar is one
+    stream), so read every document before looking at ``facts_snapshots``. ``notes`` says
+    what could not be read (a member that is not text, a .gz cut short).
+    """
+
+    label: str
+    documents: Iterator[Document]
+    facts_snapshots: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+
+def _blocks(stream: IO[bytes], first: bytes = b"") -> Iterator[bytes]:
+    if first:
+        yield first
+    while True:
+        block = stream.read(BLOCK)
+        if not block:
+            return
+        yield block
+
+
+def _encoding(head: bytes) -> str | None:
+    """The text encoding of a stream from its first bytes, or None when it is binary.
+
+    PowerShell's ``>`` writes UTF-16 with a byte-order mark, so a BOM is honoured;
+    otherwise a NUL byte in the first block means the input is not a text log.
+    """
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    if head.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    if b"\x00" in head:
+        return None
+    return "utf-8"
+
+
+def _peek(stream: IO[bytes]) -> bytes:
+    """Read the first bytes of a stream that may not be seekable (stdin, a pipe)."""
+    head = b""
+    while len(head) < SNIFF:
+        more = stream.read(SNIFF - len(head))
+        if not more:
+            break
+        head += more
+    return head
+
+
+def _decompressor(head: bytes) -> Any:
+    if head.startswith(b"\x1f\x8b"):
+        return lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")
+    if head.startswith(b"BZh"):
+        return bz2.BZ2File
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile
+    return None
+
+
+# What a damaged or truncated compressed stream raises while it is read.
+_UNREADABLE = (OSError, EOFError, lzma.LZMAError)
+
+
+def _decompressed(stream: IO[bytes], head: bytes, name: str
+                  ) -> tuple[IO[bytes], bytes, str]:
+    """The stream decompressed when its first bytes say so: (stream, its first bytes, the
+    name without the compression suffix). Raises one of ``_UNREADABLE`` if it cannot be."""
+    opener = _decompressor(head)
+    if opener is None:
+        return stream, head, name
+    inner = opener(_Chained(head, stream))
+    return inner, _peek(inner), name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
+
+
+def _is_tar(head: bytes) -> bool:
+    return len(head) > 262 and head[257:262] == b"ustar"
+
+
+def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
+    """Open ``target`` (a path or ``-`` for stdin) for scanning, or raise InputError."""
+    if target == "-":
+        stream: IO[bytes] = stdin if stdin is not None else sys.stdin.buffer
+        return _open_stream(stream, "stdin", "<stdin>")
+    path = Path(target)
+    if not path.exists():
+        raise InputError(f"{target}: no such file")
+    if path.is_dir():
+        raise InputError(f"{target}: is a directory; pass a log file, a .gz, or a support "
+                         f"bundle (.zip / .tar.gz)")
+    if zipfile.is_zipfile(path):
+        notes: list[str] = []
+        return Opened(str(path), _zip_documents(path, notes), _zip_snapshots(path), notes)
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"{target}: cannot read: {exc.strerror or exc}") from None
+    return _open_stream(handle, str(path), path.name)
+
+
+def _open_stream(stream: IO[bytes], label: str, name: str) -> Opened:
+    try:
+        head = _peek(stream)
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read: {exc.strerror or exc}") from None
+    try:
+        stream, head, name = _decompressed(stream, head, name)
+    except _UNREADABLE as exc:
+        raise InputError(f"{label}: looks compressed but cannot be decompressed: "
+                         f"{exc}") from None
+    if _is_tar(head):
+        return _tar_opened(_Chained(head, stream), label)
+    encoding = _encoding(head)
+    if encoding is None:
+        raise InputError(f"{label}: looks like a binary file, not a text log (pass the log "
+                         f"as text, a .gz of it, or a support bundle)")
+    notes: list[str] = []
+    return Opened(label, iter([Document(name, _guarded(_blocks(stream, head), label, notes),
+                                       encoding)]), [], notes)
+
+
+def _guarded(blocks: Iterator[bytes], label: str, notes: list[str]) -> Iterator[bytes]:
+    """Blocks of a stream; a .gz cut short ends the stream with a note, keeping what was read.
+
+    A ticket's attachment is often truncated by an upload limit: the lines before the cut
+    are still evidence, so they are diagnosed and the report says the input ended early.
+    """
+    try:
+        yield from blocks
+    except _UNREADABLE as exc:
+        notes.append(f"{label} ends early ({exc}); what was read before it is diagnosed")
+
+
+class _Chained(io.RawIOBase):
+    """A stream with bytes already read put back in front (stdin cannot seek)."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        data = self._rest.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            return self._head + self._rest.read()
+        if self._head:
+            out, self._head = self._head[:size], self._head[size:]
+            return out
+        return self._rest.read(size)
+
+
+def _member_wanted(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1].lower()
+    return bool(base) and base not in _DERIVED and not base.startswith(".")
+
+
+def _snapshot(data: bytes) -> dict[str, Any] | None:
+    """A ddp-doctor facts snapshot, if this JSON member is one."""
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(value, dict) and value.get("format") == "ddp-doctor-facts":
+        return value
+    return None
+
+
+def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | None:
+    """A member as a text document (decompressing a .gz/.bz2/.xz member), or None."""
+    try:
+        handle, head, name = _decompressed(handle, _peek(handle), name)
+    except _UNREADABLE as exc:
+        notes.append(f"{name}: cannot be decompressed ({exc})")
+        return None
+    encoding = _encoding(head)
+    if encoding is None:
+        notes.append(f"{name}: skipped, not text")
+        return None
+    return Document(name, _guarded(_blocks(handle, head), name, notes), encoding)
+
+
+def _zip_snapshots(path: Path) -> list[dict[str, Any]]:
+    found = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.filename.endswith(".json") and info.file_size < 64 << 20:
+                    snapshot = _snapshot(archive.read(info))
+                    if snapshot is not None:
+                        found.append(snapshot)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"{path}: damaged zip archive: {exc}") from None
+    return found
+
+
+def _zip_documents(path: Path, notes: list[str]) -> Iterator[Document]:
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if info.is_dir() or not _member_wanted(info.filename):
+                continue
+            if info.filename.endswith((".json", ".jsonl")):
+                continue  # snapshots are read as facts; event files are not prose
+            with archive.open(info) as handle:
+                document = _text_member(info.filename, handle, notes)
+                if document is not None:
+                    yield document
+
+
+def _tar_opened(stream: IO[bytes], label: str) -> Opened:
+    """A tar archive is read in one streaming pass: snapshots are collected as met."""
+    snapshots: list[dict[str, Any]] = []
+    notes: list[str] = []
+
+    def documents() -> Iterator[Document]:
+        try:
+            with tarfile.open(fileobj=stream, mode="r|") as archive:
+                for member in archive:
+                    if not member.isfile() or not _member_wanted(member.name):
+                        continue
+                    handle = archive.extractfile(member)
+                    if handle is None:
+                        continue
+                    if member.name.endswith(".json"):
+                        if member.size < 64 << 20:
+                            snapshot = _snapshot(handle.read())
+                            if snapshot is not None:
+                                snapshots.append(snapshot)
+                        continue
+                    if member.name.endswith(".jsonl"):
+                        continue
+                    document = _text_member(member.name, handle, notes)
+                    if document is not None:
+                        yield document
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise InputError(f"{label}: damaged tar archive: {exc}") from None
+
+    return Opened(label, documents(), snapshots, notes)

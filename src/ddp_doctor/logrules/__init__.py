@@ -1,0 +1,92 @@
+"""Failure text -> code: the signature table for what training jobs print when they fail.
+
+One module per area (``driver``, ``packages``, ``cuda``, ``memory``, ``nccl``,
+``distributed``), each with its codes, the rules that find them, and the sources the texts
+come from. The smoke job reads its ranks' stderr with ``match_text``; ``ddp-doctor
+diagnose`` runs the same rules over pasted logs through the streaming engine, which relies
+on the ``Rule`` fields documented in ``model``.
+
+Precedence, in brief: a rule whose ``symptom_of`` names a code that was also found is
+folded into that finding (``"*"``: into any other error finding); then error severity comes
+first and categories follow ``CATEGORY_PRECEDENCE`` (root causes low in the stack - driver,
+packages - before the effects higher up - NCCL, timeouts).
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules import cuda, distributed, driver, memory, nccl, packages
+from ddp_doctor.logrules.model import ANY_ERROR, GATES, Match, Rule, rx
+from ddp_doctor.model import Code, Severity
+
+RULES: tuple[Rule, ...] = (*driver.RULES, *packages.RULES, *cuda.RULES, *memory.RULES,
+                           *nccl.RULES, *distributed.RULES)
+"""Every rule; within one category the more specific rule comes first."""
+
+LOG_CODES: tuple[Code, ...] = tuple(sorted({r.code.id: r.code for r in RULES}.values(),
+                                           key=lambda c: c.id))
+
+CATEGORY_PRECEDENCE: tuple[Category, ...] = (
+    Category.WSL_SETUP, Category.DRIVER_MISSING, Category.DRIVER_LIBRARY_MISMATCH,
+    Category.DRIVER_TOO_OLD, Category.TORCH_MISSING, Category.TORCH_CPU_ONLY,
+    Category.NCCL_UNAVAILABLE, Category.TORCH_ARCH_UNSUPPORTED, Category.PACKAGE_CONFLICT,
+    Category.HARDWARE_FAULT, Category.CUDA_INIT_FAILURE, Category.GPU_NOT_VISIBLE,
+    Category.HOST_OUT_OF_MEMORY, Category.GPU_OUT_OF_MEMORY, Category.NCCL_SHARED_MEMORY,
+    Category.CUDNN_FAILURE, Category.RENDEZVOUS_PORT_IN_USE, Category.RENDEZVOUS_FAILURE,
+    Category.DDP_USAGE_ERROR, Category.NCCL_P2P, Category.NCCL_NETWORK,
+    Category.COLLECTIVE_TIMEOUT, Category.UNKNOWN,
+)
+"""The order findings of equal severity are ranked in, a cause before its effects; the one
+order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
+
+__all__ = ["ANY_ERROR", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES", "Match", "Rule",
+           "folded", "match_text", "rx"]
+
+
+def folded(rule: Rule, found: set[str]) -> bool:
+    """Whether ``rule``'s finding is a consequence of another code found in the same log.
+
+    ``found`` holds the ids of every code found. ``"*"`` is satisfied by any other
+    error-severity code whose own rule is not a ``"*"`` symptom (two generic symptoms do
+    not explain each other away).
+    """
+    if any(code != rule.code.id and code in found for code in rule.symptom_of):
+        return True
+    if ANY_ERROR in rule.symptom_of:
+        return any(code != rule.code.id and code in _ROOT_ERROR_IDS for code in found)
+    return False
+
+
+_ROOT_ERROR_IDS = frozenset(r.code.id for r in RULES if r.code.severity is Severity.ERROR
+                            and ANY_ERROR not in r.symptom_of)
+_RANK = {c: i for i, c in enumerate(CATEGORY_PRECEDENCE)}
+
+
+def category_position(category: Category) -> int:
+    """A category's place in ``CATEGORY_PRECEDENCE`` (causes first)."""
+    return _RANK.get(category, len(CATEGORY_PRECEDENCE))
+
+
+def match_text(text: str) -> list[Match]:
+    """Every rule that matches ``text`` (its first matching line), causes first.
+
+    Order: findings that are not symptoms of another match, error severity, category
+    precedence, then rule order. The smoke job reports the first.
+    """
+    lines = text.splitlines()
+    lowered = [line.lower() for line in lines]
+    found: list[tuple[int, Match]] = []
+    for index, rule in enumerate(RULES):
+        for line, low in zip(lines, lowered):
+            if any(a in low for a in rule.anchors) and rule.pattern.search(line):
+                found.append((index, Match(rule, line.strip()[:300])))
+                break
+    ids = {m.rule.code.id for _, m in found}
+
+    def key(item: tuple[int, Match]) -> tuple[bool, bool, int, int]:
+        index, match = item
+        code = match.rule.code
+        return (folded(match.rule, ids), code.severity is not Severity.ERROR,
+                category_position(code.category), index)
+
+    return [match for _, match in sorted(found, key=key)]

@@ -1,0 +1,247 @@
+"""torch.distributed outside NCCL: the rendezvous (the TCPStore on MASTER_ADDR:MASTER_PORT
+that lets ranks find each other) and the ways a training script misuses DDP.
+
+The store's client retries while rank 0 is still starting, so "failed to connect ...
+Connection refused" warnings also appear in healthy runs: they are a warning here, and the
+error is the client's final timeout. A rendezvous timeout is also what the waiting ranks say
+when another rank died first, hence ``symptom_of="*"``.
+
+Sources: torchrun (https://pytorch.org/docs/stable/elastic/run.html), the c10d TCPStore
+socket code (torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp), elastic rendezvous
+errors (torch/distributed/elastic/rendezvous/api.py), init_process_group's env://
+rendezvous (torch/distributed/rendezvous.py), DDP's reducer messages
+(torch/csrc/distributed/c10d/reducer.cpp, https://pytorch.org/docs/stable/notes/ddp.html),
+SyncBatchNorm (torch/nn/modules/batchnorm.py), CUDA with multiprocessing
+(https://pytorch.org/docs/stable/notes/multiprocessing.html#cuda-in-multiprocessing),
+NCCL's duplicate-GPU check (NVIDIA/nccl src/init.cc) and YOLO's batch checks
+(ultralytics/yolov5 utils/torch_utils.py ``select_device``, ultralytics/ultralytics
+ultralytics/utils/torch_utils.py and engine/trainer.py).
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules.model import ANY_ERROR, Rule, rx
+from ddp_doctor.model import Code, Severity, Step
+
+RUN_DOCS = "https://pytorch.org/docs/stable/elastic/run.html"
+DDP_NOTES = "https://pytorch.org/docs/stable/notes/ddp.html"
+REACH = Step("From a worker node, test that the master's address and port answer.",
+             command="nc -zv $MASTER_ADDR $MASTER_PORT")
+
+PORT_IN_USE = Code(
+    "LOG001", Category.RENDEZVOUS_PORT_IN_USE, "Address already in use (rendezvous port taken)",
+    what="Rank 0 could not listen on MASTER_PORT: another process (often an earlier training "
+         "that is still running) holds it.",
+    why="No rank can join, so the job dies before training.",
+    fix="Use another --master_port (or MASTER_PORT), or stop the process holding it "
+        "(`ss -ltnp 'sport = :PORT'`).",
+    docs_url=RUN_DOCS)
+RDZV_TIMEOUT = Code(
+    "LOG052", Category.RENDEZVOUS_FAILURE, "The ranks could not meet (rendezvous timed out)",
+    what="A rank waited for the rendezvous store on MASTER_ADDR:MASTER_PORT, or for the other "
+         "ranks to join it, and gave up: a wrong or unreachable MASTER_ADDR, a firewall, a "
+         "node that never started, or a world size larger than the ranks launched.",
+    why="Training never starts.",
+    fix="Check MASTER_ADDR/PORT on every node, open the port in the firewall, and make "
+        "nnodes x nproc_per_node match the ranks you start.",
+    docs_url=RUN_DOCS)
+RDZV_REFUSED = Code(
+    "LOG053", Category.RENDEZVOUS_FAILURE, "Connection refused by the rendezvous address",
+    what="Nothing listened at MASTER_ADDR:MASTER_PORT when a rank connected: rank 0 not "
+         "started or already dead, a wrong address or port, or a hostname resolving to "
+         "127.0.1.1 on another node.",
+    why="The rank cannot join and the job fails at init_process_group.",
+    fix="Start rank 0 first and give every node the address other nodes can reach (an IP, "
+        "not localhost).",
+    docs_url=RUN_DOCS)
+RDZV_RETRY = Code(
+    "LOG054", Category.RENDEZVOUS_FAILURE, "A rank is still trying to reach the rendezvous store",
+    what="The store's client could not connect yet and retries; harmless if rank 0 was just "
+         "slower to start, a problem if it repeats until a timeout.",
+    why="Repeated for minutes, it means the ranks will not meet.",
+    fix="If the job then fails, check MASTER_ADDR/PORT and the firewall.",
+    severity=Severity.WARNING, docs_url=RUN_DOCS)
+UNUSED = Code(
+    "LOG055", Category.DDP_USAGE_ERROR, "DDP: parameters that do not get gradients",
+    what="Some model parameters were not used to compute the loss in an iteration (a branch, "
+         "a frozen head, an auxiliary output), or a parameter was marked ready twice "
+         "(reentrant checkpointing, shared modules).",
+    why="DDP waits for their gradients; the second iteration raises this error.",
+    fix="Pass find_unused_parameters=True to DistributedDataParallel, or make every "
+        "parameter take part in the loss (or freeze it with requires_grad=False).",
+    docs_url=DDP_NOTES)
+NO_GROUP = Code(
+    "LOG056", Category.DDP_USAGE_ERROR, "DDP/SyncBatchNorm used without a process group",
+    what="Distributed code ran in a process that never called init_process_group - usually "
+         "a single-GPU or `python train.py` run of a script with SyncBatchNorm or DDP, or a "
+         "script launched without torchrun so MASTER_ADDR/RANK are unset.",
+    why="The first collective or the DDP wrapper fails.",
+    fix="Launch with torchrun, or use plain BatchNorm/no DDP for single-GPU runs.",
+    docs_url=DDP_NOTES)
+DEVICES = Code(
+    "LOG057", Category.DDP_USAGE_ERROR, "DDP: ranks and devices do not line up",
+    what="The script placed the model or tensors on the wrong GPU for its rank: two ranks on "
+         "one GPU (torch.cuda.set_device not called), device_ids not matching the module's "
+         "device, tensors on the CPU given to NCCL, or parts of the model on different GPUs.",
+    why="DDP or NCCL refuse to start the first collective.",
+    fix="In each rank call torch.cuda.set_device(local_rank), move the model there, and pass "
+        "device_ids=[local_rank].",
+    docs_url=DDP_NOTES)
+BATCH = Code(
+    "LOG058", Category.DDP_USAGE_ERROR, "Batch size does not fit the GPU count",
+    what="YOLO (and other trainers) split the batch evenly across GPUs and require it to be "
+         "a multiple of the GPU count; AutoBatch (batch=-1) is single-GPU only.",
+    why="Training refuses to start.",
+    fix="Choose a batch size that is a multiple of the number of GPUs (e.g. 16 or 32 for 2 "
+        "GPUs).",
+    docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
+FORKED_CUDA = Code(
+    "LOG059", Category.DDP_USAGE_ERROR, "CUDA used in a forked subprocess",
+    what="A process created with fork (a DataLoader worker, multiprocessing.Process) touched "
+         "CUDA after the parent had initialised it.",
+    why="CUDA cannot be re-initialised in a forked child; the worker fails.",
+    fix="Use the 'spawn' start method (torch.multiprocessing.set_start_method('spawn')), or "
+        "keep CUDA out of dataset code and workers.",
+    docs_url="https://pytorch.org/docs/stable/notes/multiprocessing.html"
+             "#cuda-in-multiprocessing")
+UNUSED_PERF = Code(
+    "LOG060", Category.DDP_USAGE_ERROR, "find_unused_parameters=True but none were unused",
+    what="DDP searched the graph for unused parameters every iteration and found none.",
+    why="Only a slowdown: an extra traversal of the autograd graph per step.",
+    fix="Drop find_unused_parameters=True.",
+    severity=Severity.WARNING, docs_url=DDP_NOTES)
+
+RULES: tuple[Rule, ...] = (
+    Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
+                         r"error\b[^\n]*eaddrinuse", r"error: 10048\b"),
+         ("error", "fail"),
+         (Step("Find the process that holds the port.", command="ss -ltnp"),
+          Step("Launch on a free port: omit --master-port, or pick another one.")),
+         examples=("RuntimeError: The server socket has failed to listen on any local network "
+                   "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+                   "address already in use",
+                   "[W socket.cpp:426] [c10d] The server socket has failed to listen on "
+                   "[::]:29500 (errno: 98 - Address already in use).")),
+    Rule(RDZV_TIMEOUT, rx(r"client socket has timed out after",
+                          r"rendezvoustimeouterror",
+                          r"rendezvousconnectionerror",
+                          r"timed out after \d+ seconds waiting for clients",
+                          r"timed out initializing process group in store based barrier",
+                          r"connect\(\) timed out",
+                          r"error:[^\n]*socket timeout",
+                          r"store->get\([^)]*\) got error",
+                          r"valueerror: host not found",
+                          r"error[^\n]*(?:rendezvous|c10d|store|tcpstore)[^\n]*"
+                          r"(?:name or service not known|failure in name resolution|gai error)"),
+         ("time", "error"),
+         (REACH, Step("Check that every node uses the same MASTER_ADDR/PORT and world size.",
+                      command="env | grep -E 'MASTER_|WORLD_SIZE|RANK'")),
+         examples=(
+             "torch.distributed.DistNetworkError: The client socket has timed out after 1800s "
+             "while trying to connect to (10.0.0.1, 29500).",
+             "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+             "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for "
+             "clients. 1/2 clients joined.",
+             "RuntimeError: Timed out initializing process group in store based barrier on rank: "
+             "3, for key: store_based_barrier_key:1 (world_size=4, worker_count=2, "
+             "timeout=0:30:00)",
+             "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+             "connection to the C10d store has failed. See inner exception for details.",
+             "ValueError: host not found: Temporary failure in name resolution",
+             "torch.distributed.DistNetworkError: The client socket has failed to connect to "
+             "the TCPStore: Name or service not known (gai error: -2)"),
+         symptom_of=(ANY_ERROR,),
+         alternatives=("nccl_network: when NCCL bootstrap, not the store, is what times out",),
+         decide=(REACH,)),
+    Rule(RDZV_RETRY, rx(r"client socket has failed to connect"),
+         ("fail",), (REACH,),
+         examples=("[W socket.cpp:601] [c10d] The client socket has failed to connect to "
+                   "[node1]:29500 (errno: 111 - Connection refused).",
+                   "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
+                   "[10.0.0.1]:29500 (errno: 113 - No route to host)."),
+         symptom_of=(ANY_ERROR,)),
+    Rule(RDZV_REFUSED, rx(r"^(?!.*(?:nccl|client socket has failed|connectionpool|urllib"
+                          r"|https?:))[^\n]*connection refused"),
+         ("refused",),
+         (REACH, Step("Give nodes a reachable MASTER_ADDR (an IP, not localhost).")),
+         examples=("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+                   "[127.0.1.1]:31863: Connection refused",
+                   "ConnectionRefusedError: [Errno 111] Connection refused"),
+         symptom_of=(ANY_ERROR,),
+         alternatives=("nccl_network: inside NCCL the same refusal means a wrong interface",),
+         decide=(REACH,)),
+    Rule(UNUSED, rx(r"error: expected to have finished reduction in the prior iteration",
+                    r"this error indicates that your module has parameters that were not used",
+                    r"error: expected to mark a variable ready only once"),
+         ("error",),
+         (Step("List the parameters that got no gradient.",
+               command="TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ..."),
+          Step("Or let DDP tolerate them: in the training script, build the wrapper as "
+               "DistributedDataParallel(model, device_ids=[local_rank], "
+               "find_unused_parameters=True) (slower).")),
+         examples=("RuntimeError: Expected to have finished reduction in the prior iteration "
+                   "before starting a new one. This error indicates that your module has "
+                   "parameters that were not used in producing loss.",
+                   "RuntimeError: Expected to mark a variable ready only once.")),
+    Rule(NO_GROUP, rx(r"error: default process group has not been initialized",
+                      r"error: syncbatchnorm (?:is only supported|expected input tensor)",
+                      r"error initializing torch\.distributed using env:// rendezvous: "
+                      r"environment variable \w+ expected"),
+         ("error",),
+         (Step("Launch with torchrun so the process group is set up.",
+               command="torchrun --nproc_per_node=2 train.py"),),
+         examples=(
+             "RuntimeError: Default process group has not been initialized, please make sure to "
+             "call init_process_group.",
+             "AttributeError: SyncBatchNorm is only supported within torch.nn.parallel."
+             "DistributedDataParallel",
+             "ValueError: SyncBatchNorm expected input tensor to be on GPU",
+             "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+             "environment variable MASTER_ADDR expected, but not set")),
+    Rule(DEVICES, rx(r"error: module must have its parameters and buffers on device",
+                     r"duplicate gpu detected : rank \d+ and rank \d+ both on cuda device",
+                     r"error: distributeddataparallel device_ids and output_device arguments",
+                     r"error: tensors must be cuda and dense",
+                     r"error: expected all tensors to be on the same device"),
+         ("error", "cuda"),
+         (Step("In the training script, bind each rank to its own GPU before building the "
+               "model: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), then use "
+               "device_ids=[local_rank]."),),
+         examples=(
+             "RuntimeError: module must have its parameters and buffers on device cuda:0 "
+             "(device_ids[0]) but found one of them on device: cuda:1",
+             "NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000",
+             "RuntimeError: Tensors must be CUDA and dense",
+             "RuntimeError: Expected all tensors to be on the same device, but found at least "
+             "two devices, cuda:0 and cuda:1!")),
+    Rule(BATCH, rx(r"error: batch-size \d+ not multiple of gpu count",
+                   r"error: [^\n]*batch[^\n]*(?:multiple of|divisible by)[^\n]*(?:gpu|devices)",
+                   r"error: autobatch with batch<1 not supported for multi-gpu",
+                   r"assertionerror: assert [^\n]*batch\w*\s*%\s*(?:len\(|\w*(?:gpu|device|world"
+                   r"|nproc|rank))"),
+         ("error",),
+         (Step("Use a total batch size divisible by the number of GPUs (Ultralytics: "
+               "batch=32 with device=0,1; the per-GPU batch is the total divided by the GPU "
+               "count)."),),
+         examples=("AssertionError: batch-size 15 not multiple of GPU count 2",
+                   "AssertionError: 'batch=15' must be a multiple of GPU count 2. Try 'batch=14' "
+                   "or 'batch=16', the nearest batch sizes evenly divisible by 2.",
+                   "ValueError: AutoBatch with batch<1 not supported for Multi-GPU training, "
+                   "please specify a valid batch size, i.e. batch=16.",
+                   "AssertionError: assert args.batch_size % len(devices) == 0")),
+    Rule(FORKED_CUDA, rx(r"cannot re-initialize cuda in forked subprocess"),
+         ("cuda",),
+         (Step("In the training script, before any CUDA call or DataLoader, use the spawn "
+               "start method: torch.multiprocessing.set_start_method('spawn', force=True) "
+               "(DataLoader: multiprocessing_context='spawn')."),),
+         examples=("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA "
+                   "with multiprocessing, you must use the 'spawn' start method",)),
+    Rule(UNUSED_PERF, rx(r"warning: find_unused_parameters=true was specified in ddp "
+                         r"constructor, but did not find any unused parameters"),
+         ("warn",),
+         examples=("[W reducer.cpp:1300] Warning: find_unused_parameters=True was specified in "
+                   "DDP constructor, but did not find any unused parameters in the forward "
+                   "pass. This flag results in an extra traversal of the autograd graph every "
+                   "iteration, which can adversely affect performance.",)),
+)

@@ -1,0 +1,328 @@
+"""What a missing, old, mismatched or failing NVIDIA driver (and WSL's copy of it) prints.
+
+Sources: torch's CUDA initialisation warnings (pytorch/pytorch torch/cuda/__init__.py and
+c10/cuda), the CUDA runtime error enum and strings
+(https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html), CUDA
+compatibility (https://docs.nvidia.com/deploy/cuda-compatibility/), the Xid catalog
+(https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), Fabric Manager and
+error 802 (pytorch/pytorch#35710, NVIDIA/nccl#1488), the driver/library mismatch threads
+(NVIDIA/ubuntu-packaging-nvidia-driver#3), WSL's CUDA guide
+(https://docs.nvidia.com/cuda/wsl-user-guide/index.html) and microsoft/WSL#5548, #8587,
+#9938, #10289 (``GPU access blocked by the operating system``).
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules.model import Rule, rx
+from ddp_doctor.model import Code, Severity, Step
+
+CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
+WSL_GUIDE = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
+SMI = Step("See whether the driver answers and which CUDA version it supports.",
+           command="nvidia-smi")
+TORCH_CUDA = Step("See which CUDA your torch was built for and whether it can use it.",
+                  command='python -c "import torch; print(torch.__version__, '
+                          'torch.version.cuda, torch.cuda.is_available())"')
+
+NO_DRIVER = Code(
+    "LOG009", Category.DRIVER_MISSING, "No usable NVIDIA kernel driver",
+    what="Nothing answered for the NVIDIA driver: the kernel module is not loaded (often a "
+         "kernel update without a DKMS rebuild, nouveau holding the GPU, or Secure Boot "
+         "refusing an unsigned module) or no driver is installed.",
+    why="Without the kernel driver no process can see a GPU; everything falls back to the "
+        "CPU or fails.",
+    fix="Load or reinstall the driver for the running kernel (`dkms status`, `uname -r`), "
+        "blacklist nouveau, then reboot and check `nvidia-smi`.",
+    docs_url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html")
+NO_CONTAINER_GPU = Code(
+    "LOG010", Category.DRIVER_MISSING, "The container runtime could not give the container a GPU",
+    what="Docker was asked for GPUs (`--gpus`) but has no NVIDIA runtime to provide them: "
+         "the NVIDIA Container Toolkit is missing or not configured.",
+    why="Inside the container there is no driver and no /dev/nvidia* device.",
+    fix="Install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
+        "--runtime=docker`, restart Docker.",
+    docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+             "install-guide.html")
+DRIVER_OLD = Code(
+    "LOG011", Category.DRIVER_TOO_OLD,
+    "The NVIDIA driver is older than the CUDA torch was built for",
+    what="The installed driver supports an older CUDA version than the CUDA runtime bundled "
+         "with this PyTorch build (torch.version.cuda).",
+    why="torch.cuda.is_available() turns False and every CUDA call fails.",
+    fix="Update the driver (on WSL: the Windows driver, then `wsl --shutdown`), or install "
+        "a torch wheel built for the CUDA version nvidia-smi shows.",
+    docs_url=CUDA_COMPAT)
+PTX_TOOLCHAIN = Code(
+    "LOG012", Category.DRIVER_TOO_OLD, "PTX from a newer toolchain than the driver understands",
+    what="A kernel shipped as PTX was compiled by a newer CUDA than the driver's JIT knows; "
+         "minor-version compatibility does not cover PTX.",
+    why="That kernel can never load on this driver.",
+    fix="Update the driver, or use a build that ships native code (SASS) for this GPU.",
+    docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/"
+             "minor-version-compatibility.html")
+LIB_MISMATCH = Code(
+    "LOG013", Category.DRIVER_LIBRARY_MISMATCH, "NVIDIA driver libraries and kernel module differ",
+    what="The user-space driver libraries (libnvidia-ml, libcuda) are a different version "
+         "from the loaded kernel module: usually a driver upgrade without a reboot, or a "
+         "forward-compatibility libcuda that does not match the kernel driver.",
+    why="NVML and CUDA refuse to start, so no GPU is usable until they agree.",
+    fix="Reboot (or unload and reload the nvidia modules); remove a stale cuda-compat "
+        "directory from LD_LIBRARY_PATH.",
+    docs_url=CUDA_COMPAT)
+CUDA_INIT = Code(
+    "LOG014", Category.CUDA_INIT_FAILURE, "The driver is there but CUDA cannot initialise",
+    what="CUDA reported an unknown error (999), an initialisation error or that all devices "
+         "are busy or unavailable: a GPU in exclusive or prohibited compute mode held by "
+         "another process, nvidia_uvm not loaded (often after suspend/resume), missing "
+         "/dev/nvidia-uvm in a container, or a GPU in a bad state.",
+    why="No CUDA context can be created, so torch sees no usable GPU.",
+    fix="Check the compute mode and other GPU processes (`nvidia-smi`), reload nvidia_uvm "
+        "(`sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm`) or reboot.",
+    docs_url="https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html")
+FABRIC = Code(
+    "LOG015", Category.CUDA_INIT_FAILURE,
+    "CUDA error 802: system not yet initialized (Fabric Manager)",
+    what="On NVSwitch systems (HGX/DGX A100, H100, H200, B200) CUDA waits for the "
+         "nvidia-fabricmanager service, which is missing, stopped or a different version "
+         "from the driver.",
+    why="torch.cuda.is_available() is False although nvidia-smi lists the GPUs.",
+    fix="Install nvidia-fabricmanager for exactly the driver's version and "
+        "`sudo systemctl enable --now nvidia-fabricmanager`.",
+    docs_url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html")
+COMPAT_HW = Code(
+    "LOG016", Category.CUDA_INIT_FAILURE, "CUDA forward compatibility used on an unsupported GPU",
+    what="A cuda-compat libcuda (error 804) is on the loader path, but forward compatibility "
+         "only works on data-center GPUs.",
+    why="CUDA cannot initialise on this GPU while that library is loaded.",
+    fix="Remove the compat directory from LD_LIBRARY_PATH (or the image) and update the "
+        "host driver instead.",
+    docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html")
+HARDWARE = Code(
+    "LOG017", Category.HARDWARE_FAULT, "GPU hardware or link fault (Xid, ECC, fallen off the bus)",
+    what="The driver logged a hardware-class event: an Xid such as 48 (double-bit ECC), "
+         "64/95 (memory), 74 (NVLink), 79 (fallen off the bus), 119/120 (GSP), an "
+         "uncorrectable ECC error or a GPU that stopped answering.",
+    why="Work on that GPU fails or corrupts results until it is reset; repeats mean RMA.",
+    fix="Drain the node, read `sudo dmesg -T | grep -i xid` and `nvidia-smi -q -d "
+        "ECC,ROW_REMAPPER,PAGE_RETIREMENT`; reset the GPU (`nvidia-smi -r -i N`) or "
+        "reboot; replace it if it recurs.",
+    docs_url="https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html")
+WSL_LIBCUDA = Code(
+    "LOG018", Category.WSL_SETUP, "libcuda.so not found (WSL's /usr/lib/wsl/lib not on the path)",
+    what="A library asked the loader for the unversioned libcuda.so. On WSL2 it lives only "
+         "in /usr/lib/wsl/lib, which the loader does not search by default.",
+    why="cuDNN and other CUDA libraries fail to load, so convolutions fail.",
+    fix="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH (and `sudo ldconfig`).",
+    docs_url="https://github.com/microsoft/WSL/issues/8587")
+WSL_SYMLINK = Code(
+    "LOG019", Category.WSL_SETUP, "ldconfig: WSL's libcuda.so.1 is not a symbolic link",
+    what="WSL ships its driver libraries as copies, not symbolic links, and ldconfig says "
+         "so on every run.",
+    why="Mostly cosmetic; it tells that this is WSL, where the other WSL limits apply.",
+    fix="Ignore it, or recreate the links in another directory as the WSL thread shows.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/microsoft/WSL/issues/5548")
+WSL_BLOCKED = Code(
+    "LOG020", Category.WSL_SETUP, "WSL: GPU access blocked by the operating system",
+    what="WSL's GPU paravirtualisation gave NVML no GPU: a Linux NVIDIA driver or utils "
+         "package installed inside WSL, Windows driver files missing from WSL, an "
+         "unsupported GPU mode (TCC instead of WDDM) or an old WSL kernel.",
+    why="No GPU is visible inside WSL.",
+    fix="Remove Linux driver packages inside WSL (apt remove 'nvidia-*' except the "
+        "toolkit), update the Windows driver and WSL (`wsl --update`), then `wsl --shutdown`.",
+    docs_url=WSL_GUIDE)
+WSL1 = Code(
+    "LOG061", Category.WSL_SETUP, "WSL 1 has no GPU support",
+    what="The kernel is WSL 1's (version ending in -Microsoft). Only WSL 2 passes the GPU "
+         "through; installing a Linux NVIDIA driver or its DKMS module inside WSL never works.",
+    why="No GPU can be used in this distribution.",
+    fix="Convert the distribution to WSL 2 (`wsl --set-version <distro> 2`), remove Linux "
+        "NVIDIA driver packages inside it, and use the Windows driver.",
+    docs_url=WSL_GUIDE)
+
+RULES: tuple[Rule, ...] = (
+    Rule(NO_DRIVER, rx(r"found no nvidia driver on your system",
+                       r"nvidia-smi has failed because it couldn.t communicate with the nvidia "
+                       r"driver",
+                       r"modprobe: fatal: module nvidia\S* not found",
+                       r"nvrm: the nvidia probe routine was not called",
+                       r"error[_:\s]+driver ?not ?loaded",
+                       r"fail\w* to [\w ]{0,30}nvml: driver not loaded",
+                       r"error: libcuda\.so\.1: cannot open shared object file"),
+         ("nvidia", "nvrm", "error", "fail"),
+         (Step("Is the kernel module loaded, and built for the running kernel?",
+               command="lsmod | grep -E 'nvidia|nouveau'; dkms status; uname -r"),
+          Step("Rebuild it for this kernel and reboot.", command="sudo dkms autoinstall"),
+          SMI),
+         examples=(
+             "AssertionError: Found no NVIDIA driver on your system. Please check that you have "
+             "an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+             "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+             "Make sure that the latest NVIDIA driver is installed and running.",
+             "modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic",
+             "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
+             "Failed to properly shut down NVML: Driver Not Loaded"),
+         symptom_of=("LOG061", "LOG020"),
+         alternatives=("wsl_setup: inside WSL2 this means the Linux driver was installed in WSL "
+                       "or /usr/lib/wsl/lib is missing",),
+         decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
+    Rule(NO_CONTAINER_GPU, rx(r"error response from daemon: could not select device driver "
+                              r"\"?\"? with capabilities: \[\[gpu\]\]",
+                              r"nvidia-container-cli: initialization error: (?:load library "
+                              r"failed|nvml error)[^\n]*libnvidia-ml\.so"),
+         ("error",),
+         (Step("Install and register the NVIDIA Container Toolkit.",
+               command="sudo nvidia-ctk runtime configure --runtime=docker && "
+                       "sudo systemctl restart docker"),),
+         examples=('docker: Error response from daemon: could not select device driver "" '
+                   'with capabilities: [[gpu]].',)),
+    Rule(DRIVER_OLD, rx(r"the nvidia driver on your system is too old",
+                        r"cuda driver version is insufficient for cuda runtime version",
+                        r"cuda runtime error \(35\)", r"cuda failure 35\b",
+                        r"cudagetdevicecount\S* returned 35",
+                        r"cuda_error_insufficient_driver",
+                        r"cudaerrorinsufficientdriver"),
+         ("nvidia", "cuda"),
+         (SMI, TORCH_CUDA,
+          Step("Or install the torch build that matches the driver's CUDA (pick the cuXXX "
+               "not above nvidia-smi's 'CUDA Version').",
+               url="https://pytorch.org/get-started/locally/")),
+         examples=(
+             "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old "
+             "(found version 11040). Please update your GPU driver by downloading and "
+             "installing a new version from the URL: http://www.nvidia.com/Download/index.aspx",
+             "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime "
+             "version",
+             "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=35 : "
+             "CUDA driver version is insufficient for CUDA runtime version"),
+         alternatives=("driver_missing: in a container started without GPUs the runtime says "
+                       "'insufficient' because it finds no driver at all",),
+         decide=(SMI,)),
+    Rule(PTX_TOOLCHAIN, rx(r"cuda error: the provided ptx was compiled with an unsupported "
+                           r"toolchain", r"cuda_error_unsupported_ptx_version"),
+         ("cuda",), (SMI,),
+         examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
+                   "toolchain.",)),
+    Rule(LIB_MISMATCH, rx(r"fail\w* to initialize nvml: driver/library version mismatch",
+                          r"error: driver/library version mismatch",
+                          r"nvmlerror_librmversionmismatch",
+                          r"nvrm: api mismatch",
+                          r"cuda\w* error\W+system has unsupported display driver / cuda driver",
+                          r"error 803\W+system has unsupported display driver",
+                          r"cuda_error_system_driver_mismatch"),
+         ("fail", "error", "nvrm", "cuda"),
+         (Step("Compare the loaded module with the libraries.",
+               command="cat /proc/driver/nvidia/version; nvidia-smi"),
+          Step("Reboot so the new kernel module loads.", command="sudo reboot")),
+         examples=(
+             "Failed to initialize NVML: Driver/library version mismatch",
+             "nvidia-container-cli: initialization error: nvml error: driver/library version "
+             "mismatch: unknown",
+             "NVRM: API mismatch: the client has the version 535.129.03, but",
+             "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some "
+             "cuda functions before calling NumCudaDevices() that might have already set an "
+             "error? Error 803: system has unsupported display driver / cuda driver "
+             "combination")),
+    Rule(CUDA_INIT, rx(r"cuda unknown error",
+                       r"cuda error: unknown error",
+                       r"error 999\W+unknown error",
+                       r"cuda runtime error \(30\)",
+                       r"cuda_error_unknown",
+                       r"cuda failure 999",
+                       r"all cuda-capable devices are busy or unavailable",
+                       r"cuda-capable device\(s\) is/are busy or unavailable",
+                       r"cuda error: initialization error",
+                       # in containers: the cgroup lost the device (systemctl daemon-reload)
+                       r"fail\w* to initialize nvml: unknown error"),
+         ("cuda", "error", "fail"),
+         (Step("Reload the unified-memory module (or reboot); after a suspend/resume this "
+               "is the usual fix.",
+               command="sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm"),
+          Step("Look for another process and an exclusive or prohibited compute mode.",
+               command="nvidia-smi --query-gpu=index,compute_mode --format=csv; nvidia-smi")),
+         examples=(
+             "RuntimeError: CUDA unknown error - this may be due to an incorrectly set up "
+             "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. "
+             "Setting the available devices to be zero.",
+             "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did "
+             "you run some cuda functions before calling NumCudaDevices() that might have "
+             "already set an error? Error 999: unknown error",
+             "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable",
+             "RuntimeError: CUDA error: initialization error"),
+         alternatives=(
+             "ddp_usage_error: 'initialization error' also comes from using CUDA in a process "
+             "forked after CUDA started (DataLoader workers, mp.Process with fork)",
+             "hardware_fault: a GPU that fell off the bus gives unknown errors too"),
+         decide=(Step("Does plain CUDA start outside your program?",
+                      command='python -c "import torch; torch.zeros(1).cuda(); print(\'ok\')"'),
+                 Step("Look for Xid errors.", command="sudo dmesg -T | grep -i xid"))),
+    Rule(FABRIC, rx(r"error 802\W+system not yet initialized",
+                    r"fail[^\n]*system not yet initialized",
+                    r"cuda error: system not yet initialized",
+                    r"cuda_error_system_not_ready", r"cudaerrorsystemnotready"),
+         ("error", "cuda", "fail"),
+         (Step("Check the Fabric Manager service.",
+               command="systemctl status nvidia-fabricmanager"),
+          Step("Install the version that matches the driver and start it.",
+               command="sudo systemctl enable --now nvidia-fabricmanager")),
+         examples=("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()"
+                   ". Did you run some cuda functions before calling NumCudaDevices() that might "
+                   "have already set an error? Error 802: system not yet initialized",)),
+    Rule(COMPAT_HW, rx(r"error 804\W+forward compatibility was attempted",
+                       r"cuda error: forward compatibility was attempted",
+                       r"cuda_error_compat_not_supported_on_device"),
+         ("error", "cuda"),
+         (Step("Find the compat libcuda on the loader path.",
+               command="echo $LD_LIBRARY_PATH; ldconfig -p | grep libcuda"),),
+         examples=("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()"
+                   ". Did you run some cuda functions before calling NumCudaDevices() that might "
+                   "have already set an error? Error 804: forward compatibility was attempted on "
+                   "non supported HW",)),
+    Rule(HARDWARE, rx(r"nvrm: xid \([^)]*\): (?:48|61|62|64|74|79|92|94|95|119|120|122|123|136"
+                      r"|140|143|144|145|146|147|148|149|150|154|155|156|158)\b",
+                      r"nvrm: [^\n]*fallen off the bus",
+                      r"cuda error: uncorrectable ecc error",
+                      r"cuda runtime error \(39\)",
+                      r"cuda_error_ecc_uncorrectable",
+                      r"unable to determine the device handle for gpu[^\n]*unknown error",
+                      r"nvmlerror_gpuislost", r"error: gpu is lost"),
+         ("nvrm", "cuda", "error"),
+         (Step("Read the kernel's Xid record.", command="sudo dmesg -T | grep -i -E 'xid|nvrm'"),
+          Step("Read the memory error counters.",
+               command="nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT"),
+          Step("Reset the idle GPU (or reboot).", command="sudo nvidia-smi -r -i 0")),
+         examples=(
+             "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.",
+             "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.",
+             "NVRM: Xid (PCI:0000:ca:00): 48, pid=2915, DBE (double bit error) ECC error",
+             "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+             "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")),
+    Rule(WSL_LIBCUDA, rx(r"/usr/lib/wsl/lib/libcuda\S*: cannot open",
+                         r"error: libcuda\.so: cannot open shared object file"),
+         ("cuda",),
+         (Step("Put WSL's driver directory on the loader path.",
+               command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),),
+         examples=("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot "
+                   "open shared object file: No such file or directory",),
+         alternatives=("driver_missing: on native Linux, no driver (or a container started "
+                       "without GPUs) also leaves libcuda.so missing",),
+         decide=(Step("Is this WSL?", command="uname -r; ls /usr/lib/wsl/lib"),)),
+    Rule(WSL_SYMLINK, rx(r"/usr/lib/wsl/lib/libcuda\.so\S* is not a symbolic link"),
+         ("cuda",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
+                              "symbolic link",)),
+    Rule(WSL_BLOCKED, rx(r"fail\w* to [\w ]{0,30}nvml: gpu access blocked by the operating "
+                         r"system", r"error\W+gpu access blocked by the operating system"),
+         ("fail", "error"),
+         (Step("Update WSL and restart it.", command="wsl --update && wsl --shutdown"),),
+         examples=("Failed to initialize NVML: GPU access blocked by the operating system",
+                   "Failed to properly shut down NVML: GPU access blocked by the operating "
+                   "system")),
+    Rule(WSL1, rx(r"error[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)",
+                  r"nvidia[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)"),
+         ("error", "nvidia"),
+         (Step("Check the WSL version of each distribution (in Windows).", command="wsl -l -v"),
+          Step("Convert it to WSL 2.", command="wsl --set-version Ubuntu 2")),
+         examples=("Error! Your kernel headers for kernel 4.4.0-19041-Microsoft cannot be "
+                   "found.",)),
+)

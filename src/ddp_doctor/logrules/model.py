@@ -1,0 +1,62 @@
+"""The Rule interface every log rule speaks, and the gate vocabulary that makes scanning cheap.
+
+A log of 1 GB must scan at tens of MB/s, so no rule's regular expression is run on every
+line. Each rule names *anchors*: lowercase words from the small shared ``GATES`` vocabulary,
+at least one of which is in every line the rule can match. The engine makes one pass per
+gate over the (lowercased) text and tries a rule only on lines that hold one of its anchors.
+That is why the patterns here spell an anchor word out literally in each alternative (a
+test checks it), and why ``nccl`` is not a gate: NCCL's INFO lines are floods, so a rule
+reading an NCCL line anchors on another of its words ("warn", "fail", "refused").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ddp_doctor.model import Code, Step
+
+GATES: tuple[str, ...] = (
+    "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cuda", "cudnn",
+    "nvidia", "nvrm", "time", "refused", "numpy", "no module named", "bad_alloc",
+)
+"""Lowercase substrings; a line is a candidate for a rule when it contains one of the
+rule's anchors (compare against the lowercased line). At most 16: each is one pass."""
+
+ANY_ERROR = "*"
+"""``symptom_of`` wildcard: any other error-severity finding that is not itself a
+``*``-symptom explains this line."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A signature: what one failure looks like in a single log line, and what it means.
+
+    ``pattern`` is searched in one line whose rank prefix is already stripped.
+    ``symptom_of`` lists code ids (or ``"*"``) whose presence in the same log makes this
+    rule's lines consequences of that finding rather than a finding of their own.
+    ``alternatives`` name the other causes the text cannot exclude (each starts with a
+    category id), and ``decide`` says exactly what to run to tell them apart.
+    """
+
+    code: Code
+    pattern: re.Pattern[str]
+    anchors: tuple[str, ...]
+    steps: tuple[Step, ...] = ()
+    examples: tuple[str, ...] = ()
+    symptom_of: tuple[str, ...] = ()
+    alternatives: tuple[str, ...] = ()
+    decide: tuple[Step, ...] = ()
+
+
+@dataclass(frozen=True)
+class Match:
+    """A rule that matched, with the line of text that matched it."""
+
+    rule: Rule
+    line: str
+
+
+def rx(*alternatives: str) -> re.Pattern[str]:
+    """One case-insensitive pattern from alternatives, each of which spells an anchor."""
+    return re.compile("|".join(f"(?:{a})" for a in alternatives), re.IGNORECASE)

@@ -1,0 +1,348 @@
+"""NCCL: the communication library's own failures, read from what torch wraps them in and
+from NCCL's WARN lines (printed with NCCL_DEBUG=WARN or INFO).
+
+torch wraps every NCCL failure in one of a few result strings ("unhandled system error",
+"unhandled cuda error", "internal error", "remote process exited or there was a network
+error", "invalid usage"). Those name a class of failure, not its cause; the NCCL WARN
+lines next to them do. So the wrappers here are ``symptom_of`` the specific WARN rules and
+carry ``alternatives`` and ``decide`` steps for when the WARN lines are missing.
+
+Sources: NCCL result codes (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/api/
+types.html), NCCL troubleshooting (https://docs.nvidia.com/deeplearning/nccl/user-guide/
+docs/troubleshooting.html: /dev/shm in containers, PCI ACS and P2P), NCCL environment
+variables (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html), NCCL's
+shared-memory and socket code (NVIDIA/nccl src/misc/shmutils.cc, src/misc/socket.cc) and
+threads NVIDIA/nccl#210 (no socket interface), #199 (P2P hang under ACS), #342 and #328
+(shared memory), ray-project/ray_lightning#24 (CUDA IPC 217); torch's watchdog
+(torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, pytorch/pytorch#135352) and the
+collective fingerprint check (TORCH_DISTRIBUTED_DEBUG=DETAIL, https://pytorch.org/docs/
+stable/distributed.html#debugging-torch-distributed-applications).
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules.model import ANY_ERROR, Rule, rx
+from ddp_doctor.model import Code, Step
+
+NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+DEBUG = Step("Rerun with NCCL's own diagnosis; its WARN lines name the cause.",
+             command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,SHM,P2P torchrun ...")
+SHM = Step("Check the size of /dev/shm.", command="df -h /dev/shm")
+P2P_OFF = Step("Rule out GPU peer-to-peer transport.", command="NCCL_P2P_DISABLE=1 torchrun ...")
+TOPO = Step("Show how the GPUs connect (PIX/PXB/PHB/SYS/NV#).", command="nvidia-smi topo -m")
+IFACES = Step("List the network interfaces and pick the one the nodes share.",
+              command="ip -br addr")
+
+NCCL_SYSTEM = Code(
+    "LOG002", Category.NCCL_SHARED_MEMORY, "NCCL 'unhandled system error' (usually /dev/shm)",
+    what="NCCL failed a system call; in containers this is almost always its shared-memory "
+         "segment in a /dev/shm that is too small (Docker's default is 64 MB).",
+    why="Every multi-GPU job on this machine fails at its first collective.",
+    fix="Give the container more shared memory (docker run --shm-size=16g or --ipc=host; a "
+        "memory-backed emptyDir on /dev/shm in Kubernetes), or NCCL_SHM_DISABLE=1 as a "
+        "slower workaround.",
+    docs_url=NCCL_TROUBLE)
+NCCL_CUDA = Code(
+    "LOG003", Category.CUDA_INIT_FAILURE, "NCCL 'unhandled cuda error'",
+    what="A CUDA call inside NCCL failed: a device that cannot be used, peer access that "
+         "fails, or a CUDA error left behind by an earlier kernel.",
+    why="The collective, and so the training step, cannot complete.",
+    fix="Re-run with NCCL_DEBUG=INFO to see the CUDA error; run `ddp-doctor check` for the "
+        "device and peer-access findings; try NCCL_P2P_DISABLE=1.",
+    docs_url=NCCL_TROUBLE)
+NCCL_OTHER = Code(
+    "LOG004", Category.NCCL_NETWORK, "NCCL error between ranks",
+    what="NCCL reported an error (internal, remote or invalid usage) while the ranks "
+         "connected or communicated.",
+    why="The job cannot train while its ranks cannot communicate.",
+    fix="Re-run with NCCL_DEBUG=INFO; set NCCL_SOCKET_IFNAME to the interface the nodes "
+        "share, and try NCCL_IB_DISABLE=1 to rule out InfiniBand.",
+    docs_url=NCCL_TROUBLE)
+NCCL_SHM = Code(
+    "LOG042", Category.NCCL_SHARED_MEMORY, "NCCL cannot create its shared-memory segment",
+    what="NCCL could not create or grow its /dev/shm/nccl-* segment: /dev/shm is full or "
+         "too small (Docker's 64 MB default), or not writable.",
+    why="Ranks on one node cannot exchange data; the communicator fails to initialise.",
+    fix="docker run --ipc=host (or --shm-size=16g --ulimit memlock=-1); in Kubernetes mount "
+        "a memory-backed emptyDir on /dev/shm.",
+    docs_url=NCCL_TROUBLE)
+NCCL_SOCKET = Code(
+    "LOG043", Category.NCCL_NETWORK, "NCCL cannot reach the other ranks over the network",
+    what="NCCL found no usable network interface, or could not connect its sockets to "
+         "another rank: the wrong interface (docker0, a VPN, a link-local NIC), a firewall, "
+         "or a NCCL_SOCKET_IFNAME that names no interface.",
+    why="The communicator never forms; multi-node jobs fail or hang at start.",
+    fix="Set NCCL_SOCKET_IFNAME to the interface the nodes share (e.g. eth0, or '^docker,lo' "
+        "to exclude), and open the ports between nodes.",
+    docs_url=NCCL_ENV)
+NCCL_IB = Code(
+    "LOG044", Category.NCCL_NETWORK, "InfiniBand/RoCE transport failed in NCCL",
+    what="NCCL's IB verbs transport reported an error (a work completion error, a port "
+         "error, failed QP creation or memory registration): a link, subnet manager, GID or "
+         "memlock problem.",
+    why="Inter-node collectives fail or the job hangs.",
+    fix="Check the IB ports (`ibstat`), raise memlock (--ulimit memlock=-1), set "
+        "NCCL_IB_HCA / NCCL_IB_GID_INDEX; NCCL_IB_DISABLE=1 to fall back to sockets.",
+    docs_url=NCCL_ENV)
+NCCL_P2P = Code(
+    "LOG045", Category.NCCL_P2P, "GPU peer-to-peer (P2P/CUDA IPC) transport failed",
+    what="NCCL could not use direct GPU-to-GPU access: peer access unsupported between the "
+         "GPUs (consumer cards, VMs), CUDA IPC failing, or PCIe ACS/IOMMU redirecting "
+         "peer traffic.",
+    why="Collectives between GPUs of one node fail or hang.",
+    fix="Run with NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=NVL); disable ACS / IOMMU in the "
+        "BIOS (or iommu=pt) for a lasting fix.",
+    docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+             "#pci-access-control-services-acs")
+FIRST_HANG = Code(
+    "LOG046", Category.NCCL_P2P, "The very first collective timed out (likely P2P transport)",
+    what="A collective with sequence number 0-3 - the DDP constructor's broadcast or the first "
+         "barrier - never finished. When all ranks are alive, a peer-to-peer path that "
+         "hangs (PCIe ACS, IOMMU, consumer GPUs) is the commonest reason.",
+    why="Training never starts; the watchdog kills the job after the timeout.",
+    fix="Rerun with NCCL_P2P_DISABLE=1: if it now works, disable ACS/IOMMU or keep P2P off.",
+    docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+             "#pci-access-control-services-acs")
+WATCHDOG = Code(
+    "LOG047", Category.COLLECTIVE_TIMEOUT, "A collective timed out (watchdog)",
+    what="torch's NCCL watchdog saw a collective run longer than the process-group timeout: "
+         "one rank did not join it - it was slower (rank 0 alone evaluating, caching or "
+         "saving), it crashed, or the ranks called different collectives.",
+    why="The watchdog aborts the communicator and tears the job down.",
+    fix="Find the rank that did not reach the collective (its own error comes first); raise "
+        "init_process_group(timeout=...) for long rank-0-only work.",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#torch.distributed."
+             "init_process_group")
+ABORTED = Code(
+    "LOG048", Category.COLLECTIVE_TIMEOUT, "NCCL operations failed or the communicator was aborted",
+    what="torch tore down NCCL after an earlier failure or timeout on this or another rank.",
+    why="It is the consequence of the first failure, which is where the cause is.",
+    fix="Read the earliest error in the log, or the first failing rank's output.",
+    docs_url="https://pytorch.org/docs/stable/torch_nccl_environment_variables.html")
+PEER_GONE = Code(
+    "LOG049", Category.COLLECTIVE_TIMEOUT,
+    "A peer rank disappeared (connection reset, broken pipe)",
+    what="This rank lost its connection to another rank: the other process died or was "
+         "killed (often by the OOM killer) or the network dropped.",
+    why="The survivors fail too; their messages hide the first failure.",
+    fix="Find the first rank that failed (torchrun's 'Root Cause' section) and read its error; "
+        "check dmesg for the OOM killer.",
+    docs_url="https://pytorch.org/docs/stable/elastic/errors.html")
+NO_NCCL = Code(
+    "LOG050", Category.NCCL_UNAVAILABLE, "This PyTorch build has no NCCL",
+    what="torch was built without NCCL: native Windows and macOS builds, and CPU-only builds.",
+    why="backend='nccl' cannot work; multi-GPU training must use gloo or run under Linux/WSL2.",
+    fix="Use backend='gloo' on Windows (slower), or run on Linux/WSL2 with a CUDA build.",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#backends")
+DESYNC = Code(
+    "LOG051", Category.COLLECTIVE_TIMEOUT, "Ranks called different collectives (desynchronised)",
+    what="torch's collective check found the ranks in different collectives or with "
+         "different tensor shapes: code paths that differ by rank (a branch on rank, uneven "
+         "data so one rank runs an extra step).",
+    why="A desynchronised job hangs until the watchdog kills it.",
+    fix="Make every rank run the same collectives in the same order (same number of "
+        "batches per rank: DistributedSampler with drop_last, no rank-only collectives).",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-"
+             "applications")
+
+SHM_ROOTS = ("LOG042", "LOG008", "LOG040")
+NET_ROOTS = ("LOG043", "LOG044")
+
+RULES: tuple[Rule, ...] = (
+    Rule(NCCL_SHM, rx(r"error while creating shared memory segment",
+                      r"fail\w* to extend \S*/dev/shm",
+                      r"fail\w* to create shared memory file",
+                      r"posix_fallocate failed",
+                      r"shm_open failed",
+                      r"warn[^\n]*/dev/shm/nccl[^\n]*"),
+         ("error", "fail", "warn"),
+         (SHM, Step("Give the container more shared memory.",
+                    command="docker run --ipc=host --ulimit memlock=-1 ...")),
+         examples=(
+             "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-hBPyzf (size "
+             "9637888)",
+             "NCCL WARN Call to posix_fallocate failed : No space left on device",
+             "NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 9637892 bytes")),
+    Rule(NCCL_P2P, rx(r"cuda[^\n]*peer access is not supported between these two devices",
+                      r"warn[^\n]*cuda ipc",
+                      r"fail\w*[^\n]*cudaipc\w+",
+                      r"warn[^\n]*p2p[^\n]*fail",
+                      r"cuda error: peer mapping resources exhausted",
+                      r"cuda runtime error \(60\) : peer mapping resources exhausted",
+                      r"cuda failure \d* ?'peer mapping resources exhausted'",
+                      r"cuda_error_too_many_peers", r"cudaerrortoomanypeers"),
+         ("cuda", "warn", "fail"),
+         (P2P_OFF, TOPO),
+         examples=(
+             "transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
+             "is not supported between these two devices",
+             "RuntimeError: CUDA error: peer access is not supported between these two devices",
+             "NCCL WARN Cuda failure 'peer access is not supported between these two devices'",
+             "RuntimeError: cuda runtime error (60) : peer mapping resources exhausted at "
+             "/opt/conda/conda-bld/pytorch/work/aten/src/THC/THCGeneral.cpp:164"),
+         alternatives=("wsl_setup: WSL2 has no CUDA IPC between processes",),
+         decide=(P2P_OFF, Step("Is this WSL?", command="uname -r"))),
+    Rule(NCCL_SOCKET, rx(r"warn[^\n]*no socket interface found",
+                         r"warn[^\n]*no nccl_socket_ifname interface found",
+                         r"warn[^\n]*socket creation failed",
+                         r"warn[^\n]*connect to \S+ failed",
+                         r"warn[^\n]*(?:bootstrap|net/socket)[^\n]*(?:fail|error|unable|"
+                         r"no usable|refused|unreachable)",
+                         r"call to connect returned connection refused",
+                         r"nccl[^\n]*connection refused",
+                         r"warn[^\n]*neither af_inet"),
+         ("warn", "refused"),
+         (IFACES, Step("Name that interface for NCCL.",
+                       command="NCCL_SOCKET_IFNAME=eth0 torchrun ...")),
+         examples=(
+             "NCCL WARN Bootstrap : no socket interface found",
+             "include/socket.h:344 WARN Socket creation failed : Address family not supported "
+             "by protocol",
+             "NCCL WARN socketStartConnect: Connect to 10.0.0.2<43271> failed : No route to host",
+             "NCCL INFO Call to connect returned Connection refused, retrying"),
+         alternatives=("rendezvous_failure: when MASTER_ADDR itself is unreachable the ranks "
+                       "fail before NCCL starts",),
+         decide=(IFACES, DEBUG)),
+    Rule(NCCL_IB, rx(r"warn net/ib[^\n]*", r"warn[^\n]*ibv_\w+ failed",
+                     r"warn[^\n]*ib[^\n]*(?:port error|async event)"),
+         ("warn",),
+         (Step("Check the InfiniBand ports.", command="ibstat"),
+          Step("Fall back to sockets to confirm.", command="NCCL_IB_DISABLE=1 torchrun ...")),
+         examples=(
+             "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<55921> with status=12 "
+             "opcode=1 len=0 vendor err 129 (Send)",
+             "NCCL WARN NET/IB : mlx5_0:1 Got async event : port error",
+             "NCCL WARN Call to ibv_create_qp failed")),
+    Rule(NCCL_SYSTEM, rx(r"unhandled system error", r"ncclsystemerror", r"nccl error 2\b"),
+         ("error",),
+         (SHM, Step("Give the container more shared memory (or use --ipc=host).",
+                    command="docker run --shm-size=16g ..."), DEBUG),
+         examples=("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+                   "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version "
+                   "2.21.5",
+                   "ncclSystemError: System call (e.g. socket, malloc) or external library call "
+                   "failed or device error."),
+         symptom_of=(*SHM_ROOTS, *NET_ROOTS, "LOG045", "LOG020", "LOG006", "LOG038",
+                     "LOG048"),  # after "Some NCCL operations have failed": the peers left
+         alternatives=(
+             "nccl_network: no usable network interface or a blocked socket "
+             "(NCCL_SOCKET_IFNAME), mostly in multi-node jobs",
+             "wsl_setup: NCCL under WSL2, where IPC and shared memory are limited"),
+         decide=(SHM, DEBUG,
+                 Step("If it works without the shared-memory transport, /dev/shm is the cause.",
+                      command="NCCL_SHM_DISABLE=1 torchrun ..."))),
+    Rule(NCCL_CUDA, rx(r"unhandled cuda error", r"ncclunhandlederror", r"nccl error 1\b",
+                       r"ncclunhandledcudaerror"),
+         ("cuda", "error"),
+         (DEBUG, P2P_OFF),
+         examples=("NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL "
+                   "version 2.18.1",),
+         symptom_of=(ANY_ERROR,),
+         alternatives=(
+             "nccl_p2p: peer access or CUDA IPC between the GPUs fails",
+             "gpu_out_of_memory: NCCL could not allocate its buffers",
+             "hardware_fault: a GPU in a bad state"),
+         decide=(DEBUG, P2P_OFF, Step("How full are the GPUs?", command="nvidia-smi"))),
+    Rule(NCCL_OTHER, rx(r"nccl error", r"ncclinternalerror", r"ncclremoteerror",
+                        r"error[^\n]*remote process exited or there was a network error"),
+         ("error",),
+         (DEBUG, Step("Name the network interface the nodes share.",
+                      command="NCCL_SOCKET_IFNAME=eth0 torchrun ...")),
+         examples=("NCCL error in: ProcessGroupNCCL.cpp:1269, remote process exited or there was "
+                   "a network error",
+                   "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL."
+                   "cpp:1201, internal error, NCCL version 2.14.3"),
+         symptom_of=(ANY_ERROR,),
+         alternatives=("host_out_of_memory: 'remote process exited' is what survivors say when a "
+                       "peer died, most often killed by the OOM killer",),
+         decide=(DEBUG,)),
+    Rule(FIRST_HANG, rx(r"watchdog caught collective operation timeout: worknccl\(seqnum=[0-3],"
+                        # barrier() is a one-element all-reduce: rank 0 busy, not P2P
+                        r"(?![^\n]*optype=allreduce, numelin=1,)"),
+         ("time",),
+         (P2P_OFF, TOPO),
+         examples=("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+                   "OpType=BROADCAST, NumelIn=23514624, NumelOut=23514624, Timeout(ms)=600000) "
+                   "ran for 600087 milliseconds before timing out.",),
+         symptom_of=(ANY_ERROR,),
+         alternatives=(
+             "nccl_network: in multi-node jobs the first collective also hangs on a wrong "
+             "interface",
+             "collective_timeout: one rank never reached it (stuck in data loading or a "
+             "rank-0-only step)"),
+         decide=(P2P_OFF, TOPO, DEBUG)),
+    Rule(WATCHDOG, rx(r"watchdog caught collective operation timeout",
+                      r"caught collective operation timeout",
+                      r"timed out waiting \d+ms for (?:recv|send) operation",
+                      r"heartbeat monitor timed out",
+                      r"fail\w* to pass monitoredbarrier"),
+         ("time", "fail"),
+         (Step("Find the rank that did not join: its error, or its last progress line, comes "
+               "first."),
+          Step("For long rank-0-only work (evaluation, caching), raise the timeout in the "
+               "script: dist.init_process_group('nccl', "
+               "timeout=datetime.timedelta(hours=2)); better, let every rank do its share.")),
+         examples=("[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4211, "
+                   "OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for "
+                   "600083 milliseconds before timing out.",
+                   "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+                   "Timed out waiting 1800000ms for recv operation to complete"),
+         symptom_of=(ANY_ERROR, "LOG046"),
+         alternatives=("host_out_of_memory: a rank killed silently leaves the others waiting "
+                       "(look for exit code -9)",
+                       "nccl_p2p: a hang at the first collective"),
+         decide=(Step("Was a rank killed?",
+                      command="sudo dmesg -T | grep -i -E 'killed process|out of memory'"),
+                 Step("Dump what each rank was doing at the timeout.",
+                      command="TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
+                              "torchrun ..."))),
+    Rule(ABORTED, rx(r"some nccl operations have failed or timed out",
+                     r"error: nccl communicator was aborted",
+                     r"nccl communicator was aborted[^\n]*fail"),
+         ("time", "fail", "error"),
+         (Step("Read the earliest error in the log."),),
+         examples=("Some NCCL operations have failed or timed out. Due to the asynchronous "
+                   "nature of CUDA kernels, subsequent GPU operations might run on "
+                   "corrupted/incomplete data.",
+                   "RuntimeError: NCCL communicator was aborted on rank 1."),
+         symptom_of=(ANY_ERROR, "LOG046", "LOG047")),
+    Rule(PEER_GONE, rx(r"error[^\n]*connection reset by peer",
+                       r"error[^\n]*broken pipe",
+                       r"error[^\n]*connection closed by peer",
+                       r"error[^\n]*failed to recv, got 0 bytes",
+                       r"warn[^\n]*connection closed by remote peer"),
+         ("error", "warn"),
+         (Step("Find the first failing rank (torchrun's 'Root Cause' section)."),
+          Step("Was a rank killed?",
+               command="sudo dmesg -T | grep -i -E 'killed process|out of memory'")),
+         examples=(
+             "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+             "closed by peer [10.0.0.2]:40283",
+             "torch.distributed.DistNetworkError: Connection reset by peer",
+             "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was "
+             "likely closed. Did the remote server shutdown or crash?",
+             "NCCL WARN socketProgress: Connection closed by remote peer 10.10.1.3<36138>"),
+         symptom_of=(ANY_ERROR,),
+         alternatives=("host_out_of_memory: the peer was killed by the OOM killer",
+                       "nccl_network: the network between the nodes dropped"),
+         decide=(Step("Was a rank killed?",
+                      command="sudo dmesg -T | grep -i -E 'killed process|out of memory'"),)),
+    Rule(NO_NCCL, rx(r"error: distributed package doesn.t have nccl built in",
+                     r"error\W[^\n]*distributed package doesn.t have nccl"),
+         ("error",),
+         (Step("On Windows and macOS use the gloo backend in the script: "
+               "dist.init_process_group(backend='gloo') (Lightning: strategy='ddp' with "
+               "process_group_backend='gloo'); or train under Linux/WSL2 with NCCL."),),
+         examples=("RuntimeError: Distributed package doesn't have NCCL built in",
+                   'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")')),
+    Rule(DESYNC, rx(r"error: detected mismatch between collectives on ranks"),
+         ("error",),
+         (Step("Let torch check every collective's order and shape.",
+               command="TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ..."),),
+         examples=("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is "
+                   "running collective: CollectiveFingerPrint(SequenceNumber=23, "
+                   "OpType=ALLREDUCE, TensorShape=[3], TensorDtypes=Float, "
+                   "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda))",)),
+)

@@ -1,0 +1,223 @@
+"""Python packages that are missing or disagree: torch that will not import, a CPU-only
+build, torchvision built for another torch, NumPy's 1.x/2.x ABI break.
+
+Sources: torch's import errors and CPU-build assertion (pytorch/pytorch torch/__init__.py,
+torch/cuda/__init__.py ``_lazy_init``), torchvision's op registration
+(pytorch/vision torchvision/extension.py, pytorch/vision#1405, #8985), NumPy 2 migration
+(https://numpy.org/devdocs/numpy_2_0_migration_guide.html, pytorch/pytorch#107302),
+the NumPy 1.24 alias removal (https://numpy.org/devdocs/release/1.24.0-notes.html),
+Ultralytics' device selection (ultralytics/ultralytics ultralytics/utils/torch_utils.py
+``select_device``) and pip's resolver report
+(https://pip.pypa.io/en/stable/topics/dependency-resolution/).
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules.model import Rule, rx
+from ddp_doctor.model import Code, Severity, Step
+
+GET_STARTED = "https://pytorch.org/get-started/locally/"
+SHOW_TORCH = Step("Show what is installed and what CUDA torch was built for.",
+                  command='python -c "import torch, sys; print(sys.executable, torch.__version__, '
+                          'torch.version.cuda, torch.cuda.is_available())"')
+PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's CUDA "
+            "variant (the +cuXYZ suffix printed above; cu126 here is an example), or check "
+            "the pairs at https://github.com/pytorch/vision#installation.",
+            command="pip install --force-reinstall torch torchvision --index-url "
+                    "https://download.pytorch.org/whl/cu126")
+
+NO_TORCH = Code(
+    "LOG021", Category.TORCH_MISSING, "No module named 'torch'",
+    what="The interpreter that ran the job has no PyTorch: another venv or conda env, "
+         "another python than the one pip installed into, or torch._C missing because the "
+         "job ran from inside a PyTorch source tree.",
+    why="Nothing can train.",
+    fix="Activate the environment with torch, or install torch into this interpreter "
+        "(`python -m pip install torch`).",
+    docs_url=GET_STARTED)
+TORCH_IMPORT = Code(
+    "LOG022", Category.TORCH_MISSING,
+    "PyTorch fails to import (a shared library is missing or broken)",
+    what="Importing torch failed while loading its native libraries: a CUDA library it needs "
+         "(libcudart, libcublas, libcudnn, libnccl) was not found, or a symbol did not resolve "
+         "because another copy of a library on LD_LIBRARY_PATH shadows the one torch ships, "
+         "or the install is half finished.",
+    why="torch cannot be used at all in this environment.",
+    fix="Reinstall torch in a clean environment; unset LD_LIBRARY_PATH entries that point "
+        "at other CUDA/cuDNN/NCCL copies.",
+    docs_url=GET_STARTED)
+CPU_BUILD = Code(
+    "LOG023", Category.TORCH_CPU_ONLY, "Torch not compiled with CUDA enabled (CPU-only build)",
+    what="The installed torch is a CPU-only build (+cpu wheel, the default on Windows and "
+         "macOS pip, or a conda cpuonly package).",
+    why="It cannot use any GPU, however healthy the driver.",
+    fix="Install a CUDA build (pick the cuXXX index for your driver on pytorch.org).",
+    docs_url=GET_STARTED)
+NO_CUDA = Code(
+    "LOG024", Category.TORCH_CPU_ONLY, "torch.cuda.is_available() is False",
+    what="PyTorch found no usable GPU. The commonest reason in tickets is a CPU-only torch; "
+         "a missing or too-old driver and hidden GPUs give the same result.",
+    why="The job runs on the CPU or refuses to start.",
+    fix="Check torch.version.cuda (None = CPU build) and nvidia-smi; install a CUDA build "
+        "or fix the driver.",
+    docs_url=GET_STARTED)
+TV_MISMATCH = Code(
+    "LOG025", Category.PACKAGE_CONFLICT, "torchvision does not match torch",
+    what="torchvision's compiled operators (nms, roi_align), or another compiled extension "
+         "(detectron2, mmcv), could not load or register: it was built for another torch "
+         "version or for another CUDA/CPU variant.",
+    why="Detection models (YOLO, Faster R-CNN) fail at their first NMS.",
+    fix="Install torch and torchvision as a matching pair from the same index URL.",
+    docs_url="https://github.com/pytorch/vision#installation")
+NUMPY = Code(
+    "LOG026", Category.PACKAGE_CONFLICT, "NumPy version does not match the compiled packages",
+    what="A package compiled against NumPy 1.x runs under NumPy 2 (ABI break), or code uses "
+         "NumPy aliases removed in 1.24/2.0 (np.int, np.float, np.NaN).",
+    why="Imports fail, or torch cannot exchange arrays with NumPy.",
+    fix="pip install 'numpy<2' (or upgrade torch/ultralytics to releases built for NumPy 2).",
+    docs_url="https://numpy.org/devdocs/numpy_2_0_migration_guide.html")
+PKG_WARNING = Code(
+    "LOG027", Category.PACKAGE_CONFLICT, "Package versions reported as incompatible",
+    what="pip's resolver or a framework's own check reported packages that do not fit "
+         "together (for example torchvision built for another torch).",
+    why="It is the usual cause of later import or operator errors.",
+    fix="Install the pair the message names, or upgrade torch and torchvision together.",
+    severity=Severity.WARNING,
+    docs_url="https://pip.pypa.io/en/stable/topics/dependency-resolution/")
+
+RULES: tuple[Rule, ...] = (
+    Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)"),
+         ("no module named",),
+         (SHOW_TORCH, Step("Install torch into this interpreter.", url=GET_STARTED)),
+         examples=("ModuleNotFoundError: No module named 'torch'",
+                   "ModuleNotFoundError: No module named 'torch._C'",
+                   "/usr/bin/python3: No module named torch")),
+    Rule(TORCH_IMPORT, rx(r"error: \S*lib(?:cudart|cublas\w*|cudnn\w*|nccl|cusparse\w*|cufft\w*"
+                          r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
+                          r"\.so[.\d]*: cannot open shared object file",
+                          r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch|libc10)\S*: undefined "
+                          r"symbol",
+                          r"dll load fail\w* while importing _c\b",
+                          # a system libstdc++ older than the one torch was built against
+                          r"error: [^\n]*version .glibcxx_[\d.]+. not found[^\n]*torch",
+                          r"error loading \S*torch\\lib\\\S+\.dll"),
+         ("error", "fail"),
+         (SHOW_TORCH,
+          Step("Look for other CUDA/cuDNN/NCCL copies shadowing torch's own.",
+               command="echo $LD_LIBRARY_PATH"),
+          Step("Reinstall torch cleanly.", command="pip install --force-reinstall torch")),
+         examples=(
+             "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or "
+             "directory",
+             "OSError: libnccl.so.2: cannot open shared object file: No such file or directory",
+             "ImportError: /opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: "
+             "undefined symbol: ncclCommRegister",
+             "ImportError: DLL load failed while importing _C: The specified module could not "
+             "be found.",
+             'OSError: [WinError 126] The specified module could not be found. Error loading '
+             '"C:\\Python310\\lib\\site-packages\\torch\\lib\\c10.dll" or one of its '
+             'dependencies.'),
+         symptom_of=("LOG039",),
+         alternatives=("package_conflict: an nccl* undefined symbol means a second NCCL (an "
+                       "extra nvidia-nccl wheel or LD_LIBRARY_PATH) shadows torch's",),
+         decide=(Step("Which libraries does torch resolve?",
+                      command="ldd $(python -c 'import importlib.util,os;print(os.path."
+                              "dirname(importlib.util.find_spec(\"torch\").origin))')"
+                              "/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"),)),
+    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cuda",),
+         (SHOW_TORCH, Step("Install a CUDA build of torch.", url=GET_STARTED)),
+         examples=("AssertionError: Torch not compiled with CUDA enabled",)),
+    Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
+                     r"cuda unavailable, invalid device \S+ requested",
+                     r"error: processgroupnccl is only supported with gpus, no gpus found",
+                     r"torch\.cuda\.device_count\(\): 0\b"),
+         ("cuda", "error"),
+         (SHOW_TORCH, Step("See whether the driver sees GPUs.", command="nvidia-smi")),
+         examples=(
+             "torch.cuda.is_available(): False",
+             "AssertionError: CUDA unavailable, invalid device 0 requested",
+             "RuntimeError: Attempting to deserialize object on a CUDA device but "
+             "torch.cuda.is_available() is False. If you are running on a CPU-only machine, "
+             "please use torch.load with map_location=torch.device('cpu') to map your storages "
+             "to the CPU.",
+             "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"),
+         symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
+                     "LOG018", "LOG020", "LOG023", "LOG030"),
+         alternatives=(
+             "driver_missing: no driver loaded (nvidia-smi fails)",
+             "driver_too_old: the driver supports an older CUDA than torch.version.cuda",
+             "gpu_not_visible: CUDA_VISIBLE_DEVICES is empty or invalid",
+             "cuda_init_failure: the driver is there but CUDA cannot start"),
+         decide=(SHOW_TORCH, Step("Driver and GPUs?", command="nvidia-smi"),
+                 Step("Hidden GPUs?", command="echo \"$CUDA_VISIBLE_DEVICES\""))),
+    Rule(TV_MISMATCH, rx(r"error: operator torchvision::\w+ does not exist",
+                         r"error: no such operator torchvision::\w+",
+                         r"fail\w* to register operator torchvision::",
+                         r"error: could not run 'torchvision::\w+' with arguments from the "
+                         r"'cuda' backend",
+                         r"error: couldn.t load custom c\+\+ ops",
+                         r"error: \S*torchvision\S*: undefined symbol",
+                         r"detected that pytorch and torchvision were compiled with different "
+                         r"cuda (?:major )?versions"),
+         ("error", "fail", "cuda"),
+         (Step("Show both versions.",
+               command='python -c "import torch, torchvision; print(torch.__version__, '
+                       'torchvision.__version__)"'), PAIR),
+         examples=(
+             "RuntimeError: operator torchvision::nms does not exist",
+             "RuntimeError: No such operator torchvision::nms",
+             "NotImplementedError: Could not run 'torchvision::nms' with arguments from the "
+             "'CUDA' backend.",
+             "OSError: /usr/local/lib/python3.8/dist-packages/torchvision/_C.so: undefined "
+             "symbol: _ZN3c106detail19maybe_wrap_dim_slowEllb",
+             "RuntimeError: Detected that PyTorch and torchvision were compiled with different "
+             "CUDA versions. PyTorch has CUDA Version=11.8 and torchvision has CUDA "
+             "Version=12.1. Please reinstall the torchvision that matches your PyTorch "
+             "install.")),
+    Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z"),
+         ("error",),
+         (Step("Rebuild the extension against the installed torch (or install the wheel built "
+               "for it).", command="pip install --no-cache-dir --force-reinstall --no-binary "
+                                   ":all: PACKAGE"),),
+         examples=("ImportError: /envs/detect2/lib/python3.6/site-packages/detectron2/_C.cpython-"
+                   "36m-x86_64-linux-gnu.so: undefined symbol: "
+                   "_ZNK2at10TensorBase8data_ptrIdEEPT_v",),
+         symptom_of=("LOG022", "LOG033")),
+    Rule(NUMPY, rx(r"compiled using numpy 1\.x cannot be run in",
+                   r"fail\w* to initialize numpy",
+                   r"error: _array_api not found",
+                   r"numpy\.core\.multiarray failed to import",
+                   r"error: numpy is not available",
+                   r"error: numpy\.dtype size changed",
+                   r"error: module 'numpy' has no attribute '(?:int|float|bool|object|str|long"
+                   r"|complex)'",
+                   r"error: `?np\.\w+`? was removed in the numpy 2\.0 release"),
+         ("error", "fail", "numpy"),
+         (Step("Show the NumPy version.",
+               command='python -c "import numpy; print(numpy.__version__)"'),
+          Step("Go back to NumPy 1.x (or upgrade the packages built for 1.x).",
+               command="pip install 'numpy<2'")),
+         examples=(
+             "UserWarning: Failed to initialize NumPy: _ARRAY_API not found (Triggered "
+             "internally at ../torch/csrc/utils/tensor_numpy.cpp:84.)",
+             "RuntimeError: Numpy is not available",
+             "AttributeError: module 'numpy' has no attribute 'int'.",
+             "AttributeError: `np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` "
+             "instead.",
+             "ImportError: numpy.core.multiarray failed to import",
+             "A module that was compiled using NumPy 1.x cannot be run in")),
+    Rule(PKG_WARNING, rx(r"error: pip's dependency resolver does not currently take into account",
+                         r"warning\W[^\n]*torchvision==\S+ is incompatible with torch==",
+                         r"fail\w* to load image python extension"),
+         ("error", "warn", "fail"),
+         (PAIR,),
+         examples=(
+             "ERROR: pip's dependency resolver does not currently take into account all the "
+             "packages that are installed. This behaviour is the source of the following "
+             "dependency conflicts.",
+             "WARNING ⚠️ torchvision==0.16 is incompatible with torch==2.3.",
+             "UserWarning: Failed to load image Python extension: '/usr/lib/python3/"
+             "site-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperators"
+             "D1Ev'")),
+)

@@ -1,0 +1,249 @@
+"""The one data model every part of ddp-doctor speaks.
+
+Checks produce ``Finding`` objects, the runner wraps them into ``CheckResult`` objects,
+and the renderers turn a ``Report`` into text. Keeping these plain, immutable and
+serialisable is what lets a report be rendered five ways from one run, saved, and
+compared in golden-file tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from ddp_doctor.categories import Category
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class Severity(str, Enum):
+    """How much a finding matters for starting a multi-GPU job."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class Status(str, Enum):
+    """Outcome of one check, derived by the runner (never set by a check itself)."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Code:
+    """A stable finding code and the explanation ``ddp-doctor explain`` prints.
+
+    The category belongs to the code, not to the finding, so the two can never drift
+    apart. ``what``/``why``/``fix`` are the fixed sections of the explanation.
+    """
+
+    id: str
+    category: Category
+    summary: str
+    what: str
+    why: str
+    fix: str
+    severity: Severity = Severity.ERROR
+    docs_url: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.id,
+            "category": self.category.value,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "what": self.what,
+            "why": self.why,
+            "fix": self.fix,
+            "docs_url": self.docs_url,
+        }
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One observed fact that supports a finding, with where it was observed."""
+
+    label: str
+    value: str
+    source: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"label": self.label, "value": self.value, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One remediation step: what to do, and the exact command where one exists."""
+
+    text: str
+    command: str | None = None
+    url: str | None = None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"text": self.text, "command": self.command, "url": self.url}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A problem (or notable fact) found by a check, with proof and a way out."""
+
+    code: Code
+    title: str
+    evidence: tuple[Evidence, ...] = ()
+    remediation: tuple[Step, ...] = ()
+    severity: Severity | None = None
+    affects: tuple[str, ...] = ()
+    docs_url: str | None = None
+    ignored: str | None = None  # the policy's reason: still shown, no longer judged
+
+    @property
+    def category(self) -> Category:
+        return self.code.category
+
+    @property
+    def effective_severity(self) -> Severity:
+        return self.severity or self.code.severity
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code.id,
+            "category": self.category.value,
+            "severity": self.effective_severity.value,
+            "title": self.title,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "remediation": [s.to_dict() for s in self.remediation],
+            "affects": list(self.affects),
+            "docs_url": self.docs_url or self.code.docs_url,
+            **({"ignored": self.ignored} if self.ignored is not None else {}),
+        }
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one check concluded: its derived status, findings and timing."""
+
+    check_id: str
+    title: str
+    area: str
+    status: Status
+    summary: str
+    findings: tuple[Finding, ...] = ()
+    skip_reason: str | None = None
+    error: str | None = None
+    duration_s: float = 0.0
+    command: str | None = None  # a command to copy, from the check's Summary
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.check_id,
+            "title": self.title,
+            "area": self.area,
+            "status": self.status.value,
+            "summary": self.summary,
+            "command": self.command,
+            "skip_reason": self.skip_reason,
+            "error": self.error,
+            "duration_s": round(self.duration_s, 4),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything one run concluded; the single input of every renderer."""
+
+    tool_version: str
+    created_at: str
+    results: tuple[CheckResult, ...]
+    facts_source: str = "live"
+    environment: dict[str, Any] = field(default_factory=dict)
+    probe_errors: dict[str, str] = field(default_factory=dict)
+    smoke: dict[str, Any] | None = None  # the smoke-training job's results, when it ran
+    # Set by a CI policy file (policy.py): where it came from, and which warnings fail the
+    # run like errors do (True: all of them; a tuple: those codes).
+    policy_file: str | None = None
+    fail_on_warnings: bool | tuple[str, ...] = False
+
+    @property
+    def findings(self) -> list[Finding]:
+        """All findings, root causes first: errors before warnings, in check order; those a
+        policy ignores come last."""
+        found = [f for r in self.results for f in r.findings]
+        return sorted(found, key=lambda f: (f.ignored is not None, -f.effective_severity.rank))
+
+    def count(self, status: Status) -> int:
+        return sum(1 for r in self.results if r.status is status)
+
+    def is_problem(self, finding: Finding, strict: bool = False) -> bool:
+        """Whether this finding makes the run fail: an error, or a warning under --strict or
+        the policy's ``fail-on-warnings``; never a finding the policy ignores."""
+        if finding.ignored is not None:
+            return False
+        severity = finding.effective_severity
+        if severity is Severity.ERROR:
+            return True
+        if severity is not Severity.WARNING:
+            return False
+        fail = self.fail_on_warnings
+        return strict or fail is True or (isinstance(fail, tuple) and finding.code.id in fail)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """0 ready, 1 problems found, 3 the doctor itself failed (a check crashed).
+
+        Problems outrank a crashed check: a user with a missing driver needs to hear
+        about the driver first. Findings a policy ignores never count; warnings count
+        under --strict or the policy's ``fail-on-warnings``.
+        """
+        judged = [f for f in self.findings if f.ignored is None]
+        if any(f.effective_severity is Severity.ERROR for f in judged):
+            return 1
+        if self.count(Status.ERROR):
+            return 3
+        if any(self.is_problem(f, strict) for f in judged):
+            return 1
+        return 0
+
+    def verdict(self, strict: bool = False) -> str:
+        return {0: "ready", 1: "problems found", 3: "doctor error"}[self.exit_code(strict)]
+
+    def to_dict(self, strict: bool = False) -> dict[str, Any]:
+        data = {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "tool": "ddp-doctor",
+            "tool_version": self.tool_version,
+            "created_at": self.created_at,
+            "facts_source": self.facts_source,
+            "verdict": self.verdict(strict),
+            "exit_code": self.exit_code(strict),
+            "counts": {s.value: self.count(s) for s in Status},
+            "environment": self.environment,
+            "probe_errors": self.probe_errors,
+            "findings": [f.to_dict() for f in self.findings],
+            "checks": [r.to_dict() for r in self.results],
+        }
+        if self.smoke is not None:
+            data["smoke"] = self.smoke
+        if self.policy_file is not None:
+            fail = self.fail_on_warnings
+            data["policy"] = {"file": self.policy_file,
+                              "fail_on_warnings": list(fail) if isinstance(fail, tuple) else fail}
+        return data

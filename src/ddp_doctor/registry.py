@@ -1,0 +1,174 @@
+"""Declaring checks and discovering them.
+
+A check is a plain function of the gathered facts, declared with ``@check`` together
+with the facts it needs and the codes it may emit. Built-in checks are an explicit,
+ordered tuple of modules (``ddp_doctor.checks.BUILTIN_MODULES``); third-party checks
+register a module under the entry-point group ``ddp_doctor.checks.v1``. Both go through
+the same loader, and a module that fails to import becomes a recorded failure rather
+than a crash, so one broken plugin never hides the rest of the report.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+from ddp_doctor.model import Code, Finding
+
+if TYPE_CHECKING:
+    from ddp_doctor.facts.snapshot import Facts
+
+ENTRY_POINT_GROUP = "ddp_doctor.checks.v1"
+_SPEC_ATTR = "__ddp_doctor_check__"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A one-line account of what a check saw, shown beside its status glyph.
+
+    ``command`` is a shell command the user will want to copy (the launch command for this
+    machine): renderers show it whole on its own line instead of wrapping it into the text.
+    """
+
+    text: str
+    command: str | None = None
+
+
+CheckOutput = Iterable[Union[Finding, Summary]]
+CheckFunc = Callable[["Facts"], CheckOutput]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """Everything the runner needs to know about one check."""
+
+    id: str
+    title: str
+    area: str
+    func: CheckFunc
+    requires: tuple[str, ...] = ()
+    codes: tuple[Code, ...] = ()
+    blocked_by: tuple[str, ...] = ()
+    plugin: str = "builtin"  # "builtin MODULE" or "NAME (MODULE)" for an entry point
+
+    @property
+    def code_ids(self) -> frozenset[str]:
+        return frozenset(c.id for c in self.codes)
+
+
+def check(
+    *,
+    id: str,
+    title: str,
+    area: str,
+    requires: Iterable[str] = (),
+    codes: Iterable[Code] = (),
+    blocked_by: Iterable[str] = (),
+) -> Callable[[CheckFunc], CheckFunc]:
+    """Declare ``func`` as a check.
+
+    ``requires`` names facts (``"nvml"``, ``"torch"``, ...); the check is skipped when
+    one is unavailable. ``blocked_by`` names other checks; when one of them did not
+    pass, this check is skipped with "blocked by CODE" instead of piling a second red
+    line on the same root cause.
+    """
+
+    def decorate(func: CheckFunc) -> CheckFunc:
+        spec = CheckSpec(
+            id=id,
+            title=title,
+            area=area,
+            func=func,
+            requires=tuple(requires),
+            codes=tuple(codes),
+            blocked_by=tuple(blocked_by),
+        )
+        setattr(func, _SPEC_ATTR, spec)
+        return func
+
+    return decorate
+
+
+def specs_in_module(module: ModuleType, plugin: str) -> list[CheckSpec]:
+    """The checks a module declares, in the order they are defined."""
+    found = []
+    for value in vars(module).values():
+        spec = getattr(value, _SPEC_ATTR, None)
+        if isinstance(spec, CheckSpec) and getattr(value, "__module__", None) == module.__name__:
+            found.append(CheckSpec(**{**spec.__dict__, "plugin": plugin}))
+    return found
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that could not be loaded, kept so the report can show it."""
+
+    plugin: str
+    error: str
+
+
+@dataclass
+class Catalogue:
+    """The loaded checks, in run order, and the plugins that failed to load."""
+
+    specs: list[CheckSpec] = field(default_factory=list)
+    failures: list[PluginFailure] = field(default_factory=list)
+
+    def codes(self) -> dict[str, Code]:
+        """Every code any loaded check may emit, by id."""
+        return {c.id: c for s in self.specs for c in s.codes}
+
+    def add_module(self, plugin: str, load: Callable[[], Any]) -> None:
+        """Load one plugin module and add its checks; record any failure instead of raising."""
+        try:
+            module = load()
+            if not isinstance(module, ModuleType):
+                raise TypeError(f"entry point must name a module, got {type(module).__name__}")
+            specs = specs_in_module(module, plugin)
+            if not specs:
+                raise ValueError(f"module {module.__name__} declares no @check functions")
+        except Exception:
+            self.failures.append(PluginFailure(plugin, traceback.format_exc(limit=6)))
+            return
+        known_ids = {s.id for s in self.specs}
+        known_codes = self.codes()
+        for spec in specs:
+            clash = [c.id for c in spec.codes if c.id in known_codes and known_codes[c.id] != c]
+            if spec.id in known_ids or clash:
+                what = f"check id {spec.id!r}" if spec.id in known_ids else f"codes {clash}"
+                self.failures.append(PluginFailure(plugin, f"{what} already defined; ignored"))
+                continue
+            self.specs.append(spec)
+            known_ids.add(spec.id)
+            known_codes.update({c.id: c for c in spec.codes})
+
+
+def load_catalogue(
+    builtin_modules: Iterable[str] | None = None,
+    entry_points: Iterable[metadata.EntryPoint] | None = None,
+) -> Catalogue:
+    """Load the built-in checks, then third-party plugins, through one loader."""
+    if builtin_modules is None:
+        from ddp_doctor.checks import BUILTIN_MODULES
+
+        builtin_modules = BUILTIN_MODULES
+    if entry_points is None:
+        entry_points = _entry_points()
+    catalogue = Catalogue()
+    for name in builtin_modules:
+        catalogue.add_module(f"builtin {name}", lambda name=name: importlib.import_module(name))
+    for ep in entry_points:
+        catalogue.add_module(f"{ep.name} ({ep.value})", ep.load)
+    return catalogue
+
+
+def _entry_points() -> list[metadata.EntryPoint]:
+    eps = metadata.entry_points()
+    if hasattr(eps, "select"):
+        return list(eps.select(group=ENTRY_POINT_GROUP))
+    return list(eps.get(ENTRY_POINT_GROUP, []))  # Python < 3.10

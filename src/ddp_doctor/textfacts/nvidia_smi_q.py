@@ -1,0 +1,215 @@
+"""``nvidia-smi -q``: the full per-GPU report, read into the ``nvml`` fact.
+
+The text is nested ``Key : value`` lines whose indentation gives the sections ("ECC
+Errors" > "Volatile" > "DRAM Uncorrectable"); each value is one NVML query
+(https://docs.nvidia.com/deploy/nvidia-smi/index.html). What the checks need from it:
+
+- ECC mode and uncorrectable counts: R470-era "Double Bit / Total" per Volatile/Aggregate
+  block, Ampere-era "DRAM Uncorrectable" and "SRAM Uncorrectable[ Parity| SEC-DED]";
+- "Retired Pages / Pending Page Blacklist" (pre-Ampere page retirement waiting for a reset,
+  https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html);
+- "Remapped Rows" (Ampere+: Correctable/Uncorrectable Error, Pending, Remapping Failure
+  Occurred), "N/A" on older GPUs; the stas00/ml-engineering capture after an Xid 63 has
+  "Pending: Yes";
+- "Fabric / State" on NVSwitch boards ("In Progress" until Fabric Manager registers the GPU);
+- name, UUID, bus id, memory, MIG, compute and persistence mode, and "Processes : None".
+
+The section starts at the "Driver Version" line (the "NVSMI LOG" banner and Timestamp
+before it carry nothing); pastes are often excerpts ("[...]" where the author cut), so a
+missing block is simply unknown. ``nvidia-smi -q -i N`` shows one GPU without its index;
+the GPU's index is then its "Minor Number" where shown, else its position in the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ddp_doctor.textfacts.parsed import MIB, Parsed, known, normalize_line, to_int, yes_no
+
+Path = tuple[str, ...]
+_KEY_VALUE = re.compile(r"^(.*?\S)\s*:\s*(.*?)\s*$")
+_GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+START = re.compile(r"^Driver Version\s*:\s*\S", re.IGNORECASE)
+MAX_LINES = 20000  # 8 GPUs of a recent driver are about 2,500 lines
+_COMPUTE_MODES = {"default": "Default", "exclusive_process": "Exclusive_Process",
+                  "exclusive_thread": "Exclusive_Thread", "prohibited": "Prohibited"}
+_FABRIC = {"not started": "not_started", "in progress": "in_progress",
+           "completed": "completed"}
+
+
+def _tree(lines: Sequence[str]) -> tuple[dict[str, str], list[dict[Path, str]]]:
+    """Top-level values and, per GPU block, every value by its section path."""
+    system: dict[str, str] = {}
+    gpus: list[dict[Path, str]] = []
+    gpu: dict[Path, str] | None = None
+    sections: list[tuple[int, str]] = []
+    for raw in lines[:MAX_LINES]:
+        line = normalize_line(raw)
+        stripped = line.strip()
+        if not stripped or stripped.startswith("====") or stripped == "[...]":
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        match = _KEY_VALUE.match(stripped)
+        if indent == 0:
+            sections.clear()
+            header = _GPU_HEADER.match(stripped)
+            if header:
+                gpu = {("Bus Id",): header.group(1)}
+                gpus.append(gpu)
+            elif match and not gpus:
+                system[match.group(1)] = match.group(2)
+            elif match or gpus:
+                break  # something after the report
+            continue
+        if gpu is None:
+            break  # indented text before any GPU block: not -q output
+        if match and match.group(2):
+            gpu[(*(name for _, name in sections), match.group(1))] = match.group(2)
+        else:
+            sections.append((indent, stripped.rstrip(":").strip()))
+    return system, gpus
+
+
+def parse(lines: Sequence[str]) -> Parsed | None:
+    """Read a report whose "Driver Version" line is LINES[0]; None without a GPU block."""
+    if not lines or not START.match(normalize_line(lines[0]).strip()):
+        return None
+    system, blocks = _tree(lines)
+    if not blocks:
+        return None
+    gpus = [_gpu(block, position) for position, block in enumerate(blocks)]
+    driver = known(system.get("Driver Version"))
+    cuda = known(system.get("CUDA Version"))
+    nvml: dict[str, Any] = {"initialized": True, "error": None, "gpus": gpus}
+    if driver:
+        nvml["driver_version"] = driver
+    if cuda and re.fullmatch(r"\d+\.\d+", cuda):
+        nvml["cuda_driver_version"] = cuda
+    attached = to_int(system.get("Attached GPUs"))
+    out = Parsed(kind="nvidia_smi_q")
+    out.facts["nvml"] = nvml
+    problems = [f"GPU {g['index']}: {p}" for g in gpus for p in _problems(g)]
+    out.summary = (f"nvidia-smi -q: driver {driver}, {len(gpus)} GPU(s) shown"
+                   + (f" of {attached} attached" if attached and attached != len(gpus) else "")
+                   + (" (" + "; ".join(problems) + ")" if problems else ""))
+    return out
+
+
+def _get(block: dict[Path, str], *path: str) -> str | None:
+    return known(block.get(path))
+
+
+def _find(block: dict[Path, str], *names: str) -> str | None:
+    """A value at any depth whose path ends with NAMES."""
+    for path, value in block.items():
+        if path[-len(names):] == names:
+            return known(value)
+    return None
+
+
+def _mib(value: str | None) -> int | None:
+    number = to_int(value)
+    return number * MIB if number is not None and "MiB" in (value or "") else None
+
+
+def _gpu(block: dict[Path, str], position: int) -> dict[str, Any]:
+    minor = to_int(_get(block, "Minor Number"))
+    gpu: dict[str, Any] = {
+        "index": minor if minor is not None else position,
+        "name": _get(block, "Product Name"),
+        "uuid": _get(block, "GPU UUID"),
+        "pci_bus_id": _get(block, "Bus Id"),
+        "memory_total": _mib(_get(block, "FB Memory Usage", "Total")),
+        "memory_used": _mib(_get(block, "FB Memory Usage", "Used")),
+        "persistence_mode": yes_no(_get(block, "Persistence Mode")),
+    }
+    mig = yes_no(_get(block, "MIG Mode", "Current"))
+    if mig is not None:
+        gpu["mig_mode"] = {"current": int(mig),
+                           "pending": _int_or_none(yes_no(_get(block, "MIG Mode", "Pending")))}
+    mode = _get(block, "Compute Mode")
+    if mode:
+        gpu["compute_mode"] = _COMPUTE_MODES.get(mode.lower(), mode)
+    ecc = _ecc(block)
+    if ecc is not None:
+        gpu["ecc"] = ecc
+    pending = yes_no(_get(block, "Retired Pages", "Pending Page Blacklist")
+                     or _get(block, "Retired Pages", "Pending"))
+    if pending is not None:
+        gpu["retired_pages_pending"] = pending
+    rows = _remapped_rows(block)
+    if rows is not None:
+        gpu["remapped_rows"] = rows
+    fabric = _FABRIC.get((_get(block, "Fabric", "State") or "").lower())
+    if fabric:
+        gpu["fabric"] = {"state": fabric}
+    processes = _processes(block)
+    if processes is not None:
+        gpu["processes"] = processes
+    return {k: v for k, v in gpu.items() if v is not None}
+
+
+def _int_or_none(value: bool | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _uncorrected(block: dict[Path, str], scope: str) -> int | None:
+    """Uncorrectable errors in the Volatile or Aggregate block, summed over its locations."""
+    total, seen = 0, False
+    for path, value in block.items():
+        if len(path) < 3 or path[0] != "ECC Errors" or path[1] != scope:
+            continue
+        name = " ".join(path[2:]).lower()
+        counts = (name == "double bit total" or
+                  ("uncorrectable" in name and "sources" not in name))
+        number = to_int(known(value))
+        if counts and number is not None:
+            total, seen = total + number, True
+    return total if seen else None
+
+
+def _ecc(block: dict[Path, str]) -> dict[str, Any] | None:
+    enabled = yes_no(_get(block, "Ecc Mode", "Current") or _get(block, "ECC Mode", "Current"))
+    volatile = _uncorrected(block, "Volatile")
+    aggregate = _uncorrected(block, "Aggregate")
+    if enabled is None and volatile is None and aggregate is None:
+        return None  # neither the mode nor a count was pasted
+    return {"enabled": enabled, "volatile_uncorrected": volatile,
+            "aggregate_uncorrected": aggregate}
+
+
+def _remapped_rows(block: dict[Path, str]) -> dict[str, Any] | None:
+    pending = yes_no(_get(block, "Remapped Rows", "Pending"))
+    if pending is None:
+        return None  # "Remapped Rows : N/A" (pre-Ampere) or not pasted
+    return {"correctable": to_int(_get(block, "Remapped Rows", "Correctable Error")),
+            "uncorrectable": to_int(_get(block, "Remapped Rows", "Uncorrectable Error")),
+            "pending": pending,
+            "failure": bool(yes_no(_get(block, "Remapped Rows", "Remapping Failure Occurred")))}
+
+
+def _processes(block: dict[Path, str]) -> list[dict[str, Any]] | None:
+    """[] for "Processes : None"; a listed process table is not read (unknown, None)."""
+    if (block.get(("Processes",)) or "").strip().lower() == "none":
+        return []
+    return None
+
+
+def _problems(gpu: dict[str, Any]) -> list[str]:
+    problems = []
+    if (gpu.get("remapped_rows") or {}).get("pending"):
+        problems.append("remapped rows pending")
+    if (gpu.get("remapped_rows") or {}).get("failure"):
+        problems.append("row remapping failed")
+    if gpu.get("retired_pages_pending"):
+        problems.append("retired pages pending")
+    ecc = gpu.get("ecc") or {}
+    if ecc.get("volatile_uncorrected") or ecc.get("aggregate_uncorrected"):
+        problems.append("uncorrectable ECC errors")
+    if (gpu.get("fabric") or {}).get("state") in ("not_started", "in_progress"):
+        problems.append(f"fabric {gpu['fabric']['state'].replace('_', ' ')}")
+    return problems
