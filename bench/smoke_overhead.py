@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from ddp_doctor.smoke_launch import free_port
+from ddp_doctor.smoke.launch import free_port
 
 
 def bare_torchrun(args: argparse.Namespace, env: dict[str, str]) -> float:

@@ -34,9 +34,9 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from .collectives import checked_all_reduce, measure_all_reduce
 from .data import SyntheticDetection, collate
+from .detector import build_model, build_optimizer, parameter_fingerprint
 from .events import EventWriter, event_path, stderr_path
 from .loss import DetectionLoss
-from .model import build_model, build_optimizer, parameter_fingerprint
 
 NUM_CLASSES = 4
 # A small fixed data set seen again and again: a working setup must memorise it, so the

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ddp_doctor import __version__
-from ddp_doctor.codes_doc import all_codes, render_code_text
+from ddp_doctor.codes import all_codes, render_code_text
 from ddp_doctor.facts.plan import apply_plan, make_plan
 from ddp_doctor.facts.snapshot import (
     Facts,
@@ -33,7 +33,7 @@ from ddp_doctor.model import Report
 from ddp_doctor.registry import Catalogue, load_catalogue
 
 if TYPE_CHECKING:
-    from ddp_doctor.smoke_launch import SmokeOptions
+    from ddp_doctor.smoke.launch import SmokeOptions
 
 EXIT_READY, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -310,8 +310,8 @@ def smoke(
     With a policy file, its smoke requirements (all-reduce bandwidth, scaling efficiency)
     are judged here too; the machine requirements are judged by `check` and `doctor`.
     """
-    from ddp_doctor.smoke import SmokeUsageError, run_smoke
-    from ddp_doctor.smoke_launch import OptionsError, SmokeOptions, check_options, node_layout
+    from ddp_doctor.smoke.launch import OptionsError, SmokeOptions, check_options, node_layout
+    from ddp_doctor.smoke.run import SmokeUsageError, run_smoke
 
     render_options = RunOptions(json_out, markdown_out, verbose=verbose, junit_out=junit_out,
                                 bundle_out=bundle_out, force=force, anonymize=anonymize,
@@ -337,8 +337,8 @@ def smoke(
             check_options(options)
             node_layout(options, dict(os.environ))
             if python:
-                from ddp_doctor.facts.env import RealEnv
                 from ddp_doctor.facts.interpreter import InterpreterError, validate_interpreter
+                from ddp_doctor.facts.seam import RealEnv
 
                 try:
                     target = validate_interpreter(RealEnv(), python)
@@ -352,7 +352,7 @@ def smoke(
             raise UsageError(str(exc)) from None
         report = _smoke_report(result, target)
         if policy is not None:
-            from ddp_doctor.policy import apply_policy
+            from ddp_doctor.policy.load import apply_policy
 
             report = apply_policy(report, policy, None)
         render_options.smoke_dir = result.kept_run_dir
@@ -376,8 +376,8 @@ def _smoke_policy(options: RunOptions) -> object:
 
 def _sync_bn_device(options: SmokeOptions) -> SmokeOptions:
     """--sync-bn with --device auto: CUDA when torch sees GPUs, else a usage error."""
-    from ddp_doctor.smoke import resolve_device
-    from ddp_doctor.smoke_launch import check_options
+    from ddp_doctor.smoke.launch import check_options
+    from ddp_doctor.smoke.run import resolve_device
 
     resolved = resolve_device(options)
     if isinstance(resolved, tuple):
@@ -397,7 +397,7 @@ def _smoke_report(result: object, python: str) -> Report:
 
 
 def _render_smoke(report: Report, options: RunOptions) -> None:
-    from ddp_doctor.render.smoke import render_smoke_console
+    from ddp_doctor.report.smoke import render_smoke_console
 
     _render(report, options, None, console_renderer=render_smoke_console)
 
@@ -452,7 +452,7 @@ def _check_output_path(value: Optional[str], option: str) -> None:
 
 def _check_bundle_path(value: str, force: bool) -> None:
     """A bundle path must name an archive kind, a real directory, and no file unless --force."""
-    from ddp_doctor.bundle_archive import archive_kind
+    from ddp_doctor.bundle.archive import archive_kind
 
     if archive_kind(Path(value)) is None:
         raise UsageError(f"--bundle {value}: name a .zip or .tar.gz file")
@@ -485,7 +485,7 @@ def _validate(options: RunOptions) -> None:
 
 def _load_policy(options: RunOptions) -> object:
     """The CI policy (--config, or the nearest ddp-doctor.toml / pyproject.toml), or None."""
-    from ddp_doctor.policy import PolicyError, find_policy
+    from ddp_doctor.policy.load import PolicyError, find_policy
 
     try:
         return find_policy(options.config_file, Path.cwd())
@@ -519,9 +519,9 @@ def _gather_or_load(options: RunOptions) -> tuple[Facts, str]:
             return load_facts(options.facts_file), str(options.facts_file)
         except FactsFileError as exc:
             raise UsageError(str(exc)) from None
-    from ddp_doctor.facts.env import RealEnv
     from ddp_doctor.facts.gather import GatherOptions, gather
     from ddp_doctor.facts.interpreter import InterpreterError, validate_interpreter
+    from ddp_doctor.facts.seam import RealEnv
 
     env = RealEnv()
     python = sys.executable
@@ -554,10 +554,10 @@ def _render(report: Report, options: RunOptions, facts: Optional[Facts] = None,
     renderer sees it, so the console, --json, --markdown, --junit, the GitHub annotations
     and the --bundle cannot disagree or leak.
     """
-    from ddp_doctor.redact import Redactor
-    from ddp_doctor.render.console import render_console
-    from ddp_doctor.render.json import render_json
-    from ddp_doctor.render.markdown import render_markdown
+    from ddp_doctor.redact.secrets import Redactor
+    from ddp_doctor.report.console import render_console
+    from ddp_doctor.report.json import render_json
+    from ddp_doctor.report.markdown import render_markdown
 
     redactor = Redactor.for_run(facts, anonymize=options.anonymize)
     # The smoke files' real place: --anonymize may rewrite the path in the Report.
@@ -568,18 +568,18 @@ def _render(report: Report, options: RunOptions, facts: Optional[Facts] = None,
     if options.markdown_out:
         _write(options.markdown_out, render_markdown(report, options.strict), "--markdown")
     if options.junit_out:
-        from ddp_doctor.render.junit import render_junit
+        from ddp_doctor.report.junit import render_junit
 
         _write(options.junit_out, render_junit(report, options.strict), "--junit")
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from ddp_doctor.ci import emit_github
+        from ddp_doctor.report.github import emit_github
 
         # A report on stdout stays parseable: the annotations go to stderr, which the
-        # runner also reads for workflow commands (see ddp_doctor.ci, docs/ci.md).
+        # runner also reads for workflow commands (see ddp_doctor.report.github, docs/ci.md).
         to_stdout = "-" in (options.json_out, options.markdown_out, options.junit_out)
         emit_github(report, options.strict, out=sys.stderr if to_stdout else None)
     if options.bundle_out:
-        from ddp_doctor.bundle import BundleError, write_bundle
+        from ddp_doctor.bundle.write import BundleError, write_bundle
 
         try:
             write_bundle(Path(options.bundle_out), report, facts, redactor, force=options.force,
@@ -605,7 +605,7 @@ def _run(options: RunOptions) -> None:
         apply_plan(facts, make_plan(**_plan_numbers(options)))
         if options.save_facts_file is not None:
             try:
-                from ddp_doctor.redact import Redactor
+                from ddp_doctor.redact.secrets import Redactor
 
                 save_facts(facts, options.save_facts_file,
                            Redactor.for_run(facts, anonymize=options.anonymize))
@@ -617,7 +617,7 @@ def _run(options: RunOptions) -> None:
             report = _with_smoke(report, facts, options,
                                  scaling=getattr(policy, "wants_scaling", False))
         if policy is not None:
-            from ddp_doctor.policy import apply_policy
+            from ddp_doctor.policy.load import apply_policy
 
             report = apply_policy(report, policy, facts)
         _render(report, options, facts)
@@ -642,7 +642,7 @@ def _progress(options_json: Optional[str], options_md: Optional[str]):
     """Live per-rank bars on the terminal, unless a report goes to stdout."""
     if "-" in (options_json, options_md):
         return None
-    from ddp_doctor.render.smoke import RichProgress
+    from ddp_doctor.report.smoke import RichProgress
 
     console = Console(highlight=False)
     return RichProgress(console) if console.is_terminal else None
@@ -652,9 +652,9 @@ def _with_smoke(report: Report, facts: Facts, options: RunOptions,
                 scaling: bool = False) -> Report:
     """The checks' report plus the smoke job (or the reason it was skipped); with
     ``scaling`` (a policy's min-scaling-efficiency) also on 1 rank, for the efficiency."""
-    from ddp_doctor.smoke import SmokeUsageError, run_smoke, skipped
-    from ddp_doctor.smoke_launch import OptionsError, SmokeOptions
-    from ddp_doctor.smoke_plan import plan_smoke
+    from ddp_doctor.smoke.launch import OptionsError, SmokeOptions
+    from ddp_doctor.smoke.plan import plan_smoke
+    from ddp_doctor.smoke.run import SmokeUsageError, run_smoke, skipped
 
     python = (facts.get("python") or {}).get("executable") or sys.executable
     nvml_gpus = len((facts.get("nvml") or {}).get("gpus") or [])

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ddp_doctor import __version__
+from ddp_doctor.diagnose.causal_order import root_cause_key
 from ddp_doctor.diagnose.compose import (
     compose,
     damaged_input,
@@ -23,7 +24,6 @@ from ddp_doctor.diagnose.compose import (
     nothing_matched,
 )
 from ddp_doctor.diagnose.context import refine
-from ddp_doctor.diagnose.rank import root_cause_key
 from ddp_doctor.diagnose.scan import Scanner, ScanResult
 from ddp_doctor.diagnose.source import InputError, open_input
 from ddp_doctor.facts.snapshot import Facts, FactsFileError

@@ -11,8 +11,8 @@ alternatives and the commands that decide between them travel with the finding.
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.diagnose.rank import root_cause_key
-from ddp_doctor.diagnose.ranks import group_label
+from ddp_doctor.diagnose.causal_order import root_cause_key
+from ddp_doctor.diagnose.rank_prefixes import group_label
 from ddp_doctor.diagnose.scan import CodeHits, Quote, ScanResult
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 

@@ -20,7 +20,7 @@ from ddp_doctor.categories import Category
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
-from ddp_doctor.redact import redact_text
+from ddp_doctor.redact.secrets import redact_text
 
 MULTI_NODE = re.compile(
     r"--nnodes[= ](?:[2-9]|\d{2,})\b|--num[_-]machines[= ](?:[2-9]|\d{2,})\b"

@@ -25,9 +25,9 @@ from typing import Any, Protocol
 
 from ddp_doctor.diagnose.literals import phrase_pattern, required_literals
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
-from ddp_doctor.diagnose.ranks import SUMMARY_RANK, split_rank
+from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
-from ddp_doctor.redact import redact_text
+from ddp_doctor.redact.secrets import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered

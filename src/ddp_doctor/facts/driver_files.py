@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ddp_doctor.facts.env import Env
+from ddp_doctor.facts.seam import Env
 
 DKMS_TIMEOUT_S = 5.0
 

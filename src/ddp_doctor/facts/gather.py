@@ -27,13 +27,13 @@ from typing import Any, Callable
 
 from ddp_doctor import __version__
 from ddp_doctor.facts.driver_files import probe_driver_files
-from ddp_doctor.facts.env import Env
-from ddp_doctor.facts.environ import probe_environ
+from ddp_doctor.facts.environment_variables import probe_environ
 from ddp_doctor.facts.host import probe_host
 from ddp_doctor.facts.interconnect import probe_interconnect
 from ddp_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S, probe_nvidia_smi_text
 from ddp_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from ddp_doctor.facts.os_info import probe_os
+from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, probe_python
 from ddp_doctor.facts.wsl import probe_wsl

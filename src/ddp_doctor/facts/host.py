@@ -20,7 +20,7 @@ import os
 import socket
 from typing import Any, Callable
 
-from ddp_doctor.facts.env import Env
+from ddp_doctor.facts.seam import Env
 
 SHM_PATH = "/dev/shm"
 DEFAULT_MASTER_PORT = 29500

@@ -24,7 +24,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from ddp_doctor.facts.env import Env
+from ddp_doctor.facts.seam import Env
 
 IB_ROOT = "/sys/class/infiniband"
 IOMMU_GROUPS = "/sys/kernel/iommu_groups"

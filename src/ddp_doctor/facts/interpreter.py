@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from ddp_doctor.facts.env import Env
+from ddp_doctor.facts.seam import Env
 
 _MARKER = "ddp-doctor-python-ok"
 

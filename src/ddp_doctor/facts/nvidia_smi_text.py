@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ddp_doctor.facts.env import Env
+from ddp_doctor.facts.seam import Env
 
 NVIDIA_SMI_TEXT_TIMEOUT_S = 20.0
 WSL_NVIDIA_SMI = "/usr/lib/wsl/lib/nvidia-smi"

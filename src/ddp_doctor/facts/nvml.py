@@ -22,8 +22,8 @@ import json
 import sys
 from typing import Any, Callable
 
-from ddp_doctor.facts.env import Env
 from ddp_doctor.facts.nvml_topology import safe_topology
+from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord
 
 NVML_TIMEOUT_S = 20.0

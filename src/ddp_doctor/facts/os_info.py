@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ddp_doctor.facts.env import Env
+from ddp_doctor.facts.seam import Env
 
 _WSL_LIB = "/usr/lib/wsl/lib"
 

@@ -119,10 +119,10 @@ def save_facts(facts: Facts, path: Path, redactor: Any = None) -> None:
     """Write the snapshot atomically, so an interrupted save never leaves half a file.
 
     The snapshot is an artifact like any report: it goes through the run's redactor
-    (``ddp_doctor.redact.Redactor``; a secrets-only one when none is given), so a token
+    (``ddp_doctor.redact.secrets.Redactor``; a secrets-only one when none is given), so a token
     in a probe's stderr or a path never reaches the file.
     """
-    from ddp_doctor.redact import Redactor
+    from ddp_doctor.redact.secrets import Redactor
 
     data = (redactor or Redactor()).facts(facts)
     text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
@@ -156,7 +156,7 @@ def load_facts(path: Path) -> Facts:
     if not raw.strip():
         raise FactsFileError(f"facts file is empty: {path}")
     if raw.startswith((b"PK\x03\x04", b"\x1f\x8b")):  # a support bundle (.zip, .tar.gz)
-        from ddp_doctor.bundle_archive import BundleReadError, read_bundle_facts
+        from ddp_doctor.bundle.archive import BundleReadError, read_bundle_facts
 
         try:
             raw = read_bundle_facts(path)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.facts import python_probe_script as probe_script
-from ddp_doctor.facts.env import CommandResult, Env
+from ddp_doctor.facts.seam import CommandResult, Env
 from ddp_doctor.facts.snapshot import FactRecord
-from ddp_doctor.redact import redact_text
+from ddp_doctor.redact.secrets import redact_text
 
 MARK = "@@ddp-doctor@@ "
 # The child runs each GPU's tests under its own deadline, so the parent's deadline is a

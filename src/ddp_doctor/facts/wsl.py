@@ -22,8 +22,8 @@ import configparser
 import re
 from typing import Any
 
-from ddp_doctor.facts.env import Env
 from ddp_doctor.facts.os_info import detect_wsl
+from ddp_doctor.facts.seam import Env
 
 WSL_LIB = "/usr/lib/wsl/lib"
 LINUX_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ddp_doctor.categories import Category
 from ddp_doctor.logrules import cuda, distributed, driver, memory, nccl, packages
-from ddp_doctor.logrules.model import ANY_ERROR, GATES, Match, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, GATES, Match, Rule, rx
 from ddp_doctor.model import Code, Severity
 
 RULES: tuple[Rule, ...] = (*driver.RULES, *packages.RULES, *cuda.RULES, *memory.RULES,

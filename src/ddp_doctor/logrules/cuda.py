@@ -15,7 +15,7 @@ pytorch/pytorch#81620 (cuDNN handle failures that are out-of-memory), Ultralytic
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules.model import Rule, rx
+from ddp_doctor.logrules.rule import Rule, rx
 from ddp_doctor.model import Code, Step
 
 LIST_GPUS = Step("List the GPUs the driver sees and the ones this process may use.",

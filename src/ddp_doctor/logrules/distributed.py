@@ -21,7 +21,7 @@ ultralytics/utils/torch_utils.py and engine/trainer.py).
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules.model import ANY_ERROR, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
 from ddp_doctor.model import Code, Severity, Step
 
 RUN_DOCS = "https://pytorch.org/docs/stable/elastic/run.html"

@@ -14,7 +14,7 @@ error 802 (pytorch/pytorch#35710, NVIDIA/nccl#1488), the driver/library mismatch
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules.model import Rule, rx
+from ddp_doctor.logrules.rule import Rule, rx
 from ddp_doctor.model import Code, Severity, Step
 
 CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"

@@ -15,7 +15,7 @@ ultralytics/yolov5 users meet (ultralytics/yolov5#1643).
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules.model import ANY_ERROR, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
 from ddp_doctor.model import Code, Step
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"

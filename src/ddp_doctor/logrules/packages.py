@@ -14,7 +14,7 @@ Ultralytics' device selection (ultralytics/ultralytics ultralytics/utils/torch_u
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules.model import Rule, rx
+from ddp_doctor.logrules.rule import Rule, rx
 from ddp_doctor.model import Code, Severity, Step
 
 GET_STARTED = "https://pytorch.org/get-started/locally/"

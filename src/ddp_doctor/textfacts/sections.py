@@ -5,7 +5,7 @@ a line that only that tool prints (the start patterns below); it runs to the nex
 to its parser's own end (each parser stops where its format stops). The streaming diagnose
 engine cannot afford a regex per line of a large log, so it looks for ``SECTION_MARKERS``,
 lowercase substrings, and hands over the lines after each hit; every start pattern here
-matches only lines that contain one of them (tests/test_textfacts.py checks it on every
+matches only lines that contain one of them (tests/diagnose/test_textfacts.py checks it on every
 capture).
 
 Four markers, because each is one pass over the log:

@@ -1,0 +1,1 @@
+"""The support bundle: what goes in it and how it is written safely."""

@@ -1,0 +1,1 @@
+"""Removing secrets (always) and identities (``--anonymize``) from everything the doctor writes."""

@@ -1,0 +1,147 @@
+"""The smoke job on screen: live per-rank progress while it trains, a summary table after.
+
+The same rows feed the console table and the Markdown section, so both say the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from ddp_doctor.smoke.monitor import RankState
+
+
+class RichProgress:
+    """One bar per rank: steps done of the total and the phase it is in."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.tasks: dict[int, Any] = {}
+
+    def begin(self, label: str, ranks: list[int], steps: int) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[phase]}"),
+                                 TimeElapsedColumn(), console=self.console, transient=True)
+        prefix = f"{label}: " if label else ""
+        self.tasks = {r: self.progress.add_task(f"{prefix}rank {r}", total=steps,
+                                                phase="starting") for r in ranks}
+        self.progress.start()
+
+    def update(self, states: list[RankState]) -> None:
+        if self.progress is None:
+            return
+        for state in states:
+            task = self.tasks.get(state.rank)
+            if task is not None:
+                self.progress.update(task, completed=state.steps_done, phase=state.where)
+
+    def end(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _seconds(value: Any) -> str | None:
+    return None if value is None else f"{value:.2f} s"
+
+
+def _bytes(value: Any) -> str:
+    return "n/a (CPU)" if value is None else f"{value / 2**20:.0f} MiB"
+
+
+def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, value) rows describing a smoke run; rows without a value are left out."""
+    if data.get("skipped"):
+        return [("Smoke training", f"not run: {data['skipped']}")]
+    m = data.get("measurements") or {}
+    per_rank = m.get("per_rank") or []
+    rows: list[tuple[str, Any]] = [
+        ("Result", "passed" if data.get("ok") else "FAILED"),
+        ("Ranks", f"{data.get('ranks')} ({data.get('local_ranks')} on this node), "
+                  f"{data.get('device')}, " + (
+                      f"{data.get('backend')}, ddp via {data.get('launcher')}"
+                      if data.get("mode") == "ddp" else _dp_label(data))),
+        ("Model", f"YOLO-{data.get('model')} at {data.get('imgsz')} px, batch "
+                  f"{data.get('batch')} per rank"),
+        ("Steps", f"{data.get('steps_done')} of {data.get('steps')}"),
+    ]
+    if data.get("loss_first") is not None:
+        rows.append(("Loss (first → last steps)",
+                     f"{data['loss_first']:.4g} → {data['loss_last']:.4g}"))
+    if data.get("params_in_sync") is not None:
+        rows.append(("Parameters across ranks",
+                     "bit-identical" if data["params_in_sync"] else "DIFFERENT"))
+    if data.get("all_reduce_ok") is not None:
+        rows.append(("All-reduce value", "correct" if data["all_reduce_ok"] else "WRONG"))
+    rows += [
+        ("Time to rendezvous", _seconds(m.get("rendezvous_s"))),
+        ("Time to first step", _seconds(m.get("first_step_s"))),
+        ("Median step time", None if m.get("median_step_s") is None
+         else f"{m['median_step_s'] * 1000:.1f} ms"),
+    ]
+    if m.get("images_per_s_total"):
+        ranks = ", ".join(f"{r['images_per_s']:.0f}" for r in per_rank if r["images_per_s"])
+        where = "on this node" if (data.get("ranks") or 0) > (data.get("local_ranks") or 0) \
+            else "total"
+        rows.append(("Images/s", f"{m['images_per_s_total']:.0f} {where} ({ranks} per rank)"))
+    if per_rank and data.get("device") == "cuda":
+        rows.append(("Peak GPU memory", ", ".join(
+            f"rank {r['rank']}: {_bytes(r['peak_gpu_mem_bytes'])}" for r in per_rank)))
+    if m.get("allreduce_busbw_gbps") is not None:
+        rows.append(("All-reduce bus bandwidth",
+                     f"{m['allreduce_busbw_gbps']:.2f} GB/s "
+                     f"({m['allreduce_bytes'] / 2**20:.0f} MiB buffer, nccl-tests busbw)"))
+    scaling = data.get("scaling") or {}
+    if scaling.get("speedup"):
+        rows.append(("Scaling 1 → N ranks", f"speedup {scaling['speedup']:.2f}× on "
+                     f"{scaling['ranks']} ranks, efficiency {scaling['efficiency']:.0%}"))
+    rows.append(("Wall time", _seconds(data.get("wall_s"))))
+    if data.get("run_dir"):
+        rows.append(("Rank logs kept in", data["run_dir"]))
+    return [(label, str(value)) for label, value in rows if value is not None]
+
+
+def smoke_table(data: dict[str, Any]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in smoke_rows(data):
+        style = "bold red" if value in ("FAILED", "DIFFERENT", "WRONG") else ""
+        table.add_row(label, Text(value, style=style))
+    return table
+
+
+def smoke_markdown(data: dict[str, Any]) -> list[str]:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["## Smoke training", "", "| | |", "|---|---|"]
+    lines += [f"| {cell(label)} | {cell(value)} |" for label, value in smoke_rows(data)]
+    return [*lines, ""]
+
+
+def render_smoke_console(report: Any, console: Console, verbose: bool = False) -> None:
+    """`ddp-doctor smoke` on the terminal: the summary table, findings, the verdict."""
+    from ddp_doctor.report.console import _finding_block, _print, verdict_line
+
+    console.print(Text("Smoke training", style="bold underline"))
+    _print(console, smoke_table(report.smoke or {}))
+    console.print()
+    for finding in report.findings:
+        _print(console, _finding_block(finding, verbose))
+        console.print()
+    _print(console, verdict_line(report, False))
+
+
+def _dp_label(data: dict[str, Any]) -> str:
+    """nn.DataParallel only replicates over several GPUs; elsewhere the worker runs the plain
+    model in one process, and the summary says so rather than claim DataParallel ran."""
+    if data.get("device") == "cuda" and (data.get("gpus_used") or 2) > 1:
+        return "nn.DataParallel in one process"
+    return "one process (DataParallel needs more than one GPU)"
+

@@ -1,0 +1,1 @@
+"""The smoke-training job: options, plan, launch, monitor, verdict and its codes."""

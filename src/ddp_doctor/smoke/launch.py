@@ -1,0 +1,295 @@
+"""How the smoke job is started: options, ports, multi-node values and the command line.
+
+The job is launched the way users launch DDP (``python -m torch.distributed.run``), in
+the interpreter being diagnosed, so it proves that *their* environment trains. The worker
+package is put on PYTHONPATH through a small shim directory, so that interpreter needs
+torch but not ddp-doctor itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+WORKER_MODULE = "ddp_doctor.train_smoke.worker"
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    """Everything one smoke run needs; ``None`` means "choose for this machine"."""
+
+    device: str = "auto"  # auto | cuda | cpu
+    nproc: int | None = None  # processes on this node (one per GPU by default, 2 on CPU)
+    steps: int = 30
+    batch: int = 8  # images per process and step
+    imgsz: int = 128
+    model: str = "n"
+    workers: int | None = None  # DataLoader workers per process
+    launcher: str = "torchrun"  # torchrun | spawn
+    mode: str = "ddp"  # ddp | dp
+    sync_bn: bool = False
+    amp: bool = True
+    scaling: bool = False
+    timeout: float = 180.0  # wall-clock deadline of one run
+    stall_timeout: float | None = None  # no event from a rank for this long = hang
+    pg_timeout: float | None = None  # init_process_group(timeout=...)
+    nnodes: int | None = None
+    node_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    python: str = field(default_factory=lambda: sys.executable)
+    run_dir: str | None = None  # where rank files go (a fresh temporary one by default)
+    # Keep a passed run's temporary directory too (for --bundle); the caller removes it.
+    keep_run_dir: bool = False
+
+    def deadlines(self) -> tuple[float, float, float]:
+        """(wall, stall, process-group) deadlines: stall < process group < wall.
+
+        The stall deadline is shortest so a hang is located by the supervisor (it knows
+        which rank fell behind) rather than reported by the rank that waits for it. The
+        process-group timeout is a backstop inside the ranks; it is derived to sit between
+        the two (a value given outside that range is moved into it). It counts from the
+        start of each collective, not of the run, so it does not promise that ranks report
+        before the wall-clock deadline; it only makes a rank stuck in one collective give
+        up on its own in most cases. ``check_options`` refuses a stall deadline that is not
+        shorter than the wall-clock one.
+        """
+        wall = self.timeout
+        stall = self.stall_timeout or min(45.0, wall / 3)
+        pg = self.pg_timeout or max(stall + 5.0, min(wall * 0.75, stall * 2))
+        pg = min(pg, wall - 1.0)
+        if not stall < pg < wall:
+            pg = (stall + wall) / 2
+        return wall, stall, pg
+
+
+class OptionsError(ValueError):
+    """Smoke options that cannot work (reported as a usage error, exit code 2)."""
+
+
+# What the detector needs (train_smoke/detector.py STRIDES; a test keeps them equal). The
+# image must divide by the largest stride, and the coarsest level needs at least 2 x 2
+# cells so targets can be assigned there.
+MODEL_STRIDES = (8, 16, 32)
+MIN_IMGSZ = 2 * max(MODEL_STRIDES)
+# BatchNorm in training needs more than one value per channel, and its statistics are
+# meaningless on one image; 2 images per process is the least that trains.
+MIN_BATCH = 2
+MIN_STALL_S = 10.0  # building the model alone takes several seconds on a CPU
+MIN_TIMEOUT_S = 20.0
+
+
+def _nearest_imgsz(imgsz: int) -> str:
+    stride = max(MODEL_STRIDES)
+    below = max(MIN_IMGSZ, imgsz // stride * stride)
+    above = max(MIN_IMGSZ, -(-imgsz // stride) * stride)
+    return str(above) if below == above else f"{below} or {above}"
+
+
+def check_options(options: SmokeOptions, device: str | None = None) -> None:
+    """Refuse values that cannot work, with the reason; ``device`` is the resolved one."""
+    device = device or options.device
+    least = (("--steps", options.steps, 2), ("--nproc", options.nproc, 1),
+             ("--workers", options.workers, 0), ("--nnodes", options.nnodes, 1),
+             ("--node-rank", options.node_rank, 0))
+    for option, value, minimum in least:
+        if value is not None and value < minimum:
+            raise OptionsError(f"{option} {value}: must be {minimum} or more")
+    if options.batch < MIN_BATCH:
+        raise OptionsError(f"--batch {options.batch}: must be {MIN_BATCH} or more (BatchNorm "
+                           "in training needs more than one image per process)")
+    stride = max(MODEL_STRIDES)
+    if options.imgsz < MIN_IMGSZ or options.imgsz % stride:
+        raise OptionsError(f"--imgsz {options.imgsz}: must be a multiple of {stride} (the "
+                           f"model's largest stride) and {MIN_IMGSZ} or more; use "
+                           f"{_nearest_imgsz(options.imgsz)}")
+    if options.master_port is not None and not 1 <= options.master_port <= 65535:
+        raise OptionsError(f"--master-port {options.master_port}: must be 1 to 65535")
+    if options.timeout < MIN_TIMEOUT_S:
+        raise OptionsError(f"--timeout {options.timeout:g}: must be {MIN_TIMEOUT_S:g} s or more")
+    if options.stall_timeout is not None:
+        if options.stall_timeout < MIN_STALL_S:
+            raise OptionsError(f"--stall-timeout {options.stall_timeout:g}: must be "
+                               f"{MIN_STALL_S:g} s or more (building the model alone can "
+                               "take several seconds)")
+        if options.stall_timeout >= options.timeout:
+            raise OptionsError(f"--stall-timeout {options.stall_timeout:g} must be shorter "
+                               f"than --timeout {options.timeout:g} (a hang is detected "
+                               "before the wall-clock deadline)")
+    if options.sync_bn and options.mode == "dp":
+        raise OptionsError("--sync-bn needs --mode ddp (SyncBatchNorm syncs statistics "
+                           "across DDP processes)")
+    if options.sync_bn and device == "cpu":
+        raise OptionsError("--sync-bn needs CUDA (SyncBatchNorm only works on GPU modules); "
+                           "leave it out on the CPU or use --device cuda")
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where this node sits in the job: node count, its rank, and the rendezvous address."""
+
+    nnodes: int
+    node_rank: int
+    master_addr: str
+    master_port: int | None  # None: pick a free one (single node only)
+
+
+def new_tag() -> str:
+    """A unique tag put on every command line of the run, so leftovers can be found."""
+    return f"ddp-doctor-smoke-{uuid.uuid4().hex[:12]}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now: bind port 0 and let the kernel choose."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "0.0.0.0") -> bool:
+    """True when binding ``port`` fails with EADDRINUSE (what rank 0's store would meet)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def expand_first_host(nodelist: str) -> str:
+    """The first host of a Slurm node list, for the simple forms ``a,b`` and ``n[01-04,7]``.
+
+    ``scontrol show hostnames`` is used instead when it exists (it knows every form).
+    """
+    if shutil.which("scontrol"):
+        try:
+            out = subprocess.run(["scontrol", "show", "hostnames", nodelist],
+                                 capture_output=True, text=True, timeout=10, check=False)
+            first = out.stdout.split()
+            if out.returncode == 0 and first:
+                return first[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    head = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if head is None:
+        return nodelist
+    prefix, ranges = head.group(1), head.group(2)
+    if not ranges:
+        return prefix
+    first = ranges.split(",")[0].split("-")[0]
+    return prefix + first
+
+
+def in_slurm_step(environ: dict[str, str]) -> bool:
+    """True inside an ``srun`` step, where every node runs its own copy of the doctor."""
+    return "SLURM_JOB_ID" in environ and ("SLURM_STEP_ID" in environ
+                                          or "SLURM_PROCID" in environ)
+
+
+def node_layout(options: SmokeOptions, environ: dict[str, str]) -> NodeLayout:
+    """The node values: options first, then Slurm's or torchrun's environment, then 1 node.
+
+    Slurm's values are used inside an ``srun`` step (SLURM_STEP_ID or SLURM_PROCID set),
+    or when ``--nnodes`` > 1 asks for a multi-node job inside a Slurm allocation; each
+    missing value is then filled on its own. A plain run in an ``salloc`` shell stays on
+    this node. Every node must agree on the port without talking to each other, so under
+    Slurm it is derived from the job id (MASTER_PORT wins when set). Raises OptionsError
+    for a layout that cannot rendezvous.
+    """
+    nnodes, node_rank = options.nnodes, options.node_rank
+    addr, port = options.master_addr, options.master_port
+    slurm = "SLURM_JOB_ID" in environ and (
+        in_slurm_step(environ) or (nnodes is not None and nnodes > 1))
+    if slurm:
+        if nnodes is None and environ.get("SLURM_NNODES", "").isdigit():
+            nnodes = int(environ["SLURM_NNODES"])
+        if node_rank is None and environ.get("SLURM_NODEID", "").isdigit():
+            node_rank = int(environ["SLURM_NODEID"])
+    nnodes = nnodes or 1
+    if nnodes > 1:
+        addr = addr or environ.get("MASTER_ADDR") or None
+        if port is None and environ.get("MASTER_PORT", "").isdigit():
+            port = int(environ["MASTER_PORT"])
+        if slurm and addr is None:
+            nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
+            addr = expand_first_host(nodelist) if nodelist else None
+        if slurm and port is None and environ["SLURM_JOB_ID"].isdigit():
+            port = 20000 + int(environ["SLURM_JOB_ID"]) % 20000
+    node_rank = node_rank or 0
+    if node_rank >= nnodes:
+        raise OptionsError(f"--node-rank {node_rank}: must be less than --nnodes ({nnodes}); "
+                           f"node ranks run from 0 to {nnodes - 1}")
+    if nnodes > 1:
+        missing = [name for name, value in (("--master-addr", addr), ("--master-port", port))
+                   if value is None]
+        if missing:
+            raise OptionsError(f"--nnodes {nnodes} needs {' and '.join(missing)} (the address "
+                               "of node rank 0 and a port, the same on every node)")
+    return NodeLayout(nnodes=nnodes, node_rank=node_rank,
+                      master_addr=addr or "127.0.0.1", master_port=port)
+
+
+def shim_dir(run_dir: Path) -> Path:
+    """A directory that makes ``ddp_doctor.train_smoke`` importable in any interpreter.
+
+    The worker package imports torch and the standard library only, so linking it under
+    an empty ``ddp_doctor`` package is all the target interpreter needs.
+    """
+    import ddp_doctor.train_smoke as package
+
+    root = run_dir / "pkg"
+    (root / "ddp_doctor").mkdir(parents=True, exist_ok=True)
+    (root / "ddp_doctor" / "__init__.py").write_text('"""Shim for the smoke job."""\n')
+    link = root / "ddp_doctor" / "train_smoke"
+    if not link.exists():
+        link.symlink_to(Path(package.__file__).resolve().parent, target_is_directory=True)
+    return root
+
+
+def worker_args(options: SmokeOptions, run_dir: Path, tag: str, device: str, workers: int,
+                pg_timeout: float) -> list[str]:
+    args = ["--run-dir", str(run_dir), "--tag", tag, "--device", device,
+            "--steps", str(options.steps), "--batch", str(options.batch),
+            "--imgsz", str(options.imgsz), "--model", options.model,
+            "--workers", str(workers), "--mode", options.mode,
+            "--amp", "on" if options.amp else "off", "--pg-timeout", f"{pg_timeout:g}"]
+    return args + (["--sync-bn"] if options.sync_bn else [])
+
+
+def launch_command(options: SmokeOptions, layout: NodeLayout, port: int, nproc: int,
+                   wargs: list[str]) -> list[str]:
+    """The command line, as a user would type it for this launcher and mode."""
+    py = options.python
+    if options.mode == "dp":
+        return [py, "-m", WORKER_MODULE, *wargs]
+    if options.launcher == "spawn":
+        return [py, "-m", WORKER_MODULE, *wargs, "--spawn", str(nproc),
+                "--nnodes", str(layout.nnodes), "--node-rank", str(layout.node_rank),
+                "--master-addr", layout.master_addr, "--master-port", str(port)]
+    return [py, "-m", "torch.distributed.run", "--nnodes", str(layout.nnodes),
+            "--node_rank", str(layout.node_rank), "--nproc_per_node", str(nproc),
+            "--master_addr", layout.master_addr, "--master_port", str(port),
+            "--max_restarts", "0", "-m", WORKER_MODULE, *wargs]
+
+
+def child_env(shim: Path, nproc: int) -> dict[str, str]:
+    """The ranks' environment: the user's, plus the shim and sane CPU thread counts."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    # torchrun sets 1 thread per rank when unset; give the cores out evenly instead.
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, nproc))))
+    return env
+
+
+def with_nproc(options: SmokeOptions, nproc: int, device: str) -> SmokeOptions:
+    """The same job on ``nproc`` ranks of an already resolved device (for --scaling)."""
+    return replace(options, nproc=nproc, device=device, scaling=False)

@@ -1,0 +1,359 @@
+"""The parent side of the smoke-training job: launch it, watch it, stop it, judge it.
+
+``run_smoke`` starts the DDP job (torchrun by default) in the interpreter being
+diagnosed, tails every rank's event file, stops the whole process tree at the first of
+three deadlines (a rank silent for the stall deadline, the wall-clock deadline, or the
+launcher exiting), and turns what the ranks left behind into findings and measurements.
+Whatever happens, nothing it started is alive when it returns: SIGTERM, SIGHUP and
+SIGINT to the doctor during a run raise ``SmokeInterrupted`` so the cleanup still runs
+(the previous handlers are restored afterwards).
+
+Run directory: a temporary one (``ddp-doctor-smoke-*`` under $TMPDIR) is removed when the
+run passes or is interrupted, and kept when it fails, for the user to read (its path is in
+``run_dir`` of the result). A directory given with ``run_dir`` is never removed. With
+``keep_run_dir`` (``--bundle``) a passed run's directory is kept as ``kept_run_dir`` of the
+result, for the bundle to copy; the caller removes it afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from ddp_doctor.facts.seam import run_with_deadline
+from ddp_doctor.model import CheckResult, Evidence, Finding, Severity, Status, Step
+from ddp_doctor.smoke import codes as C
+from ddp_doctor.smoke.launch import (
+    SmokeOptions,
+    child_env,
+    free_port,
+    launch_command,
+    new_tag,
+    node_layout,
+    port_in_use,
+    shim_dir,
+    with_nproc,
+    worker_args,
+)
+from ddp_doctor.smoke.monitor import Outcome, RankState, Reaper, supervise
+from ddp_doctor.smoke.verdict import (
+    RunContext,
+    criteria_findings,
+    failure_findings,
+    loss_curve,
+    loss_first_last,
+    measurements,
+    phase_timings,
+)
+from ddp_doctor.train_smoke.events import event_path, stderr_path
+
+CHECK_ID, CHECK_TITLE, AREA = "smoke.train", "DDP smoke training", "smoke"
+_PROBE = ("import json, torch; ok = torch.cuda.is_available(); print(json.dumps({'cuda': ok, "
+          "'gpus': torch.cuda.device_count() if ok else 0, 'torch': torch.__version__}))")
+
+
+class SmokeUsageError(Exception):
+    """Options that cannot work together (exit code 2)."""
+
+
+class SmokeInterrupted(SystemExit):
+    """The doctor got SIGTERM/SIGHUP/SIGINT during a run; exit status 128 + signal."""
+
+
+_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGINT")
+                      if hasattr(signal, n))
+
+
+@contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """While inside, a stop signal raises SmokeInterrupted (once); old handlers come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        if not fired:  # a second signal must not interrupt the cleanup
+            fired.append(signum)
+            raise SmokeInterrupted(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class ProgressSink(Protocol):
+    """Where live progress goes (the console's per-rank bars, or nothing)."""
+
+    def begin(self, label: str, ranks: list[int], steps: int) -> None: ...
+
+    def update(self, states: list[RankState]) -> None: ...
+
+    def end(self) -> None: ...
+
+
+@dataclass
+class SmokeResult:
+    """One smoke run (or a scaling pair): the JSON ``smoke`` object and its findings."""
+
+    data: dict[str, Any]
+    findings: list[Finding] = field(default_factory=list)
+    kept_run_dir: str | None = None  # a passed run's temporary directory kept for --bundle
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.data.get("ok"))
+
+    def check_result(self) -> CheckResult:
+        """The run as one row of the report, so verdict and exit code count it."""
+        if self.data.get("skipped"):
+            return CheckResult(CHECK_ID, CHECK_TITLE, AREA, Status.SKIP, self.data["skipped"],
+                               skip_reason=self.data["skipped"])
+        worst = max((f.effective_severity.rank for f in self.findings), default=0)
+        status = (Status.FAIL if worst >= Severity.ERROR.rank else
+                  Status.WARN if worst else Status.PASS)
+        return CheckResult(CHECK_ID, CHECK_TITLE, AREA, status, summarize(self.data),
+                           findings=tuple(self.findings), duration_s=self.data.get("wall_s", 0))
+
+
+def summarize(data: dict[str, Any]) -> str:
+    """One line: ranks × steps, the loss, sync, speed."""
+    if data.get("skipped"):
+        return str(data["skipped"])
+    m = data.get("measurements") or {}
+    parts = [f"{data.get('ranks')} × {data.get('device')} rank(s), "
+             f"{data.get('steps_done')}/{data.get('steps')} steps"]
+    if data.get("loss_first") is not None and data.get("loss_last") is not None:
+        parts.append(f"loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
+                     + (" (not judged: too few steps)" if data.get("loss_judged") is False
+                        else ""))
+    if data.get("params_in_sync") is not None:
+        parts.append("params in sync" if data["params_in_sync"] else "params differ")
+    if m.get("images_per_s_total"):
+        parts.append(f"{m['images_per_s_total']:.0f} img/s")
+    parts.append(f"{data.get('wall_s', 0):.1f} s")
+    return ", ".join(parts)
+
+
+def skipped(reason: str) -> SmokeResult:
+    return SmokeResult({"ok": None, "skipped": reason})
+
+
+def _probe(options: SmokeOptions) -> dict[str, Any] | Finding:
+    result = run_with_deadline([options.python, "-c", _PROBE], timeout=90)
+    if result.ok:
+        try:
+            return json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            pass
+    return Finding(C.LAUNCH_FAILED, f"torch cannot be imported by {options.python}",
+                   (Evidence("import torch", result.describe_failure(), options.python),),
+                   (Step("Install torch in the interpreter you train with, or point the "
+                         "doctor at it with --python.",
+                         url="https://pytorch.org/get-started/locally/"),))
+
+
+def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
+    """The device and process count for this node: as given, else one rank per GPU or 2 CPU."""
+    if options.device == "cpu":
+        return "cpu", 1 if options.mode == "dp" else (options.nproc or 2)
+    probe = _probe(options)
+    if isinstance(probe, Finding):
+        return probe
+    gpus = int(probe.get("gpus") or 0)
+    if options.device == "auto" and gpus == 0:
+        return "cpu", 1 if options.mode == "dp" else (options.nproc or 2)
+    nproc = 1 if options.mode == "dp" else (options.nproc or gpus)
+    if gpus == 0 or (options.mode == "ddp" and nproc > gpus):
+        return Finding(C.NO_GPU, f"The smoke job needs {nproc} GPU(s) but {options.python} "
+                       f"sees {gpus} usable", (Evidence("torch.cuda.device_count()", str(gpus),
+                                                        "smoke probe"),),
+                       (Step("See why GPUs are not usable.", command="ddp-doctor check"),
+                        Step("Or run the smoke job on the CPU.",
+                             command="ddp-doctor smoke --device cpu")))
+    return "cuda", nproc
+
+
+def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> dict[str, Any]:
+    return {
+        "ok": False, "skipped": None, "device": device,
+        "backend": None if options.mode == "dp" else ("nccl" if device == "cuda" else "gloo"),
+        "launcher": "none" if options.mode == "dp" else options.launcher,
+        "mode": options.mode, "model": options.model, "imgsz": options.imgsz,
+        "batch": options.batch, "ranks": world, "local_ranks": nproc, "steps": options.steps,
+        "steps_done": 0, "loss_first": None, "loss_last": None, "params_in_sync": None,
+        "all_reduce_ok": None, "wall_s": 0.0, "exit_code": None, "command": None,
+        "run_dir": None, "loss_judged": None, "measurements": None, "per_rank": [], "scaling": None,
+    }
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
+             label: str = "smoke") -> SmokeResult:
+    """One launch of the job on this node, judged."""
+    layout = node_layout(options, dict(os.environ))
+    if layout.nnodes > 1 and layout.master_port is None:
+        raise SmokeUsageError("--nnodes > 1 needs --master-port (the same on every node)")
+    resolved = resolve_device(options)
+    if isinstance(resolved, Finding):
+        data = _base_data(options, options.device, options.nproc or 0, 0)
+        return SmokeResult(data, [resolved])
+    device, nproc = resolved
+    world = nproc * layout.nnodes if options.mode == "ddp" else 1
+    data = _base_data(options, device, nproc, world)
+    wall, stall, pg = options.deadlines()
+    port = layout.master_port
+    if port is None:
+        port = free_port()
+    elif layout.node_rank == 0 and options.mode == "ddp" and port_in_use(port):
+        finding = Finding(C.PORT_TAKEN, f"Port {port} given by --master-port is already in use",
+                          (Evidence("master port", str(port), "bind() failed: EADDRINUSE"),),
+                          (Step("See which process holds it.",
+                                command=f"ss -ltnp 'sport = :{port}'"),
+                           Step("Use another port, or leave --master-port out to get a free "
+                                "one.")))
+        return SmokeResult(data, [finding])
+
+    own_dir = options.run_dir is None
+    run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="ddp-doctor-smoke-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tag = new_tag()
+    workers = options.workers if options.workers is not None else (2 if device == "cuda" else 1)
+    cmd = launch_command(options, layout, port, nproc,
+                         worker_args(options, run_dir, tag, device, workers, pg))
+    data["command"] = " ".join(cmd)
+    first_rank = layout.node_rank * nproc if options.mode == "ddp" else 0
+    ranks = [RankState(r, event_path(str(run_dir), r))
+             for r in range(first_rank, first_rank + (nproc if options.mode == "ddp" else 1))]
+    env = child_env(shim_dir(run_dir), nproc)
+    out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
+    started = time.monotonic()
+    with stop_signals_raise():
+        try:
+            outcome = _launch_and_watch(cmd, env, run_dir, out_path, err_path, tag, ranks,
+                                        started, wall, stall, progress, label, options.steps)
+        except BaseException:
+            if own_dir:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+    if isinstance(outcome, OSError):
+        return SmokeResult(data, [Finding(C.LAUNCH_FAILED, f"The smoke job could not start: "
+                                          f"{outcome.strerror or outcome}",
+                                          (Evidence("command", data["command"], ""),))])
+    ctx = RunContext(ranks, outcome, options.steps, world,
+                     _read(err_path) + "\n" + _read(out_path),
+                     {s.rank: _read(Path(stderr_path(str(run_dir), s.rank))) for s in ranks},
+                     stall, wall, options.mode, data["backend"], options,
+                     (layout.master_addr, port))
+    clean = outcome.stopped_by is None and outcome.returncode == 0
+    findings = (criteria_findings(ctx) if clean else
+                failure_findings(ctx, first_rank))
+    _fill(data, ctx, outcome.started)
+    if clean:
+        data["loss_judged"] = not any(f.code is C.LOSS_NOT_JUDGED for f in findings)
+    data.update(ok=not any(f.effective_severity is Severity.ERROR for f in findings),
+                wall_s=round(outcome.wall_s, 3), exit_code=outcome.returncode,
+                stopped_by=outcome.stopped_by, run_dir=str(run_dir))
+    kept = None
+    if data["ok"] and own_dir:
+        if options.keep_run_dir:
+            kept = str(run_dir)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        data["run_dir"] = None
+    return SmokeResult(data, findings, kept_run_dir=kept)
+
+
+def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_path: Path,
+                      err_path: Path, tag: str, ranks: list[RankState], started: float,
+                      wall: float, stall: float, progress: ProgressSink | None, label: str,
+                      steps: int) -> Outcome | OSError:
+    """Start the launcher and supervise it; everything it started is ended on the way out."""
+    proc: subprocess.Popen[bytes] | None = None
+    reaper: Reaper | None = None
+    begun = False
+    try:
+        try:
+            with open(out_path, "wb") as out, open(err_path, "wb") as err:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        env=env, cwd=str(run_dir), start_new_session=True)
+        except OSError as exc:
+            return exc
+        reaper = Reaper(proc, tag)
+        if progress is not None:
+            begun = True
+            progress.begin(label, [s.rank for s in ranks], steps)
+        outcome = supervise(proc, reaper, ranks, started, wall, stall,
+                            progress.update if progress is not None else None)
+    finally:
+        if proc is not None:
+            (reaper or Reaper(proc, tag)).stop()
+        if begun and progress is not None:
+            progress.end()
+    if outcome.returncode is None:
+        outcome.returncode = proc.returncode
+    return outcome
+
+
+def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:
+    curve = loss_curve(ctx.ranks)
+    if curve:
+        first, last = loss_first_last(curve)
+        data.update(loss_first=round(first, 6), loss_last=round(last, 6))
+    data["steps_done"] = min((s.steps_done for s in ctx.ranks), default=0)
+    checks = [s.ended("checksum") for s in ctx.ranks]
+    if all(checks) and checks and ctx.mode == "ddp":  # one replica (dp) has nothing to compare
+        data["params_in_sync"] = all(c.get("in_sync") for c in checks if c)
+    reduces = [s.ended("all_reduce_check") for s in ctx.ranks]
+    if all(reduces) and reduces:
+        data["all_reduce_ok"] = all(r.get("ok") for r in reduces if r)
+    data["measurements"] = measurements(ctx.ranks, started)
+    data["per_rank"] = [{"rank": s.rank, "steps_done": s.steps_done, "phase": s.where,
+                         "done": s.done, "phases": phase_timings(s, started)}
+                        for s in ctx.ranks]
+
+
+def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> SmokeResult:
+    """The smoke job; with ``scaling``, on 1 rank then on N, with speedup and efficiency."""
+    if not options.scaling:
+        return run_once(options, progress)
+    resolved = resolve_device(options)
+    if isinstance(resolved, Finding):
+        return SmokeResult(_base_data(options, options.device, 0, 0), [resolved])
+    device, nproc = resolved
+    single = run_once(replace(with_nproc(options, 1, device), keep_run_dir=False), progress,
+                      "1 rank")
+    full = run_once(with_nproc(options, nproc, device), progress, f"{nproc} ranks")
+    one = (single.data.get("measurements") or {}).get("images_per_s_total")
+    many = (full.data.get("measurements") or {}).get("images_per_s_total")
+    speedup = many / one if one and many else None
+    full.data["scaling"] = {
+        "ranks": nproc, "images_per_s_1": one, "images_per_s_n": many,
+        "speedup": round(speedup, 3) if speedup else None,
+        "efficiency": round(speedup / nproc, 3) if speedup else None,
+    }
+    seen = {f.code.id for f in full.findings}
+    full.findings += [f for f in single.findings if f.code.id not in seen]
+    full.data["ok"] = bool(full.data["ok"]) and bool(single.data["ok"])
+    full.data["wall_s"] = round(full.data["wall_s"] + single.data["wall_s"], 3)
+    return full

@@ -1,0 +1,219 @@
+"""The CLI through typer's runner: options, exit codes, and one clear line for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from ddp_doctor import __version__
+from ddp_doctor.cli import app, normalize_argv
+from tests.conftest import FACTS_DIR
+from tests.support.cli import invoke, runner
+
+SANDBOX = str(FACTS_DIR / "sandbox_cpu_container.json")
+
+
+def assert_usage_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ddp-doctor: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_bare_options_mean_doctor():
+    assert normalize_argv([]) == ["doctor"]
+    assert normalize_argv(["--json", "-"]) == ["doctor", "--json", "-"]
+    assert normalize_argv(["check", "-q"]) == ["check", "-q"]
+    assert normalize_argv(["--help"]) == ["--help"]
+    assert normalize_argv(["--version"]) == ["--version"]
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"ddp-doctor {__version__}"
+
+
+def test_help_lists_commands_and_exit_codes():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    for word in ("doctor", "check", "checks", "explain", "Exit codes: 0 ready, 1 problems found",
+                 "3 the doctor itself failed"):
+        assert word in text
+
+
+def test_check_help_explains_every_option():
+    result = invoke("check", "--help")
+    for option in ("--json", "--markdown", "--strict", "--quiet", "--verbose", "--python",
+                   "--facts", "--save-facts", "--probe-timeout"):
+        assert option in result.stdout
+
+
+def test_replayed_facts_to_json_on_stdout():
+    result = invoke("check", "--facts", SANDBOX, "--json", "-")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)  # nothing but JSON on stdout
+    assert report["facts_source"] == SANDBOX
+    assert [f["code"] for f in report["findings"]] == ["DRV001", "TOR002"]
+    assert report["exit_code"] == 1
+
+
+def test_doctor_console_output_on_replayed_facts():
+    result = invoke("--facts", SANDBOX)
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "replaying" in out
+    assert "DRV001" in out and "TOR002" in out
+    assert "Not ready: problems found" in out
+    assert "exit code 1" in out
+
+
+def test_quiet_shows_findings_and_verdict_only():
+    out = invoke("check", "-q", "--facts", SANDBOX).stdout
+    assert "Shared memory" not in out  # the per-check lines are gone
+    assert "DRV001" in out and "Not ready" in out
+
+
+def test_markdown_to_stdout_and_json_to_file(tmp_path):
+    target = tmp_path / "report.json"
+    result = invoke("check", "--facts", SANDBOX, "--markdown", "-", "--json", str(target))
+    assert result.stdout.startswith("## ddp-doctor report")
+    assert json.loads(target.read_text())["findings"][0]["code"] == "DRV001"
+
+
+def test_strict_turns_warnings_into_failure(tmp_path):
+    facts = json.loads((FACTS_DIR / "sandbox_cpu_container.json").read_text())
+    # A machine where the only finding is the CPU-only torch warning: remove the driver problem.
+    facts["facts"]["nvml"]["value"] = {"initialized": True, "error": None,
+                                      "driver_version": "550.54.15",
+                                      "cuda_driver_version": "12.4", "gpus": []}
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    assert invoke("check", "-q", "--facts", str(path)).exit_code == 0
+    assert invoke("check", "-q", "--strict", "--facts", str(path)).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (None, "not found"),
+        (b"", "is empty"),
+        (b'{"format": "ddp-doctor-facts", "schema_version": 1, "fac', "not valid JSON"),
+        (b'{"some": "other tool"}', "not a ddp-doctor facts file"),
+        (b"\xff\xfe\x00binary", "not UTF-8"),
+        (b'{"format": "ddp-doctor-facts", "schema_version": 99, "facts": {}}', "version 99"),
+        (b'{"format": "ddp-doctor-facts", "schema_version": 1, "facts": {"x": 3}}', "malformed"),
+    ],
+)
+def test_unusable_facts_file(tmp_path, content, fragment):
+    path = tmp_path / "facts.json"
+    if content is not None:
+        path.write_bytes(content)
+    assert_usage_error(invoke("check", "--facts", str(path)), fragment)
+
+
+def test_facts_path_is_a_directory(tmp_path):
+    assert_usage_error(invoke("check", "--facts", str(tmp_path)), "is a directory")
+
+
+def test_explain_prints_the_fixed_sections():
+    result = invoke("explain", "drv001")
+    assert result.exit_code == 0
+    for section in ("DRV001: No usable NVIDIA driver", "category: driver_missing",
+                    "What it means", "Why it matters", "How to fix"):
+        assert section in result.stdout
+
+
+def test_explain_unknown_code():
+    assert_usage_error(invoke("explain", "XYZ999"), "unknown code 'XYZ999'", "DRV001")
+
+
+def test_checks_lists_every_check_with_codes():
+    result = runner.invoke(app, ["checks"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for text in ("driver.present", "DRV001", "torch.import", "TOR001", "TOR002", "host.shm",
+                 "HST001", "nccl_shared_memory"):
+        assert text in result.stdout
+
+
+def test_python_that_does_not_exist():
+    assert_usage_error(invoke("check", "--python", "/no/such/python"), "no such file")
+
+
+def test_python_that_is_a_directory(tmp_path):
+    assert_usage_error(invoke("check", "--python", str(tmp_path)), "is a directory")
+
+
+def test_python_that_is_not_python(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho hello\n")
+    fake.chmod(0o755)
+    assert_usage_error(invoke("check", "--python", str(fake)), "not a Python interpreter")
+
+
+def test_output_into_missing_directory(tmp_path):
+    target = tmp_path / "nope" / "r.json"
+    assert_usage_error(invoke("check", "--facts", SANDBOX, "--json", str(target)),
+                       "does not exist")
+
+
+def test_output_that_cannot_be_written_even_by_root():
+    """/proc accepts no new files: the write fails late, and is still one clean line."""
+    result = invoke("check", "--facts", SANDBOX, "--json", "/proc/ddp-doctor-report.json")
+    assert_usage_error(result, "--json /proc/ddp-doctor-report.json")
+    assert "not writable" in result.stderr or "cannot write" in result.stderr
+
+
+def test_output_into_read_only_directory(tmp_path):
+    tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        result = invoke("check", "--facts", SANDBOX, "--json", str(tmp_path / "r.json"))
+        if os.geteuid() == 0:  # root ignores the mode bits; the write itself succeeds
+            assert result.exit_code == 1 and (tmp_path / "r.json").exists()
+        else:
+            assert_usage_error(result, "not writable")
+    finally:
+        tmp_path.chmod(stat.S_IRWXU)
+
+
+def test_output_path_that_is_a_directory(tmp_path):
+    assert_usage_error(invoke("check", "--facts", SANDBOX, "--markdown", str(tmp_path)),
+                       "is a directory")
+
+
+def test_contradicting_options():
+    assert_usage_error(invoke("check", "--facts", SANDBOX, "--json", "-", "--markdown", "-"),
+                       "cannot all write to stdout")
+    assert_usage_error(invoke("check", "--facts", SANDBOX, "--python", sys.executable),
+                       "cannot be combined with --python")
+    assert_usage_error(invoke("check", "-q", "-v", "--facts", SANDBOX), "contradict")
+
+
+def test_unknown_option_is_exit_2():
+    result = invoke("check", "--no-such-option")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_internal_error_is_exit_3_without_traceback(monkeypatch, capsys):
+    from ddp_doctor import cli
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr("ddp_doctor.runner.build_report", explode)
+    monkeypatch.delenv("DDP_DOCTOR_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--facts", SANDBOX])
+    assert exc.value.code == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: simulated bug" in err
+    assert "Traceback" not in err

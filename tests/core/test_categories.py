@@ -1,0 +1,90 @@
+"""The failure-category contract: the enum and docs/categories.md agree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ddp_doctor.categories import Category
+
+REPO = Path(__file__).resolve().parents[2]
+CATEGORIES_DOC = REPO / "docs" / "categories.md"
+
+# The released contract. Adding an id is a deliberate change of this list; renaming or
+# removing one breaks every pipeline keyed on it, so it must never happen.
+CONTRACT = [
+    "driver_missing",
+    "driver_too_old",
+    "driver_library_mismatch",
+    "torch_missing",
+    "torch_cpu_only",
+    "torch_arch_unsupported",
+    "cuda_init_failure",
+    "gpu_not_visible",
+    "cudnn_failure",
+    "gpu_out_of_memory",
+    "nccl_shared_memory",
+    "nccl_p2p",
+    "nccl_network",
+    "collective_timeout",
+    "nccl_unavailable",
+    "rendezvous_port_in_use",
+    "rendezvous_failure",
+    "ddp_usage_error",
+    "host_out_of_memory",
+    "wsl_setup",
+    "hardware_fault",
+    "package_conflict",
+    "unknown",
+]
+
+_ROW = re.compile(r"^\|\s*`(?P<id>[^`]+)`\s*\|(?P<text>.*)\|\s*$")
+
+
+def documented_categories() -> list[tuple[str, str]]:
+    """(id, description) for every row of the table in docs/categories.md, in order."""
+    rows = []
+    in_table = False
+    for line in CATEGORIES_DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("|"):
+            if re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", line.strip()):
+                in_table = True
+                continue
+            match = _ROW.match(line)
+            if in_table:
+                assert match, f"table row without a `category` id: {line!r}"
+                rows.append((match["id"], match["text"].strip()))
+        else:
+            in_table = False
+    return rows
+
+
+def test_enum_is_exactly_the_contract():
+    assert [c.value for c in Category] == CONTRACT
+    assert len(CONTRACT) == 23 == len(set(CONTRACT))
+
+
+def test_ids_are_lower_snake_case_and_render_as_themselves():
+    for category in Category:
+        assert re.fullmatch(r"[a-z]+(_[a-z0-9]+)*", category.value)
+        assert str(category) == category.value
+
+
+def test_doc_table_documents_every_category_once():
+    rows = documented_categories()
+    ids = [i for i, _ in rows]
+    assert len(ids) == len(set(ids)), "a category is documented twice"
+    assert set(ids) == {c.value for c in Category}
+
+
+def test_doc_table_is_in_enum_order_with_a_description_each():
+    rows = documented_categories()
+    assert [i for i, _ in rows] == [c.value for c in Category]
+    for category_id, text in rows:
+        assert len(text) > 20, f"{category_id} has no real description"
+
+
+def test_doc_stands_alone():
+    text = CATEGORIES_DOC.read_text(encoding="utf-8")
+    assert "shared/" not in text and "failure-categories.md" not in text
+

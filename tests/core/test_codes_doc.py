@@ -1,0 +1,44 @@
+"""docs/codes.md is generated from the checks' Code objects and must stay current."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddp_doctor.codes import all_codes, render_code_text, render_codes_markdown
+from ddp_doctor.registry import load_catalogue
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_codes_md_is_current():
+    expected = render_codes_markdown(all_codes(load_catalogue(entry_points=[])).values())
+    actual = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
+    assert actual == expected, "docs/codes.md is stale: run python -m ddp_doctor.codes"
+
+
+def test_every_code_documented_with_the_text_explain_prints():
+    doc = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
+    for code in all_codes(load_catalogue(entry_points=[])).values():
+        assert f"## {code.id}" in doc
+        text = render_code_text(code)
+        for section in (code.what, code.why, code.fix):
+            assert section in doc and section in text
+
+
+def test_readme_counts_and_names_every_builtin_check():
+    """The README's checks table is written by hand: keep it in step with the catalogue."""
+    import re
+    from pathlib import Path
+
+    from ddp_doctor.registry import load_catalogue
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    specs = load_catalogue(entry_points=()).specs  # built-ins only
+    match = re.search(r"(\d+) checks in nine areas, (\d+) codes", readme)
+    assert match, "README lost its checks summary line"
+    assert int(match.group(1)) == len(specs)
+    assert int(match.group(2)) == len({c.id for s in specs for c in s.codes})
+    for spec in specs:
+        named = f"`{spec.id}`" in readme or (
+            spec.id.startswith("packages.") and "`packages.*`" in readme)
+        assert named, f"README's checks table does not name {spec.id}"

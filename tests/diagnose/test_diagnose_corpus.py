@@ -1,0 +1,93 @@
+"""``diagnose`` on the corpus of real logs in tests/data/logs (see its README).
+
+Each case is an excerpt a user pasted in a public thread, with the root cause the thread
+established. The diagnosis must name that category for at least 90% of the cases; when
+it does not, the confusion table printed with the failure shows where it goes wrong.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+import tomllib
+
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose import diagnose
+
+LOGS = Path(__file__).parents[1] / "data" / "logs"
+THRESHOLD = 0.90
+
+
+@cache
+def cases() -> tuple[dict, ...]:
+    found: list[dict] = []
+    for index in sorted(LOGS.glob("cases_*.toml")):
+        found += tomllib.loads(index.read_text(encoding="utf-8"))["case"]
+    return tuple(found)
+
+
+@cache
+def outcomes() -> tuple[tuple[dict, str, object], ...]:
+    out = []
+    for case in cases():
+        report = diagnose(str(LOGS / case["file"])).report
+        lead = report.results[0].findings[0]
+        out.append((case, lead.code.category.value, report))
+    return tuple(out)
+
+
+def test_every_case_is_complete_and_the_corpus_is_large_and_varied() -> None:
+    valid = {c.value for c in Category}
+    files = [c["file"] for c in cases()]
+    assert len(files) >= 60
+    assert len(set(files)) == len(files), "a log listed twice"
+    assert sorted(files) == sorted(p.name for p in LOGS.glob("*.log")), "unlisted log files"
+    for case in cases():
+        assert case["category"] in valid, case
+        assert case["url"].startswith("https://"), case
+        assert len(case["root_cause"]) > 20, case
+    per_category = Counter(c["category"] for c in cases())
+    assert len(per_category) >= 18, per_category
+    projects = {c["url"].split("/")[4] for c in cases() if "github.com" in c["url"]}
+    assert len(projects) >= 25, projects
+
+
+def _confusion(rows: list[tuple[str, str]]) -> str:
+    expected = sorted({e for e, _ in rows})
+    counts = Counter(rows)
+    width = max(len(e) for e in expected)
+    lines = [f"{'expected':<{width}}  correct/total  diagnosed as (when wrong)"]
+    for category in expected:
+        total = sum(n for (e, _), n in counts.items() if e == category)
+        right = counts[(category, category)]
+        wrong = ", ".join(f"{got} x{n}" for (e, got), n in sorted(counts.items())
+                          if e == category and got != category)
+        lines.append(f"{category:<{width}}  {right:>3}/{total:<3}        {wrong}")
+    return "\n".join(lines)
+
+
+def test_diagnosis_names_the_threads_root_cause_for_90_percent_of_cases() -> None:
+    rows = [(case["category"], got) for case, got, _ in outcomes()]
+    correct = sum(1 for expected, got in rows if expected == got)
+    accuracy = correct / len(rows)
+    misses = "\n".join(f"  {case['file']}: expected {case['category']}, got {got}"
+                       for case, got, _ in outcomes() if got != case["category"])
+    table = _confusion(rows)
+    print(f"\n{correct}/{len(rows)} correct ({accuracy:.1%})\n{table}\n{misses}")
+    assert accuracy >= THRESHOLD, (
+        f"{correct}/{len(rows)} correct ({accuracy:.1%}) is below {THRESHOLD:.0%}\n"
+        f"{table}\nmisdiagnosed:\n{misses}")
+
+
+def test_quoted_evidence_is_the_real_line_at_the_stated_number() -> None:
+    for case, _, report in outcomes():
+        lines = (LOGS / case["file"]).read_text(encoding="utf-8", errors="replace")
+        numbered = lines.replace("\r\n", "\n").split("\n")
+        for finding in report.results[0].findings:
+            for item in finding.evidence:
+                if not item.label.startswith("line "):
+                    continue
+                number = int(item.label.split()[1])
+                assert item.value[:60] in numbered[number - 1], (case["file"], item)

@@ -1,0 +1,243 @@
+"""The log rules' contract with the diagnose engine: examples match, anchors gate every
+line a rule can match, symptoms point at real codes, benign output matches nothing, and
+every category that shows up in logs has a rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules import (
+    ANY_ERROR,
+    CATEGORY_PRECEDENCE,
+    GATES,
+    LOG_CODES,
+    RULES,
+    folded,
+    match_text,
+)
+from ddp_doctor.model import Severity
+from tests.conftest import FIXTURES
+
+IDS = [r.code.id for r in RULES]
+
+
+def alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives ``rx`` joined (each wrapped in ``(?:...)``)."""
+    return pattern[3:-1].split(")|(?:")
+
+
+def literal(alternative: str) -> str:
+    """The text an alternative spells out, with regex syntax reduced to spaces."""
+    text = re.sub(r"\\s[*+?]?|\\b|\\W[*+?]?|\[\^\\n\]\*", " ", alternative)
+    text = re.sub(r"\\(.)", r"\1", text)
+    return text.lower()
+
+
+def test_gates_are_few_lowercase_and_distinct():
+    assert len(GATES) <= 16
+    assert len(set(GATES)) == len(GATES)
+    assert all(g == g.lower() and g.strip() == g and g for g in GATES)
+    assert "nccl" not in GATES  # NCCL INFO lines are floods
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_rule_shape(rule):
+    assert rule.anchors and set(rule.anchors) <= set(GATES)
+    assert rule.pattern.flags & re.IGNORECASE
+    assert rule.examples, "every rule needs at least one real example line"
+    assert rule.code.what and rule.code.why and rule.code.fix and rule.code.docs_url
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_examples_match_and_hold_an_anchor(rule):
+    for example in rule.examples:
+        assert "\n" not in example
+        assert rule.pattern.search(example), example
+        assert any(a in example.lower() for a in rule.anchors), example
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_every_alternative_spells_one_of_its_anchors(rule):
+    """The engine tries a rule only on lines with one of its anchors: an alternative that
+    could match without one would silently never fire."""
+    for alt in alternatives(rule.pattern.pattern):
+        assert any(a in literal(alt) for a in rule.anchors), alt
+
+
+def test_codes_are_unique_and_numbered_from_log001():
+    ids = [c.id for c in LOG_CODES]
+    assert len(ids) == len(set(ids))
+    assert ids == [f"LOG{n:03d}" for n in range(1, len(ids) + 1)]
+
+
+def test_symptom_of_names_existing_codes_and_alternatives_name_categories():
+    known = {c.id for c in LOG_CODES}
+    categories = {c.value for c in Category}
+    for rule in RULES:
+        for target in rule.symptom_of:
+            assert target == ANY_ERROR or (target in known and target != rule.code.id), target
+        for alternative in rule.alternatives:
+            assert alternative.split(":")[0] in categories, alternative
+        if rule.alternatives:
+            assert rule.decide, f"{rule.code.id} names alternatives but not how to decide"
+
+
+def test_every_category_seen_in_logs_has_an_error_rule():
+    covered = {r.code.category for r in RULES if r.code.severity is Severity.ERROR}
+    assert set(Category) - covered <= {Category.UNKNOWN}
+    assert set(CATEGORY_PRECEDENCE) == set(Category)
+
+
+def test_steps_with_commands_are_single_pasteable_lines():
+    for rule in RULES:
+        for step in (*rule.steps, *rule.decide):
+            assert step.text
+            if step.command:
+                assert "\n" not in step.command
+
+
+# Realistic output of healthy runs: YOLO banners and progress, NCCL INFO, pip, nvidia-smi,
+# torchrun chatter, UserWarnings. No error rule may fire on any of it.
+BENIGN = (FIXTURES / "logs" / "benign.log").read_text(encoding="utf-8")
+
+
+def test_benign_output_matches_no_error_rule():
+    matches = [m for m in match_text(BENIGN) if m.rule.code.severity is Severity.ERROR]
+    assert matches == [], [(m.rule.code.id, m.line) for m in matches]
+
+
+def test_benign_output_line_by_line_matches_nothing():
+    for line in BENIGN.splitlines():
+        hits = [r.code.id for r in RULES if r.pattern.search(line)]
+        assert hits == [], (line, hits)
+
+
+def first(text: str) -> str:
+    return match_text(text)[0].rule.code.id
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    # NCCL's generic wrapper is read through the WARN line that names the cause.
+    ("NCCL WARN Error while creating shared memory segment /dev/shm/nccl-hBPyzf (size 9637888)\n"
+     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL "
+     "version 2.7.8", "LOG042"),
+    ("NCCL WARN Bootstrap : no socket interface found\n"
+     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error", "LOG043"),
+    ("transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access is not "
+     "supported between these two devices\n"
+     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:784, unhandled cuda error", "LOG045"),
+    ("NCCL WARN Cuda failure 'out of memory'\n"
+     "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:784, unhandled cuda error", "LOG005"),
+    # cuDNN's handle failure after an out-of-memory is the out-of-memory.
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n"
+     "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR", "LOG005"),
+    ("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared "
+     "object file: No such file or directory", "LOG018"),
+    # A watchdog timeout after a rank's death is about the death.
+    ("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, "
+     "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600087 milliseconds before timing out.",
+     "LOG005"),
+    ("  exitcode  : -9 (pid: 14750)\n"
+     "torch.distributed.DistNetworkError: Connection reset by peer", "LOG007"),
+    ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+     "OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600087 "
+     "milliseconds before timing out.\n"
+     "Some NCCL operations have failed or timed out.", "LOG046"),
+    # YOLO's device message is the consequence of torch having no CUDA.
+    ("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found "
+     "version 11040).\nValueError: Invalid CUDA 'device=0' requested. Use 'device=cpu'\n"
+     "torch.cuda.is_available(): False", "LOG011"),
+    ("ValueError: Invalid CUDA 'device=0,1' requested. Use 'device=cpu'\n"
+     "torch.cuda.is_available(): True\ntorch.cuda.device_count(): 1", "LOG031"),
+    ("OSError: [WinError 1455] The paging file is too small for this operation to complete. "
+     "Error loading \"C:\\Python\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll\" "
+     "or one of its dependencies.", "LOG039"),
+    ("[W socket.cpp:601] [c10d] The client socket has failed to connect to [node1]:29500 "
+     "(errno: 111 - Connection refused).\n"
+     "torch.distributed.DistNetworkError: The client socket has timed out after 1800s while "
+     "trying to connect to (node1, 29500).", "LOG052"),
+    ("[W socket.cpp:426] [c10d] The server socket has failed to listen on [::]:29500 (errno: "
+     "98 - Address already in use).\ntorch.distributed.DistNetworkError: The client socket "
+     "has timed out after 900s while trying to connect to (127.0.0.1, 29500).", "LOG001"),
+    ("RuntimeError: CUDA error: an illegal memory access was encountered\n"
+     "NVRM: Xid (PCI:0000:3b:00): 48, pid=1234, DBE (double bit error) ECC error", "LOG017"),
+])
+def test_root_cause_comes_before_its_symptoms(text, code):
+    assert first(text) == code
+
+
+def test_survivor_messages_alone_still_give_a_finding():
+    matches = match_text("torch.distributed.DistNetworkError: Connection reset by peer")
+    assert [m.rule.code.id for m in matches] == ["LOG049"]
+    assert not folded(matches[0].rule, {"LOG049"})
+
+
+def test_two_generic_symptoms_do_not_explain_each_other_away():
+    rule = next(r for r in RULES if r.code.id == "LOG004")
+    assert not folded(rule, {"LOG004", "LOG003"})
+    assert folded(rule, {"LOG004", "LOG042"})
+
+
+def test_nccl_refusal_is_network_and_store_refusal_is_rendezvous():
+    assert first("node:1:2 [0] NCCL INFO Call to connect returned Connection refused, "
+                 "retrying") == "LOG043"
+    assert first("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+                 "[127.0.1.1]:31863: Connection refused") == "LOG053"
+    assert match_text("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='github."
+                      "com', port=443): Max retries exceeded (Caused by NewConnectionError("
+                      "'[Errno 111] Connection refused'))") == []
+
+
+@pytest.mark.parametrize(("line", "code"), [
+    ("ModuleNotFoundError: No module named 'torch'", "LOG021"),
+    ("ModuleNotFoundError: No module named 'torchvision'", None),
+    ("ImportError: /site-packages/torchvision/_C.so: undefined symbol: _ZN2at4_ops", "LOG025"),
+    ("ImportError: /site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
+     "LOG022"),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device",
+     "LOG028"),
+    ("RuntimeError: Distributed package doesn't have NCCL built in", "LOG050"),
+    ("AssertionError: Torch not compiled with CUDA enabled", "LOG023"),
+    ("Killed", "LOG038"),
+    ("NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception", "LOG035"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", "LOG017"),
+    # found by review: other launchers' and libraries' wording of known causes
+    ("[ERROR] [launch.py:325:sigkill_handler] ['python', 'train.py'] exits with return code "
+     "= -9", "LOG007"),
+    ("RuntimeError: Unable to find a valid cuDNN algorithm to run convolution", "LOG037"),
+    ("RuntimeError: No CUDA GPUs are available", "LOG030"),
+    ("ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not "
+     "found (required by /opt/venv/lib/python3.11/site-packages/torch/lib/libtorch_python.so)",
+     "LOG022"),
+    ("Failed to initialize NVML: Unknown Error", "LOG014"),
+    ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: "
+     "cannot open shared object file: no such file or directory: unknown", "LOG010"),
+    ("UserWarning: Plan failed with a cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: "
+     "cudnnFinalize Descriptor Failed cudnn_status: CUDNN_STATUS_NOT_SUPPORTED (Triggered "
+     "internally at ../aten/src/ATen/native/cudnn/Conv_v8.cpp:919.)", None),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you "
+     "passed in a non-contiguous input.", "LOG034"),
+])
+def test_specific_lines(line, code):
+    matches = match_text(line)
+    assert (matches[0].rule.code.id if matches else None) == code
+
+
+def test_every_step_command_is_valid_shell():
+    """A `$` line must paste into a shell: Python statements belong in the step's text."""
+    import subprocess
+
+    from ddp_doctor.diagnose.compose import ATTACH_STEPS
+    from ddp_doctor.diagnose.context import HANG_STEPS, WSL_STEPS
+
+    steps = [s for rule in RULES for s in (*rule.steps, *rule.decide)]
+    steps += [*ATTACH_STEPS, *HANG_STEPS, *WSL_STEPS]
+    for step in steps:
+        if step.command:
+            checked = subprocess.run(["bash", "-n", "-c", step.command], capture_output=True,
+                                     text=True)
+            assert checked.returncode == 0, (step.command, checked.stderr)

@@ -1,0 +1,289 @@
+"""The recipes of docs/ci.md, run as written: GitHub Actions, GitLab CI, a Slurm pre-flight.
+
+Each block marked ``<!-- test: NAME -->`` is taken from the Markdown and run in a temporary
+directory with the installed ``ddp-doctor`` on PATH. The only change: ``ddp-doctor check``
+gets ``--facts`` with a recorded machine, and ``ddp-doctor smoke`` runs a small CPU job,
+since no GPU is here (docs/ci.md says so). The CI systems themselves are stood in for by
+what they do with the recipe: GitHub runs a ``run:`` step with ``bash -e`` and sets
+``GITHUB_ACTIONS``/``GITHUB_STEP_SUMMARY``; GitLab runs each ``script`` line in order and
+stops at the first failure; Slurm's ``srun`` runs the command once per task with the
+``SLURM_*`` variables set and exits with the highest task exit code (a shim here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import FACTS_DIR
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
+BIN = Path(sys.executable).parent
+HEALTHY = FACTS_DIR / "healthy_8x_h100_nvlink.json"
+SMALL_SHM = FACTS_DIR / "container_64mb_shm.json"  # HST001: /dev/shm 64 MiB in Docker
+NO_DRIVER = FACTS_DIR / "no_driver.json"  # DRV001
+
+
+def doc_block(name: str) -> str:
+    """The fenced block right after ``<!-- test: NAME -->`` in docs/ci.md."""
+    text = DOC.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- test: {name} -->\n```[a-z]*\n(.*?)\n```", text, re.S)
+    assert found, f"docs/ci.md has no block marked test: {name}"
+    return found.group(1) + "\n"
+
+
+def replay(command: str, facts: Path) -> str:
+    """The documented command with this machine's GPU replaced by a recorded one."""
+    command = command.replace("ddp-doctor check", f"ddp-doctor check --facts {facts}")
+    return command.replace("ddp-doctor smoke",
+                           "ddp-doctor smoke --device cpu --nproc 1 --steps 20 --imgsz 64")
+
+
+def ci_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "SLURM_", "MASTER_"))}
+    env.update(PATH=f"{tmp_path / 'shims'}{os.pathsep}{BIN}{os.pathsep}{env.get('PATH', '')}",
+               COLUMNS="100", HOME=str(tmp_path), **extra)
+    (tmp_path / "shims").mkdir(exist_ok=True)
+    return env
+
+
+def run_script(script: str, cwd: Path, env: dict[str, str], shell: tuple[str, ...],
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    path = cwd / "step.sh"
+    path.write_text(script, encoding="utf-8")
+    return subprocess.run([*shell, str(path)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def assert_reports(workdir: Path, junit: str, json_path: str, exit_code: int, *codes: str):
+    """The JSON and JUnit files exist, agree with the exit code and name the codes."""
+    report = json.loads((workdir / json_path).read_text(encoding="utf-8"))
+    assert report["exit_code"] == exit_code
+    assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == list(codes)
+    root = ET.parse(workdir / junit).getroot()
+    assert root.tag in ("testsuites", "testsuite")
+    failures = [el for el in root.iter() if el.tag in ("failure", "error")]
+    failed_text = " ".join(f"{el.get('message', '')} {el.text or ''}" for el in failures)
+    assert bool(failures) == bool(codes)
+    for code in codes:
+        assert code in failed_text
+
+
+# --- GitHub Actions -------------------------------------------------------------------------
+
+def github_workflow() -> dict:
+    workflow = yaml.safe_load(doc_block("github"))
+    (job,) = workflow["jobs"].values()
+    return job
+
+
+def test_github_recipe_is_a_workflow_that_installs_checks_keeps_reports_then_trains():
+    steps = github_workflow()["steps"]
+    names = [s.get("name") or s.get("uses") for s in steps]
+    assert names == ["actions/checkout@v4", "Install ddp-doctor", "GPU pre-flight",
+                     "Keep the ddp-doctor reports", "Train"]
+    assert steps[1]["run"] == "python -m pip install ./ddp-doctor"  # a path, never the PyPI
+    # name: "ddp-doctor" on PyPI is an unrelated project
+    upload = steps[3]
+    assert upload["uses"].startswith("actions/upload-artifact@")
+    assert upload["if"] == "always()"  # the reports matter most when the check failed
+    assert upload["with"]["path"].split() == ["ddp-doctor.xml", "ddp-doctor.json"]
+    assert "if" not in steps[4]  # training runs only after a passing pre-flight
+
+
+@pytest.mark.parametrize("facts, exit_code, codes", [
+    (SMALL_SHM, 1, ("HST001",)),
+    (HEALTHY, 0, ()),
+])
+def test_github_preflight_step_runs_annotates_and_summarises(tmp_path, facts, exit_code, codes):
+    job = github_workflow()
+    (step,) = [s for s in job["steps"] if s.get("name") == "GPU pre-flight"]
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("Output of an earlier tool in this step.\n", encoding="utf-8")
+    env = ci_env(tmp_path, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
+    work = tmp_path / "checkout"
+    work.mkdir()
+    # GitHub runs a run: step with bash -e when no shell is given.
+    result = run_script(replay(step["run"], facts), work, env, ("bash", "-e"))
+    assert result.returncode == exit_code, result.stdout + result.stderr
+    # The upload step's paths are exactly the files the pre-flight wrote.
+    for path in job["steps"][3]["with"]["path"].split():
+        assert (work / path).is_file(), path
+    assert_reports(work, "ddp-doctor.xml", "ddp-doctor.json", exit_code, *codes)
+
+    annotations = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    assert [line.split("::")[1].split(" title=")[0] for line in annotations] == \
+        ["error"] * len(codes)
+    for line, code in zip(annotations, codes):
+        assert line.startswith(f"::error title={code} ")
+        assert "%0AFix: " in line and "\n" not in line
+    assert "::" not in result.stderr
+
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("Output of an earlier tool in this step.\n## ")  # appended
+    verdict = "problems found" if exit_code else "ready"
+    assert f"ddp-doctor: {verdict}" in text
+    for code in codes:
+        assert f"| `{code}` |" in text
+
+
+# --- GitLab CI ------------------------------------------------------------------------------
+
+def gitlab_job() -> dict:
+    config = yaml.safe_load(doc_block("gitlab"))
+    (job,) = config.values()
+    return job
+
+
+def test_gitlab_recipe_reports_junit_and_keeps_artifacts_on_failure():
+    job = gitlab_job()
+    assert job["stage"] == ".pre"
+    assert job["artifacts"]["when"] == "always"
+    assert job["artifacts"]["reports"]["junit"] == "ddp-doctor.xml"
+    assert job["script"][0] == "python -m pip install ./ddp-doctor"
+
+
+@pytest.mark.parametrize("facts, exit_code, codes", [
+    (NO_DRIVER, 1, ("DRV001",)),
+    (HEALTHY, 0, ()),
+])
+def test_gitlab_script_runs_and_writes_the_reported_files(tmp_path, facts, exit_code, codes):
+    job = gitlab_job()
+    work = tmp_path / "build"
+    work.mkdir()
+    env = ci_env(tmp_path, GITLAB_CI="true", CI="true")
+    # The install line is not run here (no network); the doctor is installed in this venv.
+    for line in job["script"][1:]:
+        result = run_script(replay(line, facts) + "\n", work, env, ("bash", "-e"))
+        if result.returncode:
+            break
+    assert result.returncode == exit_code, result.stdout + result.stderr
+    assert "::error" not in result.stdout  # no GitHub annotations outside GitHub
+    artifacts = job["artifacts"]
+    for path in (*artifacts["paths"], artifacts["reports"]["junit"]):
+        assert (work / path).is_file(), path
+    assert_reports(work, artifacts["reports"]["junit"], "ddp-doctor.json", exit_code, *codes)
+
+
+# --- Slurm ----------------------------------------------------------------------------------
+
+SRUN = '''\
+#!{python}
+"""A stand-in for srun: each task runs the command with Slurm's variables; all tasks run
+at once (the smoke job's nodes must meet); the exit code is the highest task's."""
+import os, subprocess, sys
+log = os.environ["SHIM_LOG"]
+args = sys.argv[1:]
+opts = {{}}
+while args and args[0].startswith("-"):
+    key, _, value = args.pop(0).partition("=")
+    opts[key] = value
+nodes = int(opts.get("--nodes") or os.environ["SLURM_JOB_NUM_NODES"])
+per_node = int(opts.get("--ntasks-per-node") or 1)
+with open(log, "a") as f:
+    f.write("srun " + " ".join(args) + "\\n")
+step = str(sum(1 for line in open(log) if line.startswith("srun ")) - 1)
+procs = []
+for node in range(nodes):
+    for local in range(per_node):
+        env = dict(os.environ, SLURM_STEP_ID=step, SLURM_NNODES=str(nodes),
+                   SLURM_NTASKS=str(nodes * per_node), SLURM_NODEID=str(node),
+                   SLURM_PROCID=str(node * per_node + local), SLURM_LOCALID=str(local),
+                   SLURM_STEP_NODELIST=os.environ["SLURM_JOB_NODELIST"],
+                   SLURMD_NODENAME=f"node{{node}}")
+        procs.append(subprocess.Popen(args, env=env))
+sys.exit(max(p.wait() for p in procs))
+'''
+
+SCONTROL = '''\
+#!/bin/sh
+# scontrol show hostnames LIST: one host a line (the test's node list is plain names).
+[ "$1 $2" = "show hostnames" ] && echo "$3" | tr ',' '\\n'
+'''
+
+TORCHRUN = '''\
+#!/bin/sh
+# The real training job: only records that it was started, and with what.
+echo "torchrun $* node=$SLURMD_NODENAME" >> "$SHIM_LOG"
+'''
+
+
+def free_slurm_job_id() -> str:
+    """A job id whose derived smoke port (20000 + id % 20000) is free right now."""
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if 20000 <= port < 40000:
+            return str(40000 + port - 20000)
+    raise AssertionError("no free port in 20000-39999")
+
+
+def slurm_job(tmp_path: Path, facts: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    shims = tmp_path / "shims"
+    env = ci_env(tmp_path, SLURM_JOB_ID=free_slurm_job_id(), SLURM_JOB_NUM_NODES="2",
+                 SLURM_NNODES="2", SLURM_JOB_NODELIST="localhost",
+                 SHIM_LOG=str(tmp_path / "calls.log"))
+    for name, text in (("srun", SRUN.format(python=sys.executable)), ("scontrol", SCONTROL),
+                       ("torchrun", TORCHRUN)):
+        (shims / name).write_text(text, encoding="utf-8")
+        (shims / name).chmod(stat.S_IRWXU)
+    work = tmp_path / "job"
+    work.mkdir()
+    script = replay(doc_block("slurm"), facts)
+    assert script.startswith("#!/bin/bash\n")
+    result = run_script(script, work, env, ("bash",), timeout=280)
+    return result, work
+
+
+def calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
+
+
+def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
+    result, work = slurm_job(tmp_path, NO_DRIVER)
+    assert result.returncode == 1, result.stdout + result.stderr
+    logged = calls(tmp_path)
+    assert len(logged) == 1 and logged[0].startswith("srun bash -c ddp-doctor check ")
+    assert not any(line.startswith("torchrun") for line in logged)  # no training started
+    for node in ("node0", "node1"):
+        assert_reports(work / "preflight", f"check-{node}.xml", f"check-{node}.json", 1,
+                       "DRV001")
+    assert result.stdout.count("DRV001") >= 2  # each node's console report
+
+
+def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_path):
+    result, work = slurm_job(tmp_path, HEALTHY)
+    assert result.returncode == 0, result.stdout + result.stderr
+    logged = calls(tmp_path)
+    assert [line.split()[:4] for line in logged[:3]] == [
+        ["srun", "bash", "-c", "ddp-doctor"]] * 2 + [["srun", "torchrun", "--nnodes=2",
+                                                       "--nproc-per-node=8"]]
+    assert "check" in logged[0] and "smoke" in logged[1]
+    trained = sorted(line for line in logged if line.startswith("torchrun"))
+    assert len(trained) == 2 and all("--rdzv-endpoint=localhost:29500" in line
+                                     for line in trained)
+    assert [line.rsplit("node=", 1)[1] for line in trained] == ["node0", "node1"]
+    pre = work / "preflight"
+    for node in ("node0", "node1"):
+        assert_reports(pre, f"check-{node}.xml", f"check-{node}.json", 0)
+    ranks = []
+    for node in ("node0", "node1"):
+        smoke = json.loads((pre / f"smoke-{node}.json").read_text(encoding="utf-8"))
+        assert smoke["exit_code"] == 0, smoke["findings"]
+        data = smoke["smoke"]
+        assert data["ok"] and data["ranks"] == 2 and data["params_in_sync"] is True
+        ranks += [r["rank"] for r in data["per_rank"]]
+    assert sorted(ranks) == [0, 1]  # one rank on each node, one job across both
+

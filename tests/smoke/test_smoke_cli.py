@@ -1,0 +1,82 @@
+"""`ddp-doctor smoke` and the smoke job inside `ddp-doctor doctor`, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FACTS_DIR
+from tests.support.cli import invoke
+
+SANDBOX = str(FACTS_DIR / "sandbox_cpu_container.json")
+
+
+def doctor(*args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", *args, "--json", "-"],
+                          capture_output=True, text=True, timeout=240, check=False)
+    return proc, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--imgsz", "100"), "--imgsz 100: must be a multiple of 32"),
+    (("--device", "cpu", "--nnodes", "2", "--master-addr", "h0"),
+     "--nnodes 2 needs --master-port"),
+    (("--device", "gpu"), "--device 'gpu': choose one of auto, cuda, cpu"),
+    (("--launcher", "mpirun"), "--launcher 'mpirun': choose one of torchrun, spawn"),
+    (("--device", "cpu", "--nnodes", "2"), "--nnodes 2 needs --master-addr and --master-port"),
+])
+def test_bad_smoke_options_are_one_line_and_exit_2(args, message):
+    result = invoke("smoke", *args)
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"ddp-doctor: error: {message}")
+
+
+@pytest.mark.parametrize("code", ["SMK002", "SMK009", "LOG001", "LOG007"])
+def test_explain_knows_the_smoke_and_log_codes(code):
+    result = invoke("explain", code)
+    assert result.exit_code == 0 and result.stdout.startswith(f"{code}: ")
+
+
+def test_replayed_facts_never_start_the_smoke_job():
+    result = invoke("doctor", "--facts", SANDBOX, "--json", "-")
+    report = json.loads(result.stdout)
+    assert "smoke" not in report
+    assert "smoke.train" not in [c["id"] for c in report["checks"]]
+
+
+def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
+    proc, report = doctor("doctor")
+    smoke = report["smoke"]
+    checks = {c["id"]: c for c in report["checks"]}
+    why = [(f["code"], f["title"]) for f in checks["smoke.train"]["findings"]]
+    assert smoke["ok"] is True, why
+    assert smoke["device"] == "cpu" and smoke["ranks"] == 2
+    assert checks["smoke.train"]["status"] == "pass"
+    assert list(checks)[-1] == "smoke.train"  # after every check
+    assert proc.returncode == report["exit_code"]
+
+
+def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
+    _, plain = doctor("doctor", "--no-smoke")
+    assert "smoke" not in plain
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    _, report = doctor("doctor", "--python", str(venv / "bin" / "python"))
+    assert report["smoke"] == {"ok": None, "skipped": "blocked by TOR001: torch cannot be "
+                                                      "imported"}
+    smoke_check = {c["id"]: c for c in report["checks"]}["smoke.train"]
+    assert smoke_check["status"] == "skip"
+
+
+def test_smoke_in_dataparallel_mode_writes_markdown():
+    result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "20", "--imgsz", "64",
+                    "--markdown", "-")
+    assert result.exit_code == 0, result.output
+    assert "## Smoke training" in result.stdout
+    assert ("| Ranks | 1 (1 on this node), cpu, one process (DataParallel needs more than one "
+            "GPU) |") in result.stdout
+    assert "Parameters across ranks" not in result.stdout  # one replica: nothing to compare

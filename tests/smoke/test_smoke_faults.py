@@ -1,0 +1,109 @@
+"""Faults in a real 2-rank CPU run: each ends with the right finding, within its deadline,
+with no process left behind. Faults are injected with the worker's test hook
+(DDP_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP) or a socket bound by the test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from ddp_doctor.smoke.launch import SmokeOptions
+from ddp_doctor.smoke.run import run_smoke
+from tests.support.smoke import assert_nothing_left, run_tag
+
+WALL_S = 60.0
+
+
+def run_with_fault(monkeypatch, fault: str, tmp_path: Path, **extra):
+    monkeypatch.setenv("DDP_DOCTOR_SMOKE_FAULT", fault)
+    start = time.monotonic()
+    # The failed run keeps its directory by design: put it where pytest cleans up.
+    options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S, stall_timeout=6,
+                   run_dir=str(tmp_path / "run"))
+    result = run_smoke(SmokeOptions(**{**options, **extra}))
+    return result, time.monotonic() - start
+
+
+def only(result, code: str):
+    codes = [f.code.id for f in result.findings]
+    assert code in codes, codes
+    return next(f for f in result.findings if f.code.id == code)
+
+
+def test_a_rank_killed_by_sigkill(monkeypatch, tmp_path):
+    result, elapsed = run_with_fault(monkeypatch, "kill:1:4", tmp_path)
+    finding = only(result, "LOG007")
+    assert finding.category.value == "host_out_of_memory"
+    assert finding.affects == ("rank:1",)
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert evidence["exit code"] == "-9 (SIGKILL)"
+    assert evidence["phase"] == "train (after step 3 of 12)"
+    assert not result.ok and result.data["stopped_by"] is None
+    assert elapsed < WALL_S
+    assert result.data["run_dir"]  # kept for the user to read
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
+    result, elapsed = run_with_fault(monkeypatch, "hang:1:4", tmp_path)
+    finding = only(result, "SMK002")
+    assert finding.category.value == "collective_timeout"
+    assert finding.title.startswith("Rank 1 stopped making progress in train (after step 3")
+    assert finding.affects == ("rank:1",)
+    assert result.data["stopped_by"] == "stall"
+    # Located by the stall deadline (6 s), long before the process-group timeout and wall.
+    assert elapsed < 30
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_a_rank_that_exits_with_an_nccl_error(monkeypatch, tmp_path):
+    result, elapsed = run_with_fault(monkeypatch, "nccl:1:2", tmp_path)
+    # NCCL's "Last error" names the shared-memory segment: that specific code, not the
+    # generic "unhandled system error" wrapper (LOG002), is the finding.
+    finding = only(result, "LOG042")
+    assert finding.category.value == "nccl_shared_memory"
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert "Error while creating shared memory segment" in evidence["matched"]
+    assert "ncclSystemError" in evidence["rank 1 stderr (last lines)"]
+    assert evidence["exit code"] == "1"
+    assert elapsed < WALL_S
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_the_given_master_port_is_already_bound():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        start = time.monotonic()
+        result = run_smoke(SmokeOptions(device="cpu", nproc=2, master_port=port))
+    finding = only(result, "SMK009")
+    assert finding.category.value == "rendezvous_port_in_use"
+    assert str(port) in finding.title
+    assert time.monotonic() - start < 5
+
+
+def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
+    tag = "ddp-doctor-smoke-sigtermtest"
+    script = textwrap.dedent(f"""
+        from ddp_doctor.smoke import run as smoke
+        from ddp_doctor.smoke.launch import SmokeOptions
+        smoke.new_tag = lambda: {tag!r}
+        smoke.run_smoke(SmokeOptions(device="cpu", nproc=2, steps=500, imgsz=64,
+                                     run_dir={str(tmp_path / "run")!r}))
+    """)
+    doctor = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    events = tmp_path / "run" / "rank1.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (events.exists() and '"step"' in events.read_text()):
+        time.sleep(0.2)
+    assert events.exists(), "the ranks never started"
+    os.kill(doctor.pid, signal.SIGTERM)
+    assert doctor.wait(timeout=30) == 128 + signal.SIGTERM
+    assert_nothing_left(tag)

@@ -1,0 +1,119 @@
+"""Real smoke runs on this CPU machine: 2 gloo ranks through torchrun, the spawn launcher,
+and two nodes on loopback. One torchrun run is shared by many assertions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from ddp_doctor.smoke.launch import SmokeOptions, free_port
+from ddp_doctor.smoke.monitor import PHASES
+from ddp_doctor.smoke.run import run_smoke
+from tests.support.smoke import assert_nothing_left, run_tag
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text(encoding="utf-8"))
+FAST = ("--steps", "20", "--imgsz", "64")
+
+
+@pytest.fixture(scope="module")
+def torchrun_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "report.json"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
+                           "--nproc", "2", *FAST, "--json", str(out)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    return proc, json.loads(out.read_text()), time.monotonic() - start
+
+
+def test_the_torchrun_run_passes_and_the_report_is_valid(torchrun_run):
+    proc, report, elapsed = torchrun_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    jsonschema.Draft202012Validator(SCHEMA).validate(report)
+    smoke = report["smoke"]
+    assert smoke["ok"] is True and report["findings"] == []
+    assert (smoke["ranks"], smoke["backend"], smoke["launcher"]) == (2, "gloo", "torchrun")
+    assert smoke["command"].split()[1:3] == ["-m", "torch.distributed.run"]
+    assert [c["id"] for c in report["checks"]] == ["smoke.train"]
+    assert elapsed < 60
+
+
+def test_every_rank_records_every_phase_in_order(torchrun_run):
+    smoke = torchrun_run[1]["smoke"]
+    expected = [p for p in PHASES if p not in ("startup", "done")]
+    for rank in smoke["per_rank"]:
+        assert rank["done"] and rank["steps_done"] == 20
+        assert list(rank["phases"]) == expected
+        starts = [rank["phases"][p]["start_s"] for p in expected]
+        assert starts == sorted(starts)
+        assert all(rank["phases"][p]["end_s"] >= rank["phases"][p]["start_s"] for p in expected)
+
+
+def test_loss_fell_params_in_sync_and_all_reduce_right(torchrun_run):
+    smoke = torchrun_run[1]["smoke"]
+    assert smoke["loss_last"] < 0.9 * smoke["loss_first"]
+    assert smoke["params_in_sync"] is True
+    assert smoke["all_reduce_ok"] is True
+
+
+def test_measurements(torchrun_run):
+    m = torchrun_run[1]["smoke"]["measurements"]
+    assert 0 < m["rendezvous_s"] < m["first_step_s"]
+    assert m["median_step_s"] > 0
+    per_rank = m["per_rank"]
+    assert [r["rank"] for r in per_rank] == [0, 1]
+    assert m["images_per_s_total"] == pytest.approx(sum(r["images_per_s"] for r in per_rank),
+                                                    rel=1e-3)
+    assert all(r["peak_gpu_mem_bytes"] is None for r in per_rank)  # CPU: no GPU memory
+    # nccl-tests all-reduce: busbw = algbw * 2(n-1)/n, which is algbw itself for n = 2.
+    assert m["allreduce_busbw_gbps"] == pytest.approx(m["allreduce_algbw_gbps"], rel=1e-3)
+
+
+def test_nothing_of_the_run_is_left(torchrun_run):
+    assert_nothing_left(run_tag(torchrun_run[1]["smoke"]["command"]))
+
+
+def test_spawn_launcher_passes():
+    result = run_smoke(SmokeOptions(device="cpu", nproc=2, launcher="spawn", steps=20, imgsz=64))
+    assert result.ok, [f.title for f in result.findings]
+    assert result.data["launcher"] == "spawn" and "--spawn 2" in result.data["command"]
+    assert result.data["params_in_sync"] and result.data["steps_done"] == 20
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_two_nodes_on_loopback_both_pass():
+    port = free_port()
+
+    def node(rank: int):
+        return run_smoke(SmokeOptions(device="cpu", nproc=1, nnodes=2, node_rank=rank,
+                                      master_addr="127.0.0.1", master_port=port,
+                                      steps=20, imgsz=64, timeout=90))
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(node, (0, 1)))
+    for rank, result in enumerate(results):
+        assert result.ok, [f.title for f in result.findings]
+        assert result.data["ranks"] == 2
+        assert [r["rank"] for r in result.data["per_rank"]] == [rank]
+        assert result.data["params_in_sync"] is True
+        assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_scaling_runs_one_rank_then_n_and_reports_speedup_and_efficiency():
+    """--scaling: the same job on 1 rank and on 2; efficiency is speedup / ranks."""
+    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=20, imgsz=64, scaling=True))
+    assert result.ok, [f.title for f in result.findings]
+    scaling = result.data["scaling"]
+    assert scaling["ranks"] == 2
+    assert scaling["images_per_s_1"] > 0 and scaling["images_per_s_n"] > 0
+    assert scaling["speedup"] == round(scaling["images_per_s_n"] / scaling["images_per_s_1"], 3)
+    assert abs(scaling["efficiency"] - scaling["speedup"] / 2) <= 0.001
+    assert result.data["ranks"] == 2 and result.data["params_in_sync"]
+    assert_nothing_left(run_tag(result.data["command"]))
