@@ -439,3 +439,9 @@ def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
         assert events and all(isinstance(e, dict) for e in events)
         assert f"smoke/rank{rank}.stderr" in files
     assert "facts.json" not in files and "smoke/launcher.stderr" in files
+    # Diagnosed later from a ticket, the bundle says what the machine measured: ready. The
+    # ranks' harmless warnings (torch without NumPy prints one) do not turn it into a fault.
+    diagnosed = invoke("diagnose", str(bundle), "--json", "-")
+    assert diagnosed.exit_code == 0, diagnosed.output
+    assert [f for f in json.loads(diagnosed.stdout)["findings"]
+            if f["severity"] == "error"] == []

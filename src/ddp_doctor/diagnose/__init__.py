@@ -24,6 +24,11 @@ from ddp_doctor.diagnose.compose import (
     nothing_matched,
 )
 from ddp_doctor.diagnose.context import refine
+from ddp_doctor.diagnose.recorded import (
+    capped_by_passed_run,
+    recorded_findings,
+    recorded_run_passed,
+)
 from ddp_doctor.diagnose.scan import Scanner, ScanResult
 from ddp_doctor.diagnose.source import InputError, open_input
 from ddp_doctor.facts.snapshot import Facts, FactsFileError
@@ -42,8 +47,11 @@ class Diagnosis:
 
 
 def scan_input(target: str, stdin: IO[bytes] | None = None, rules: Sequence[Any] | None = None
-               ) -> tuple[ScanResult, list[dict[str, Any]], list[str]]:
-    """Scan every text document of the input: the scan, facts snapshots, reading notes."""
+               ) -> tuple[ScanResult, list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+    """Scan every text document of the input.
+
+    Returns the scan, the facts snapshots, reading notes, and the reports a bundle recorded.
+    """
     from ddp_doctor.logrules import GATES, RULES
     from ddp_doctor.textfacts import SECTION_MARKERS
 
@@ -51,7 +59,7 @@ def scan_input(target: str, stdin: IO[bytes] | None = None, rules: Sequence[Any]
     scanner = Scanner(RULES if rules is None else rules, GATES, SECTION_MARKERS)
     for document in opened.documents:
         scanner.scan(document)
-    return scanner.result, opened.facts_snapshots, opened.notes
+    return scanner.result, opened.facts_snapshots, opened.notes, opened.recorded_reports
 
 
 def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
@@ -102,13 +110,29 @@ def _status(findings: Sequence[Finding]) -> Status:
     return Status.WARN if Severity.WARNING in severities else Status.PASS
 
 
+def _known_codes() -> dict[str, Any]:
+    from ddp_doctor.codes import all_codes
+    from ddp_doctor.registry import load_catalogue
+
+    return dict(all_codes(load_catalogue()))
+
+
+def _recorded_summary(report: dict[str, Any], first: Finding | None) -> str:
+    """The summary line of a bundle diagnosis: the recorded verdict first."""
+    verdict = report.get("verdict") or "unknown"
+    summary = f"the bundle's own report (made on the machine) says {verdict!r}"
+    if first is not None and first.effective_severity is Severity.ERROR:
+        summary += f"; most likely cause: {first.code.category.value} ({first.code.id})"
+    return summary
+
+
 def diagnose(target: str, stdin: IO[bytes] | None = None,
              rules: Sequence[Any] | None = None) -> Diagnosis:
     """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable."""
     from ddp_doctor.runner import summarize_environment
 
-    scan, snapshots, notes = scan_input(target, stdin, rules)
-    if scan.blank and not snapshots:
+    scan, snapshots, notes, recorded = scan_input(target, stdin, rules)
+    if scan.blank and not snapshots and not recorded:
         why = f" ({'; '.join(notes)})" if notes else ""
         raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
                          f"diagnose{why}")
@@ -117,18 +141,28 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     ordered = refine(compose(scan), scan, NCCL_SOCKET)
     facts, where = _environment(scan, snapshots)
     env = _env_findings(facts, where) if facts is not None else []
+    lead: list[Finding] = []
+    if recorded:
+        # The machine's own verdict leads; the log rules and a newer catalogue add to it.
+        lead = recorded_findings(recorded[0], _known_codes())
+        seen = {f.code.id for f in lead}
+        env = [f for f in env if f.code.id not in seen]
+        if recorded_run_passed(recorded[0]):
+            ordered = [(capped_by_passed_run(f, recorded[0]), i) for f, i in ordered]
     ranked = sorted([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))],
                     key=lambda pair: root_cause_key(*pair))
-    findings = [finding for finding, _ in ranked]
-    if not any(f.effective_severity is not Severity.INFO for f in findings):
+    findings = [*lead, *(finding for finding, _ in ranked)]
+    if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
     if notes:
         findings.append(damaged_input(notes))
     label = "stdin" if target == "-" else target
-    lead = findings[0]
-    if lead.effective_severity is Severity.ERROR:
-        summary = f"most likely cause: {lead.code.category.value} ({lead.code.id})"
-    elif lead.code.id == "DIAG001":
+    first = findings[0] if findings else None
+    if recorded:
+        summary = _recorded_summary(recorded[0], first)
+    elif first is not None and first.effective_severity is Severity.ERROR:
+        summary = f"most likely cause: {first.code.category.value} ({first.code.id})"
+    elif first is not None and first.code.id == "DIAG001":
         summary = "no known failure signature"
     else:
         summary = ("no failure cause found; warnings: "

@@ -26,8 +26,10 @@ BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory
 SNIFF = 8192
 
 # Files a support bundle carries that are outputs of a previous diagnosis, not evidence:
-# reading them again would quote our own finding titles back as "log lines".
+# reading them again as text would quote our own finding titles back as "log lines".
+# report.json is read once more, as data: the verdict the machine itself recorded.
 _DERIVED = {"report.md", "report.json", "manifest", "manifest.txt", "junit.xml"}
+_RECORDED_REPORT = "report.json"
 
 
 class InputError(Exception):
@@ -56,6 +58,8 @@ class Opened:
     documents: Iterator[Document]
     facts_snapshots: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    recorded_reports: list[dict[str, Any]] = field(default_factory=list)
+    """JSON reports a bundle carries (its ``report.json``): what the machine itself judged."""
 
 
 def _blocks(stream: IO[bytes], first: bytes = b"") -> Iterator[bytes]:
@@ -136,7 +140,8 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
                          f"bundle (.zip / .tar.gz)")
     if zipfile.is_zipfile(path):
         notes: list[str] = []
-        return Opened(str(path), _zip_documents(path, notes), _zip_snapshots(path), notes)
+        snapshots, reports = _zip_snapshots(path)
+        return Opened(str(path), _zip_documents(path, notes), snapshots, notes, reports)
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -222,6 +227,20 @@ def _snapshot(data: bytes) -> dict[str, Any] | None:
     return None
 
 
+def _recorded_report(name: str, data: bytes) -> dict[str, Any] | None:
+    """A bundle's own ``report.json`` (a ddp-doctor JSON report), if this member is one."""
+    if name.rsplit("/", 1)[-1].lower() != _RECORDED_REPORT:
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if (isinstance(value, dict) and value.get("tool") == "ddp-doctor"
+            and isinstance(value.get("findings"), list)):
+        return value
+    return None
+
+
 def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | None:
     """A member as a text document (decompressing a .gz/.bz2/.xz member), or None."""
     try:
@@ -236,18 +255,24 @@ def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | N
     return Document(name, _guarded(_blocks(handle, head), name, notes), encoding)
 
 
-def _zip_snapshots(path: Path) -> list[dict[str, Any]]:
-    found = []
+def _zip_snapshots(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The facts snapshots and the recorded reports among a zip's JSON members."""
+    found: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 if info.filename.endswith(".json") and info.file_size < 64 << 20:
-                    snapshot = _snapshot(archive.read(info))
+                    data = archive.read(info)
+                    snapshot = _snapshot(data)
                     if snapshot is not None:
                         found.append(snapshot)
+                    report = _recorded_report(info.filename, data)
+                    if report is not None:
+                        reports.append(report)
     except (zipfile.BadZipFile, OSError) as exc:
         raise InputError(f"{path}: damaged zip archive: {exc}") from None
-    return found
+    return found, reports
 
 
 def _zip_documents(path: Path, notes: list[str]) -> Iterator[Document]:
@@ -266,22 +291,31 @@ def _zip_documents(path: Path, notes: list[str]) -> Iterator[Document]:
 def _tar_opened(stream: IO[bytes], label: str) -> Opened:
     """A tar archive is read in one streaming pass: snapshots are collected as met."""
     snapshots: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
     notes: list[str] = []
 
     def documents() -> Iterator[Document]:
         try:
             with tarfile.open(fileobj=stream, mode="r|") as archive:
                 for member in archive:
-                    if not member.isfile() or not _member_wanted(member.name):
+                    if not member.isfile():
+                        continue
+                    recorded = (member.name.rsplit("/", 1)[-1].lower() == _RECORDED_REPORT
+                                and member.size < 64 << 20)
+                    if not recorded and not _member_wanted(member.name):
                         continue
                     handle = archive.extractfile(member)
                     if handle is None:
                         continue
                     if member.name.endswith(".json"):
                         if member.size < 64 << 20:
-                            snapshot = _snapshot(handle.read())
+                            data = handle.read()
+                            snapshot = _snapshot(data)
                             if snapshot is not None:
                                 snapshots.append(snapshot)
+                            report = _recorded_report(member.name, data)
+                            if report is not None:
+                                reports.append(report)
                         continue
                     if member.name.endswith(".jsonl"):
                         continue
@@ -291,4 +325,4 @@ def _tar_opened(stream: IO[bytes], label: str) -> Opened:
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise InputError(f"{label}: damaged tar archive: {exc}") from None
 
-    return Opened(label, documents(), snapshots, notes)
+    return Opened(label, documents(), snapshots, notes, reports)

@@ -185,7 +185,10 @@ RULES: tuple[Rule, ...] = (
                    "_ZNK2at10TensorBase8data_ptrIdEEPT_v",),
          symptom_of=("LOG022", "LOG033")),
     Rule(NUMPY, rx(r"compiled using numpy 1\.x cannot be run in",
-                   r"fail\w* to initialize numpy",
+                   # not torch's import-time warning when NumPy is simply absent
+                   # ("Failed to initialize NumPy: No module named 'numpy'"): torch
+                   # works without it; the ABI break says "_ARRAY_API not found"
+                   r"fail\w* to initialize numpy(?!: no module named)",
                    r"error: _array_api not found",
                    r"numpy\.core\.multiarray failed to import",
                    r"error: numpy is not available",
