@@ -222,8 +222,18 @@ class Report:
             return 1
         return 0
 
+    @property
+    def cpu_fallback(self) -> bool:
+        """The smoke job wanted GPUs, found none and trained on the CPU: GPU training was not
+        proven, so the run can never be called ready."""
+        proved = (self.smoke or {}).get("proved") or {}
+        return bool(proved.get("cpu_fallback"))
+
     def verdict(self, strict: bool = False) -> str:
-        return {0: "ready", 1: "problems found", 3: "doctor error"}[self.exit_code(strict)]
+        code = self.exit_code(strict)
+        if code == 0 and self.cpu_fallback:
+            return "passed on CPU only"
+        return {0: "ready", 1: "problems found", 3: "doctor error"}[code]
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         data = {

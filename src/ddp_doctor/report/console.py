@@ -229,6 +229,8 @@ def verdict_line(report: Report, strict: bool) -> Text:
     style = {0: "bold green", 1: "bold red", 3: "bold magenta"}[code]
     label = {0: "Ready for training", 1: "Not ready: problems found",
              3: "The doctor itself failed"}[code]
+    if code == 0 and report.cpu_fallback:  # trained, but not where it was asked to
+        style, label = "bold yellow", "Passed on CPU only; GPU training not proven"
     if report.facts_source.startswith("log: "):  # a log says what failed, not what is ready
         label = {0: "No failure cause found" if not warnings else "Warnings only, no failure "
                     "cause found", 1: "Failure cause found"}.get(code, label)

@@ -141,8 +141,22 @@ LOSS_NOT_JUDGED = Code(
     fix="Run with --steps 10 or more (the default is 30) to check that the loss falls.",
     severity=Severity.INFO)
 
+GPU_NOT_PROVEN = Code(
+    "SMK017", Category.GPU_NOT_VISIBLE, "GPU training not proven: the smoke job ran on the CPU",
+    what="The smoke job was asked to use the GPUs when torch can (--device auto), torch could "
+         "use none, and the job fell back to the CPU with gloo. It trained, but no GPU, CUDA "
+         "kernel or NCCL collective was exercised.",
+    why="A pre-flight that passes on the CPU says nothing about GPU training: on a GPU runner "
+        "whose driver just broke, the real job fails right after a green pre-flight.",
+    fix="Fix what keeps the GPUs from torch (`ddp-doctor check` names it: no driver, a "
+        "CPU-only torch build, CUDA_VISIBLE_DEVICES), then run `ddp-doctor smoke --device "
+        "cuda`. To test the CPU on purpose, pass --device cpu. Under --strict, or with a "
+        "policy's require-gpu-training, this warning fails the run.",
+    severity=Severity.WARNING,
+    docs_url="https://pytorch.org/docs/stable/notes/cuda.html")
+
 SMOKE_CODES: tuple[Code, ...] = (
     RANK_FAILED, RANK_STALLED, DEADLINE, STEPS_MISSING, LOSS_NOT_FINITE, LOSS_FLAT,
     PARAMS_DIFFER, ALLREDUCE_WRONG, PORT_TAKEN, LAUNCH_FAILED, RENDEZVOUS, NO_GPU,
-    NOT_STARTED, PARAMS_DIFFER_GLOO, ALLREDUCE_WRONG_GLOO, LOSS_NOT_JUDGED,
+    NOT_STARTED, PARAMS_DIFFER_GLOO, ALLREDUCE_WRONG_GLOO, LOSS_NOT_JUDGED, GPU_NOT_PROVEN,
 )

@@ -60,7 +60,12 @@ from ddp_doctor.train_smoke.events import event_path, stderr_path
 
 CHECK_ID, CHECK_TITLE, AREA = "smoke.train", "DDP smoke training", "smoke"
 _PROBE = ("import json, torch; ok = torch.cuda.is_available(); print(json.dumps({'cuda': ok, "
-          "'gpus': torch.cuda.device_count() if ok else 0, 'torch': torch.__version__}))")
+          "'gpus': torch.cuda.device_count() if ok else 0, 'torch': torch.__version__, "
+          "'cuda_build': torch.version.cuda}))")
+# What a loaded NVIDIA driver leaves behind: the kernel module's version file and control
+# node natively, the paravirtual GPU device under WSL2.
+_DRIVER_MARKERS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
+_probed: dict[str, dict[str, Any] | Finding] = {}  # per interpreter, within one run_smoke
 
 
 class SmokeUsageError(Exception):
@@ -154,6 +159,13 @@ def skipped(reason: str) -> SmokeResult:
 
 
 def _probe(options: SmokeOptions) -> dict[str, Any] | Finding:
+    """What the interpreter's torch sees; asked once per interpreter within a run_smoke."""
+    if options.python not in _probed:
+        _probed[options.python] = _ask_torch(options)
+    return _probed[options.python]
+
+
+def _ask_torch(options: SmokeOptions) -> dict[str, Any] | Finding:
     result = run_with_deadline([options.python, "-c", _PROBE], timeout=90)
     if result.ok:
         try:
@@ -333,8 +345,76 @@ def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:
                         for s in ctx.ranks]
 
 
+def cpu_fallback_reason(probe: dict[str, Any], environ: dict[str, str]) -> str:
+    """Why torch saw no usable GPU, in the words a user can act on."""
+    version = probe.get("torch") or "?"
+    if not probe.get("cuda_build"):
+        return f"torch {version} is a CPU-only build: it carries no CUDA runtime"
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from the job"
+    if not any(os.path.exists(marker) for marker in _DRIVER_MARKERS):
+        return (f"no NVIDIA driver is loaded ({', '.join(_DRIVER_MARKERS)} are all missing), "
+                f"so torch {version} (CUDA {probe['cuda_build']}) finds no GPU")
+    return (f"torch {version} (CUDA {probe['cuda_build']}) sees no usable CUDA device: "
+            "torch.cuda.is_available() is False although a driver is loaded")
+
+
+def _not_proven(options: SmokeOptions, data: dict[str, Any]) -> Finding:
+    """The warning that a run wanted GPUs, found none and trained on the CPU instead."""
+    probe = _probe(options)
+    why = (cpu_fallback_reason(probe, dict(os.environ)) if isinstance(probe, dict)
+           else "torch could not be asked")
+    ranks = data.get("ranks") or 0
+    return Finding(
+        C.GPU_NOT_PROVEN, "GPU training not proven: no usable GPU, so the smoke job ran on "
+        "the CPU", (
+            Evidence("asked for", "--device auto: the GPUs when torch can use them",
+                     "smoke options"),
+            Evidence("ran on", f"the CPU with gloo, {ranks} rank{'s' * (ranks != 1)}",
+                     "smoke job"),
+            Evidence("why no GPU", why, f"{options.python} -c 'import torch; ...'")),
+        (Step("See the cause: the checks name it (driver, torch build, visible devices).",
+              command="ddp-doctor check"),
+         Step("Once the GPUs are usable, prove GPU training; --device cuda fails instead of "
+              "falling back to the CPU.", command="ddp-doctor smoke --device cuda"),
+         Step("If the CPU was what you wanted, say so and this warning goes away.",
+              command="ddp-doctor smoke --device cpu")))
+
+
+def proved(data: dict[str, Any], options: SmokeOptions) -> dict[str, Any]:
+    """What a finished run demonstrated, for a CI step to gate on."""
+    device = data.get("device")
+    return {
+        "gpu_training": bool(data.get("ok")) and device == "cuda",
+        "device": device,
+        "backend": data.get("backend"),
+        "launcher": data.get("launcher"),
+        "world_size": data.get("ranks"),
+        "mixed_precision": bool(options.amp and device == "cuda"),
+        "cpu_fallback": options.device == "auto" and device == "cpu",
+    }
+
+
 def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> SmokeResult:
-    """The smoke job; with ``scaling``, on 1 rank then on N, with speedup and efficiency."""
+    """The smoke job, with what it proved; a run that wanted GPUs and found none says so.
+
+    With ``scaling``, on 1 rank then on N, with speedup and efficiency.
+    """
+    _probed.clear()
+    try:
+        result = _run_smoke(options, progress)
+    finally:
+        _probed.clear()
+    if result.data.get("skipped"):
+        return result
+    result.data["proved"] = proved(result.data, options)
+    if result.data["proved"]["cpu_fallback"]:
+        result.findings.insert(0, _not_proven(options, result.data))
+    return result
+
+
+def _run_smoke(options: SmokeOptions, progress: ProgressSink | None) -> SmokeResult:
     if not options.scaling:
         return run_once(options, progress)
     resolved = resolve_device(options)
