@@ -55,7 +55,11 @@ def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     why = [(f["code"], f["title"]) for f in checks["smoke.train"]["findings"]]
     assert smoke["ok"] is True, why
     assert smoke["device"] == "cpu" and smoke["ranks"] == 2
-    assert checks["smoke.train"]["status"] == "pass"
+    # No usable GPU here: the job trained on the CPU, which proves nothing about GPU training.
+    assert smoke["proved"]["cpu_fallback"] is True and smoke["proved"]["gpu_training"] is False
+    assert checks["smoke.train"]["status"] == "warn"
+    assert [code for code, _ in why] == ["SMK017"]
+    assert report["verdict"] != "ready"
     assert list(checks)[-1] == "smoke.train"  # after every check
     assert proc.returncode == report["exit_code"]
 

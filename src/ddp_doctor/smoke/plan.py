@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ddp_doctor.model import Report, Severity
+from ddp_doctor.model import Evidence, Finding, Report, Severity
 from ddp_doctor.smoke.launch import MIN_BATCH, SmokeOptions
 
 # Findings about CUDA, GPUs or the torch build that make a CUDA smoke job pointless.
@@ -51,7 +51,9 @@ def plan_smoke(report: Report, facts_torch: dict[str, Any] | None, plan: dict[st
         if blockers:
             return (f"blocked by {', '.join(blockers)}: NVML lists {nvml_gpus} GPU(s) but "
                     "torch cannot use them; a CPU run would prove nothing about them")
-    device = "cuda" if gpus else "cpu"
+    # No usable GPU: "auto", not "cpu". The user asked for no CPU run, so the job's own
+    # verdict must say it fell back (SMK017: GPU training not proven), not "ready".
+    device = "cuda" if gpus else "auto"
     nproc = wanted or (gpus if gpus else None)
     options = replace(base, device=device, nproc=nproc)
     if plan.get("batch"):
@@ -59,3 +61,13 @@ def plan_smoke(report: Report, facts_torch: dict[str, Any] | None, plan: dict[st
     if plan.get("workers") is not None:
         options = replace(options, workers=int(plan["workers"]))
     return options
+
+
+def with_check_causes(findings: list[Finding], report: Report) -> list[Finding]:
+    """SMK017 (GPU training not proven) names the checks' findings that explain it."""
+    causes = _blocking(report, _GPU_AREAS + ("wsl",))
+    if not causes:
+        return findings
+    return [replace(f, evidence=(*f.evidence, Evidence(
+                "the checks found", ", ".join(causes), "this report's findings")))
+            if f.code.id == "SMK017" else f for f in findings]
