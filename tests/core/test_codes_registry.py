@@ -199,6 +199,7 @@ def test_get_finds_any_family_in_any_case():
 def test_declaring_again_after_a_module_is_reimported():
     """A test that drops a code module from sys.modules and imports it again must not crash."""
     name = "ddp_doctor.policy.codes"
+    importlib.import_module(name)
     original = sys.modules.pop(name)
     try:
         again = importlib.import_module(name)
