@@ -268,7 +268,7 @@ class Report:
     def is_problem(self, finding: Finding, strict: bool = False) -> bool:
         """Whether this finding makes the run fail: an error, or a warning under --strict or
         the policy's ``fail-on-warnings``; never a finding the policy ignores."""
-        return status_of([finding], strict or self.fail_on_warnings) is Status.FAIL
+        return status_of([finding], True if strict else self.fail_on_warnings) is Status.FAIL
 
     def exit_code(self, strict: bool = False) -> int:
         """0 ready, 1 problems found, 3 the doctor itself failed (a check crashed).
@@ -281,7 +281,7 @@ class Report:
             return 1
         if self.count(Status.ERROR):
             return 3
-        if status_of(self.findings, strict or self.fail_on_warnings) is Status.FAIL:
+        if status_of(self.findings, True if strict else self.fail_on_warnings) is Status.FAIL:
             return 1
         return 0
 

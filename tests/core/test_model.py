@@ -147,3 +147,16 @@ def test_the_status_rule_is_written_only_in_status_of():
                  if p != REPO / "src" / "ddp_doctor" / "model.py"
                  for m in rederives.finditer(p.read_text(encoding="utf-8"))]
     assert offenders == []
+
+
+def test_strict_is_read_for_its_truth_not_its_identity():
+    """The JUnit renderer passes ``strict`` as an object that is only truthy; a warning must
+    fail under it exactly as under ``strict=True``."""
+
+    class Truthy:
+        def __bool__(self) -> bool:
+            return True
+
+    warned = Report("0", "now", (_result(Status.WARN, WARN),))
+    assert warned.is_problem(WARN, Truthy())  # type: ignore[arg-type]
+    assert warned.exit_code(Truthy()) == 1  # type: ignore[arg-type]
