@@ -20,9 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from ddp_doctor.categories import Category
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.codes import declare
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 
-LIBRARY_MISMATCH = Code(
+LIBRARY_MISMATCH = declare(
     id="DRV004",
     category=Category.DRIVER_LIBRARY_MISMATCH,
     summary="Loaded kernel module and driver libraries are different versions",

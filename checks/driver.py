@@ -30,10 +30,11 @@ from ddp_doctor.checks._driver_kernel import (
 from ddp_doctor.checks._util import looks_like_server
 
 from ddp_doctor.categories import Category
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.codes import declare
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
-DRIVER_MISSING = Code(
+DRIVER_MISSING = declare(
     id="DRV001",
     category=Category.DRIVER_MISSING,
     summary="No usable NVIDIA driver",

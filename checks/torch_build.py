@@ -27,6 +27,7 @@ from ddp_doctor.checks._util import (
 )
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.knowledge.arch import (
     Support,
     parse_arch,
@@ -44,10 +45,10 @@ from ddp_doctor.knowledge.torch_pairs import (
     torchvision_matches,
 )
 from ddp_doctor.knowledge.wheels import INSTALL_GUIDE
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
-TORCH_MISSING = Code(
+TORCH_MISSING = declare(
     id="TOR001",
     category=Category.TORCH_MISSING,
     summary="PyTorch cannot be imported",
@@ -65,7 +66,7 @@ TORCH_MISSING = Code(
     docs_url=INSTALL_GUIDE,
 )
 
-TORCH_CPU_ONLY = Code(
+TORCH_CPU_ONLY = declare(
     id="TOR002",
     category=Category.TORCH_CPU_ONLY,
     summary="PyTorch was built without CUDA",
@@ -189,7 +190,7 @@ def torch_cuda_build(facts: Any) -> Iterator[Finding | Summary]:
 
 # ---------------------------------------------------------------- ROCm build, GPU kernels
 
-TORCH_ROCM_ON_NVIDIA = Code(
+TORCH_ROCM_ON_NVIDIA = declare(
     id="TOR005",
     category=Category.TORCH_CPU_ONLY,
     summary="A ROCm (AMD) build of PyTorch on a machine with NVIDIA GPUs",
@@ -202,7 +203,7 @@ TORCH_ROCM_ON_NVIDIA = Code(
     docs_url=INSTALL_GUIDE,
 )
 
-TORCH_ARCH_UNSUPPORTED = Code(
+TORCH_ARCH_UNSUPPORTED = declare(
     id="TOR003",
     category=Category.TORCH_ARCH_UNSUPPORTED,
     summary="The torch build has no kernels for a GPU's compute capability",
@@ -223,7 +224,7 @@ TORCH_ARCH_UNSUPPORTED = Code(
     docs_url="https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html",
 )
 
-TORCH_ARCH_PTX_ONLY = Code(
+TORCH_ARCH_PTX_ONLY = declare(
     id="TOR004",
     category=Category.TORCH_ARCH_UNSUPPORTED,
     summary="A GPU runs torch only through PTX JIT compilation",
@@ -406,7 +407,7 @@ def torch_arch_native(facts: Any) -> Iterator[Finding | Summary]:
 
 _PAIRS_URL = "https://github.com/pytorch/vision#installation"
 
-TORCHVISION_MISMATCH = Code(
+TORCHVISION_MISMATCH = declare(
     id="PKG001",
     category=Category.PACKAGE_CONFLICT,
     summary="torchvision belongs to another torch release",
@@ -417,7 +418,7 @@ TORCHVISION_MISMATCH = Code(
     fix="Reinstall torch and torchvision together, in one pip command, from one index URL.",
     docs_url=_PAIRS_URL,
 )
-TORCHAUDIO_MISMATCH = Code(
+TORCHAUDIO_MISMATCH = declare(
     id="PKG002",
     category=Category.PACKAGE_CONFLICT,
     summary="torchaudio belongs to another torch release",
@@ -427,7 +428,7 @@ TORCHAUDIO_MISMATCH = Code(
     fix="Reinstall torch and torchaudio together from one index URL.",
     docs_url="https://docs.pytorch.org/audio/2.11.0/installation.html",
 )
-CUDA_VARIANT_MISMATCH = Code(
+CUDA_VARIANT_MISMATCH = declare(
     id="PKG003",
     category=Category.PACKAGE_CONFLICT,
     summary="torch and torchvision/torchaudio come from different CUDA variants",
@@ -438,7 +439,7 @@ CUDA_VARIANT_MISMATCH = Code(
     fix="Reinstall all three from the one index URL torch came from.",
     docs_url=_PAIRS_URL,
 )
-TORCHVISION_OPS_BROKEN = Code(
+TORCHVISION_OPS_BROKEN = declare(
     id="PKG004",
     category=Category.PACKAGE_CONFLICT,
     summary="torchvision's compiled operators do not load",
@@ -449,7 +450,7 @@ TORCHVISION_OPS_BROKEN = Code(
     fix="Reinstall torch and torchvision as a pair from one index URL.",
     docs_url=_PAIRS_URL,
 )
-TWO_TORCH_INSTALLS = Code(
+TWO_TORCH_INSTALLS = declare(
     id="PKG005",
     category=Category.PACKAGE_CONFLICT,
     summary="More than one torch installation is visible to this interpreter",
@@ -460,7 +461,7 @@ TWO_TORCH_INSTALLS = Code(
     fix="Uninstall every copy but the one in the training environment.",
     docs_url="https://pip.pypa.io/en/stable/cli/pip_uninstall/",
 )
-NUMPY2_OLD_TORCH = Code(
+NUMPY2_OLD_TORCH = declare(
     id="PKG006",
     category=Category.PACKAGE_CONFLICT,
     summary="NumPy 2 with a torch built for NumPy 1",
@@ -472,7 +473,7 @@ NUMPY2_OLD_TORCH = Code(
     fix="Install numpy<2, or upgrade torch to 2.3.1 or newer.",
     docs_url="https://github.com/pytorch/pytorch/issues/107302",
 )
-PYTHON_UNSUPPORTED = Code(
+PYTHON_UNSUPPORTED = declare(
     id="PKG007",
     category=Category.PACKAGE_CONFLICT,
     summary="Python version outside the torch release's supported range",

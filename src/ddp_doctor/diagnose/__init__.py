@@ -32,7 +32,7 @@ from ddp_doctor.diagnose.recorded import (
 from ddp_doctor.diagnose.scan import Scanner, ScanResult
 from ddp_doctor.diagnose.source import InputError, open_input
 from ddp_doctor.facts.snapshot import Facts, FactsFileError
-from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status
+from ddp_doctor.model import CheckResult, Code, Finding, Report, Severity, Status, status_of
 
 __all__ = ["Diagnosis", "InputError", "diagnose", "scan_input"]
 
@@ -103,18 +103,11 @@ def _env_findings(facts: Facts, where: str) -> list[Finding]:
     return found
 
 
-def _status(findings: Sequence[Finding]) -> Status:
-    severities = {f.effective_severity for f in findings}
-    if Severity.ERROR in severities:
-        return Status.FAIL
-    return Status.WARN if Severity.WARNING in severities else Status.PASS
-
-
-def _known_codes() -> dict[str, Any]:
+def _known_codes() -> dict[str, Code]:
     from ddp_doctor.codes import all_codes
     from ddp_doctor.registry import load_catalogue
 
-    return dict(all_codes(load_catalogue()))
+    return all_codes(load_catalogue())
 
 
 def _recorded_summary(report: dict[str, Any], first: Finding | None) -> str:
@@ -171,7 +164,7 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         summary += f"; environment read from {where}"
     result = CheckResult(
         check_id="diagnose.log", title="Log diagnosis", area="log",
-        status=_status(findings), summary=summary, findings=tuple(findings))
+        status=status_of(findings), summary=summary, findings=tuple(findings))
     report = Report(
         tool_version=__version__,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

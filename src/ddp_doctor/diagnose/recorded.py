@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ddp_doctor.categories import Category
+from ddp_doctor.codes import foreign
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 
 RECORDED_SOURCE = "the bundle's report.json (recorded on the machine)"
@@ -41,13 +41,8 @@ def _code(data: Mapping[str, Any], known: Mapping[str, Code]) -> Code:
     code_id = str(data.get("code") or "UNKNOWN")
     if code_id in known:
         return known[code_id]
-    try:
-        category = Category(data.get("category"))
-    except ValueError:
-        category = Category.UNKNOWN
-    title = str(data.get("title") or code_id)
-    return Code(code_id, category, title, what=title, why="", fix="",
-                severity=_severity(data.get("severity"), Severity.WARNING))
+    return foreign(code_id, data.get("category"), str(data.get("title") or code_id),
+                   data.get("severity"))
 
 
 def recorded_findings(report: Mapping[str, Any], known: Mapping[str, Code]) -> list[Finding]:

@@ -65,7 +65,7 @@ def plan_smoke(report: Report, facts_torch: dict[str, Any] | None, plan: dict[st
 
 def with_check_causes(findings: list[Finding], report: Report) -> list[Finding]:
     """SMK017 (GPU training not proven) names the checks' findings that explain it."""
-    causes = _blocking(report, _GPU_AREAS + ("wsl",))
+    causes = _blocking(report, (*_GPU_AREAS, "wsl"))
     if not causes:
         return findings
     return [replace(f, evidence=(*f.evidence, Evidence(
