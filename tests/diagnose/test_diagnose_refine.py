@@ -197,10 +197,10 @@ def test_a_traceback_plus_collect_env_gets_the_driver_finding_located(tmp_path: 
     report = diagnose(str(_write(tmp_path, log))).report
     findings = report.results[0].findings
     assert findings[0].code.id == "DRV002"
-    assert ("read from", "collect_env at line 6") in \
+    assert ("read from", "the collect_env report at line 6") in \
         [(e.label, e.value) for e in findings[0].evidence]
     assert report.environment["driver"] == "410.104"
-    assert "collect_env at line 6" in report.results[0].summary
+    assert "the collect_env report at line 6" in report.results[0].summary
 
 
 def _write(tmp_path: Path, text: str) -> Path:

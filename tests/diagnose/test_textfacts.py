@@ -296,7 +296,7 @@ def test_v100_report_reads_ecc_and_retired_pages() -> None:
     assert gpu["retired_pages_pending"] is False
     assert "remapped_rows" not in gpu  # "Remapped Rows : N/A" on Volta
     assert gpu["memory_total"] == 32510 * MIB and gpu["processes"] == []
-    assert "1 GPU(s) shown of 8 attached" in result.sections[0].summary
+    assert "1 GPU shown of 8 attached" in result.sections[0].summary
     assert findings("nvidia-smi-q-bsyonline-v100.txt") == {}
 
 

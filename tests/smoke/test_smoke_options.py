@@ -165,18 +165,19 @@ def test_doctor_skips_the_smoke_job_when_cuda_cannot_initialise_on_a_gpu_machine
                 for f in r.findings if f.effective_severity.name == "ERROR"]
     assert blockers and isinstance(decision, str)
     assert decision.startswith(f"blocked by {blockers[0]}")
-    assert "NVML lists 8 GPU(s) but torch cannot use them" in decision
+    assert "NVML lists 8 GPUs but torch cannot use them" in decision
 
 
 def test_doctor_skips_the_smoke_job_for_a_cpu_wheel_on_a_gpu_box():
     _, decision = _plan(variant("torch_cpu_wheel_on_gpu_box"))
-    assert decision == ("blocked by TOR002: NVML lists 1 GPU(s) but torch cannot use them; "
+    assert decision == ("blocked by TOR002: NVML lists 1 GPU but torch cannot use them; "
                         "a CPU run would prove nothing about them")
 
 
 def test_doctor_still_runs_on_the_cpu_where_there_are_no_gpus():
+    # as --device auto: it trains on the CPU and reports that GPU training was not proven
     _, decision = _plan(variant("sandbox_cpu_container"))
-    assert isinstance(decision, SmokeOptions) and decision.device == "cpu"
+    assert isinstance(decision, SmokeOptions) and decision.device == "auto"
 
 
 def test_planned_per_rank_batch_is_at_least_two():

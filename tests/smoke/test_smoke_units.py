@@ -273,7 +273,8 @@ def test_doctor_runs_the_cpu_job_here_and_refuses_gpus_it_does_not_have():
     facts = load_fixture_facts("sandbox_cpu_container")
     report = _report("sandbox_cpu_container")
     decision = plan_smoke(report, facts.get("torch"), {}, SmokeOptions())
-    assert isinstance(decision, SmokeOptions) and decision.device == "cpu"
+    # "auto", so the run itself reports that it fell back to the CPU (SMK017)
+    assert isinstance(decision, SmokeOptions) and decision.device == "auto"
     blocked = plan_smoke(report, facts.get("torch"), {"gpus": 2}, SmokeOptions())
     assert isinstance(blocked, str) and blocked.startswith("blocked by DRV001")
     assert "--gpus 2 asks for GPUs, 0 usable" in blocked

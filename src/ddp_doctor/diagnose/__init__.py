@@ -88,7 +88,7 @@ def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
                                       default=starts[0])
         line = first + found.first_line - 1 - offset
         where = line_label(document, line, len(scan.documents) > 1)
-        places.append(f"{found.kind} at {where}")
+        places.append(f"{found.title} at {where}")
     return parsed.facts, ", ".join(places)
 
 

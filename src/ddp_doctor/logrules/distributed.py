@@ -118,7 +118,15 @@ RULES: tuple[Rule, ...] = (
                          r"error\b[^\n]*eaddrinuse", r"error: 10048\b"),
          ("error", "fail"),
          (Step("Find the process that holds the port.", command="ss -ltnp"),
-          Step("Launch on a free port: omit --master-port, or pick another one.")),
+          # torchrun --standalone rendezvous on localhost port 0, so the OS picks a free
+          # one (https://pytorch.org/docs/stable/elastic/run.html, "Single-node
+          # multi-worker"); across nodes every node must be given the same free port.
+          Step("On one node, let torchrun choose a free port.",
+               command="torchrun --standalone --nproc-per-node=gpu train.py"),
+          Step("Across nodes, ask the OS for a free port on the rank-0 node and give that same "
+               "port to every node.",
+               command="python -c \"import socket; s = socket.socket(); s.bind(('', 0)); "
+                       "print(s.getsockname()[1])\"")),
          examples=("RuntimeError: The server socket has failed to listen on any local network "
                    "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
                    "address already in use",

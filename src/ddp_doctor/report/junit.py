@@ -39,6 +39,7 @@ from typing import Any
 from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status
 from ddp_doctor.report.smoke import smoke_rows
 from ddp_doctor.smoke import codes as C
+from ddp_doctor.wording import count
 
 PACKAGE = "ddp_doctor"
 SMOKE_AREA = "smoke"
@@ -249,7 +250,7 @@ def _not_judged(name: str, data: dict[str, Any], codes: set[str]) -> str | None:
 def _passed_text(name: str, data: dict[str, Any]) -> str:
     """What a passing criterion saw, for the test case's output."""
     if name == _RAN:
-        return (f"{data.get('ranks')} rank(s) on {data.get('device')}, exit code "
+        return (f"{count(int(data.get('ranks') or 0), 'rank')} on {data.get('device')}, exit code "
                 f"{data.get('exit_code')}, {data.get('wall_s', 0):.1f} s")
     if name == "smoke.all_steps":
         return f"{data.get('steps_done')} of {data.get('steps')} steps on every rank"

@@ -85,7 +85,7 @@ PORT_TAKEN = declare(
          "rank 0 cannot listen on it.",
     why="torchrun fails with 'Address already in use' before training starts; two jobs on "
         "one MASTER_PORT is the usual cause.",
-    fix="Pick another port (or omit --master-port: the doctor picks a free one), or stop the "
+    fix="Pick a free port (without --master-port the doctor finds one itself), or stop the "
         "process that holds it (`ss -ltnp 'sport = :PORT'`).")
 LAUNCH_FAILED = declare(
     "SMK010", Category.TORCH_MISSING, "The smoke job could not be started",

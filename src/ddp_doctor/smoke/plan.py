@@ -14,6 +14,7 @@ from typing import Any
 
 from ddp_doctor.model import Evidence, Finding, Report, Severity
 from ddp_doctor.smoke.launch import MIN_BATCH, SmokeOptions
+from ddp_doctor.wording import count
 
 # Findings about CUDA, GPUs or the torch build that make a CUDA smoke job pointless.
 _GPU_AREAS = ("driver", "cuda", "visibility", "pytorch", "launch")
@@ -49,7 +50,7 @@ def plan_smoke(report: Report, facts_torch: dict[str, Any] | None, plan: dict[st
     if not gpus and nvml_gpus:
         blockers = _blocking(report, _GPU_AREAS)
         if blockers:
-            return (f"blocked by {', '.join(blockers)}: NVML lists {nvml_gpus} GPU(s) but "
+            return (f"blocked by {', '.join(blockers)}: NVML lists {count(nvml_gpus, 'GPU')} but "
                     "torch cannot use them; a CPU run would prove nothing about them")
     # No usable GPU: "auto", not "cpu". The user asked for no CPU run, so the job's own
     # verdict must say it fell back (SMK017: GPU training not proven), not "ready".

@@ -57,6 +57,7 @@ from ddp_doctor.smoke.verdict import (
     phase_timings,
 )
 from ddp_doctor.train_smoke.events import event_path, stderr_path
+from ddp_doctor.wording import count
 
 CHECK_ID, CHECK_TITLE, AREA = "smoke.train", "DDP smoke training", "smoke"
 _PROBE = ("import json, torch; ok = torch.cuda.is_available(); print(json.dumps({'cuda': ok, "
@@ -138,7 +139,7 @@ def summarize(data: dict[str, Any]) -> str:
     if data.get("skipped"):
         return str(data["skipped"])
     m = data.get("measurements") or {}
-    parts = [f"{data.get('ranks')} × {data.get('device')} rank(s), "
+    parts = [f"{count(int(data.get('ranks') or 0), 'rank')} on {data.get('device')}, "
              f"{data.get('steps_done')}/{data.get('steps')} steps"]
     if data.get("loss_first") is not None and data.get("loss_last") is not None:
         parts.append(f"loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
@@ -189,9 +190,12 @@ def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
         return "cpu", 1 if options.mode == "dp" else (options.nproc or 2)
     nproc = 1 if options.mode == "dp" else (options.nproc or gpus)
     if gpus == 0 or (options.mode == "ddp" and nproc > gpus):
-        return Finding(C.NO_GPU, f"The smoke job needs {nproc} GPU(s) but {options.python} "
-                       f"sees {gpus} usable", (Evidence("torch.cuda.device_count()", str(gpus),
-                                                        "smoke probe"),),
+        title = (f"The smoke job was asked to train on CUDA but {options.python} sees no "
+                 "usable GPU" if gpus == 0 else
+                 f"The smoke job needs {count(nproc, 'GPU')} but {options.python} sees only "
+                 f"{gpus} usable")
+        return Finding(C.NO_GPU, title, (Evidence("torch.cuda.device_count()", str(gpus),
+                                                  "smoke probe"),),
                        (Step("See why GPUs are not usable.", command="ddp-doctor check"),
                         Step("Or run the smoke job on the CPU.",
                              command="ddp-doctor smoke --device cpu")))
@@ -369,7 +373,7 @@ def _not_proven(options: SmokeOptions, data: dict[str, Any]) -> Finding:
         "the CPU", (
             Evidence("asked for", "--device auto: the GPUs when torch can use them",
                      "smoke options"),
-            Evidence("ran on", f"the CPU with gloo, {ranks} rank{'s' * (ranks != 1)}",
+            Evidence("ran on", f"the CPU with gloo, {count(ranks, 'rank')}",
                      "smoke job"),
             Evidence("why no GPU", why, f"{options.python} -c 'import torch; ...'")),
         (Step("See the cause: the checks name it (driver, torch build, visible devices).",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.textfacts.build import build_facts
+from ddp_doctor.textfacts.parsed import SECTION_TITLES
 from ddp_doctor.textfacts.sections import SECTION_MARKERS, find_sections
 
 __all__ = ["SECTION_MARKERS", "ParsedSection", "TextFacts", "facts_from_text"]
@@ -27,6 +28,11 @@ class ParsedSection:
     kind: str  # "collect_env" | "yolo_checks" | "yolov5_banner" | "nvidia_smi" | "nvidia_smi_q"
     first_line: int
     summary: str
+
+    @property
+    def title(self) -> str:
+        """What a person calls this section ("the nvidia-smi table")."""
+        return SECTION_TITLES.get(self.kind, self.kind)
 
 
 @dataclass(frozen=True)

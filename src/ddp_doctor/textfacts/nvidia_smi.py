@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddp_doctor.textfacts.parsed import MIB, Parsed, known, normalize_line, to_int
+from ddp_doctor.wording import count
 
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s*(\S+)"
                      r"(?:\s+CUDA Version:\s*(\S+))?", re.IGNORECASE)
@@ -89,7 +90,7 @@ def _lost(text: list[str]) -> Parsed:
         gpus.append({"index": len(gpus), "pci_bus_id": match.group(1), "error": reason,
                      "error_type": "NVMLError_GpuIsLost" if "lost" in reason.lower()
                      else "NVMLError_Unknown"})
-    out = Parsed(kind="nvidia_smi", summary=f"nvidia-smi: {len(gpus)} GPU(s) not answering "
+    out = Parsed(kind="nvidia_smi", summary=f"nvidia-smi: {count(len(gpus), 'GPU')} not answering "
                  f"({', '.join(g['pci_bus_id'] + ': ' + g['error'] for g in gpus)})")
     out.facts["nvml"] = {"initialized": True, "error": None, "gpus": gpus}
     return out
@@ -152,7 +153,7 @@ def _table(text: list[str], header: re.Match[str]) -> Parsed:
     out.facts["nvml"] = nvml
     names = [g.get("name") for g in gpus]
     out.summary = (f"nvidia-smi: driver {driver}" + (f" (CUDA {cuda})" if cuda else "")
-                   + f", {len(gpus)} GPU(s)"
+                   + f", {count(len(gpus), 'GPU')}"
                    + (": " + ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
                       if gpus else ""))
     return out

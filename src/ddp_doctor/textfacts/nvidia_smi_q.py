@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddp_doctor.textfacts.parsed import MIB, Parsed, known, normalize_line, to_int, yes_no
+from ddp_doctor.wording import count
 
 Path = tuple[str, ...]
 _KEY_VALUE = re.compile(r"^(.*?\S)\s*:\s*(.*?)\s*$")
@@ -93,7 +94,7 @@ def parse(lines: Sequence[str]) -> Parsed | None:
     out = Parsed(kind="nvidia_smi_q")
     out.facts["nvml"] = nvml
     problems = [f"GPU {g['index']}: {p}" for g in gpus for p in _problems(g)]
-    out.summary = (f"nvidia-smi -q: driver {driver}, {len(gpus)} GPU(s) shown"
+    out.summary = (f"nvidia-smi -q: driver {driver}, {count(len(gpus), 'GPU')} shown"
                    + (f" of {attached} attached" if attached and attached != len(gpus) else "")
                    + (" (" + "; ".join(problems) + ")" if problems else ""))
     return out

@@ -28,6 +28,16 @@ class Parsed:
     summary: str = ""
 
 
+SECTION_TITLES = {
+    "collect_env": "the collect_env report",
+    "nvidia_smi": "the nvidia-smi table",
+    "nvidia_smi_q": "the nvidia-smi -q output",
+    "yolo_checks": "the `yolo checks` output",
+    "yolov5_banner": "the Ultralytics start-up banner",
+}
+"""Each section kind as a person names it; the kind itself stays a machine key."""
+
+
 def known(value: str | None) -> str | None:
     """VALUE stripped, or None when it is one of the tools' "unknown" spellings."""
     if value is None:

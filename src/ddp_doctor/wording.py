@@ -1,0 +1,22 @@
+"""Counts and lists in the words a person would write: "1 GPU", "2 GPUs", never "GPU(s)".
+
+Every message the doctor prints is read by someone at the worst moment of their day; a
+template filled in blindly ("needs 0 GPU(s)", "at most 0 workers") reads like the tool did
+not understand the machine it is looking at.
+"""
+
+from __future__ import annotations
+
+_IRREGULAR = {"process": "processes", "is": "are", "has": "have", "was": "were"}
+
+
+def plural(noun: str, n: int) -> str:
+    """NOUN as it goes after the number N: ``plural("GPU", 2)`` is "GPUs"."""
+    if n == 1:
+        return noun
+    return _IRREGULAR.get(noun, noun + "s")
+
+
+def count(n: int, noun: str) -> str:
+    """"1 GPU", "2 GPUs", "0 GPUs"."""
+    return f"{n} {plural(noun, n)}"
