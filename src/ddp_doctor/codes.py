@@ -12,6 +12,7 @@ a test regenerates and compares) and the uniqueness test all read it.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -22,9 +23,24 @@ from ddp_doctor.model import Code, Family, Severity, family_of
 if TYPE_CHECKING:
     from ddp_doctor.registry import Catalogue
 
-__all__ = ["FAMILY_MODULES", "CodeRegistry", "DuplicateCode", "Family", "all_codes",
-           "by_category", "by_family", "declare", "declared_codes", "family_of", "foreign", "get",
-           "render_code_text", "render_codes_markdown"]
+__all__ = [
+    "FAMILY_MODULES",
+    "CodeRegistry",
+    "DuplicateCode",
+    "Family",
+    "all_codes",
+    "by_category",
+    "by_family",
+    "category_named",
+    "declare",
+    "declared_codes",
+    "family_of",
+    "foreign",
+    "get",
+    "render_code_text",
+    "render_codes_markdown",
+    "suggest",
+]
 
 _BUILTIN_CHECKS = "ddp_doctor.checks.BUILTIN_MODULES"
 """Stands for the built-in check modules (read from ``ddp_doctor.checks`` when loading,
@@ -122,6 +138,30 @@ def all_codes(catalogue: Catalogue | None = None) -> dict[str, Code]:
 def get(code_id: str, catalogue: Catalogue | None = None) -> Code | None:
     """The code with this id (any case, surrounding blanks ignored), or None."""
     return all_codes(catalogue).get(code_id.strip().upper())
+
+
+def suggest(text: str, catalogue: Catalogue | None = None, limit: int = 3) -> list[str]:
+    """The codes closest to TEXT, for "did you mean": a misspelt id ("DRV01", "drv0001")
+    first by shared prefix and length, then by similarity."""
+    wanted = text.strip().upper()
+    ids = list(all_codes(catalogue))
+    close = difflib.get_close_matches(wanted, ids, n=limit, cutoff=0.6)
+    letters = wanted.rstrip("0123456789")
+    digits = wanted[len(letters):]
+    if letters and digits:  # DRV01 -> DRV001 (padding lost), DRV0001 -> DRV001
+        padded = f"{letters}{int(digits):03d}"
+        if padded in ids and padded not in close:
+            close.insert(0, padded)
+    return close[:limit]
+
+
+def category_named(text: str) -> Category | None:
+    """The category TEXT names (``nccl_p2p``, ``NCCL-P2P``, ``nccl p2p``), or None."""
+    key = text.strip().lower().replace("-", "_").replace(" ", "_")
+    try:
+        return Category(key)
+    except ValueError:
+        return None
 
 
 def foreign(code_id: str, category: str | None, summary: str, severity: str | None) -> Code:
