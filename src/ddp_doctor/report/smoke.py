@@ -23,6 +23,10 @@ class RichProgress:
         self.progress: Progress | None = None
         self.tasks: dict[int, Any] = {}
 
+    def note(self, text: str) -> None:
+        """A phase before the bars (the torch probe), as one dim line that stays."""
+        self.console.print(Text(f"· {text}", style="dim"), crop=False)
+
     def begin(self, label: str, ranks: list[int], steps: int) -> None:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[phase]}"),

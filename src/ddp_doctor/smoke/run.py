@@ -103,7 +103,10 @@ def stop_signals_raise() -> Iterator[None]:
 
 
 class ProgressSink(Protocol):
-    """Where live progress goes (the console's per-rank bars, or nothing)."""
+    """Where live progress goes: the terminal's per-rank bars, plain lines for a CI log, or
+    nothing (``-q``, or a report on stdout)."""
+
+    def note(self, text: str) -> None: ...
 
     def begin(self, label: str, ranks: list[int], steps: int) -> None: ...
 
@@ -404,6 +407,8 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
     With ``scaling``, on 1 rank then on N, with speedup and efficiency.
     """
     _probed.clear()
+    if progress is not None and options.device != "cpu":
+        progress.note(f"asking torch in {options.python} which GPUs it can use")
     try:
         result = _run_smoke(options, progress)
     finally:

@@ -1,0 +1,83 @@
+"""Progress of the smoke job as plain lines, for a CI log or any output that is not a terminal.
+
+A CI log shows nothing between a command's start and its end unless the command prints:
+a slow or stuck run would look frozen until its deadline. So when stderr is not a
+terminal, each phase is one line as the slowest rank reaches it (rendezvous, the first
+step, ...), and while the ranks train, one line every few seconds says how far they are.
+The terminal gets live bars instead (``report.smoke.RichProgress``); ``-q`` gets neither.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from ddp_doctor.smoke.monitor import RankState
+
+# What each phase of the job means to a person watching a log (train_smoke/worker.py).
+PHASE_WORDS = {
+    "startup": "starting Python and importing torch",
+    "init_process_group": "rendezvous: init_process_group",
+    "barrier": "all ranks joined; first barrier",
+    "all_reduce_check": "checking all_reduce",
+    "all_reduce_bandwidth": "measuring all_reduce bandwidth",
+    "data": "building the data loader",
+    "model": "building the model and DDP",
+    "train": "training",
+    "checksum": "comparing parameters across ranks",
+    "destroy_process_group": "shutting down the process group",
+    "done": "finished",
+}
+STEP_EVERY_S = 5.0
+
+
+class LineProgress:
+    """One line per phase, and one every few seconds of training, on a text stream."""
+
+    def __init__(self, stream: TextIO | None = None, every_s: float = STEP_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s, self.clock = every_s, clock
+        self.prefix, self.steps = "smoke", 0
+        self.started = self.last_step_line = 0.0
+        self.phase: str | None = None
+
+    def _line(self, text: str) -> None:
+        elapsed = self.clock() - self.started if self.started else 0.0
+        self.stream.write(f"ddp-doctor: {self.prefix}: {text}"
+                          + (f" ({elapsed:.0f} s)" if self.started else "") + "\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        self._line(text)
+
+    def begin(self, label: str, ranks: list[int], steps: int) -> None:
+        self.prefix = label or "smoke"
+        self.steps, self.phase = steps, None
+        self.started = self.last_step_line = self.clock()
+        self._line(f"launched {len(ranks)} rank{'s' * (len(ranks) != 1)} "
+                   f"(ranks {ranks[0]}-{ranks[-1]}), {steps} steps each"
+                   if len(ranks) > 1 else f"launched rank {ranks[0]}, {steps} steps")
+
+    def update(self, states: list[RankState]) -> None:
+        if not states:
+            return
+        slowest = min(states, key=lambda s: s.progress())
+        phase = slowest.where
+        if phase != self.phase:
+            self.phase = phase
+            words = PHASE_WORDS.get(phase, phase)
+            self._line(words if len(states) == 1 else f"{words} (slowest: rank {slowest.rank})")
+            if phase == "train":
+                self.last_step_line = self.clock()
+        if phase == "train" and self.clock() - self.last_step_line >= self.every_s:
+            self.last_step_line = self.clock()
+            done = min(s.steps_done for s in states)
+            self._line(f"step {done}/{self.steps}"
+                       + ("" if len(states) == 1 else f" (slowest: rank {slowest.rank})"))
+
+    def end(self) -> None:
+        self._line("ranks exited")
+        self.started = 0.0
