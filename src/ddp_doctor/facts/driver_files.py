@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ddp_doctor.facts.seam import Env
+from ddp_doctor.facts.shapes import PciGpu
 
 DKMS_TIMEOUT_S = 5.0
 
@@ -39,10 +40,10 @@ NVIDIA_PCI_VENDOR = "0x10de"
 _GPU_CLASSES = ("0x0300", "0x0302")
 
 
-def nvidia_pci_gpus(env: Env) -> list[dict[str, str]]:
+def nvidia_pci_gpus(env: Env) -> list[PciGpu]:
     """NVIDIA display/3D controllers on the PCI bus, found whether or not a driver is bound."""
     base = "/sys/bus/pci/devices"
-    gpus = []
+    gpus: list[PciGpu] = []
     for address in env.listdir(base):
         vendor = (env.read_text(f"{base}/{address}/vendor") or "").strip()
         pci_class = (env.read_text(f"{base}/{address}/class") or "").strip()

@@ -20,6 +20,7 @@ Sources:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 # nvmlGpuTopologyLevel_t -> the word `nvidia-smi topo -m` prints for it. INTERNAL is two
@@ -58,8 +59,8 @@ def _links(nvml: Any, handle: Any) -> list[dict[str, Any]]:
             break  # no NVLink at all, or past the GPU's last link
         if not state:
             continue
-        remote = _try(lambda k=link: nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handle, k))
-        kind = _try(lambda k=link: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, k))
+        remote = _try(partial(nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2, handle, link))
+        kind = _try(partial(nvml.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link))
         links.append({"remote": _bus(_text(remote.busId)) if remote is not None else None,
                       "switch": kind == NVLINK_REMOTE_SWITCH})
     return links
@@ -87,10 +88,10 @@ def collect_topology(nvml: Any, count: int) -> dict[str, Any]:
     failed. ``link`` is what `nvidia-smi topo -m` prints: "NV<k>" where NVLink joins the
     pair, else the PCIe word.
     """
-    handles = [_try(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+    handles = [_try(partial(nvml.nvmlDeviceGetHandleByIndex, i)) for i in range(count)]
     buses = []
     for h in handles:
-        pci = _try(lambda h=h: nvml.nvmlDeviceGetPciInfo(h)) if h is not None else None
+        pci = _try(partial(nvml.nvmlDeviceGetPciInfo, h)) if h is not None else None
         buses.append(_bus(_text(pci.busId)) if pci is not None else None)
     links = [_links(nvml, h) if h is not None else [] for h in handles]
     pcie: list[list[str | None]] = [[None] * count for _ in range(count)]
@@ -99,8 +100,8 @@ def collect_topology(nvml: Any, count: int) -> dict[str, Any]:
         for j in range(count):
             if i == j or handles[i] is None or handles[j] is None:
                 continue
-            level = _try(lambda i=i, j=j: nvml.nvmlDeviceGetTopologyCommonAncestor(
-                handles[i], handles[j]))
+            level = _try(partial(nvml.nvmlDeviceGetTopologyCommonAncestor, handles[i],
+                                 handles[j]))
             pcie[i][j] = TOPOLOGY_WORDS.get(level) if level is not None else None
             nvlinks[i][j] = _nvlink_count(links[i], links[j], buses[j])
     link = [[(f"NV{nvlinks[i][j]}" if nvlinks[i][j] else pcie[i][j]) for j in range(count)]

@@ -99,7 +99,8 @@ class Facts:
         raw = data.get("facts")
         if not isinstance(raw, dict):
             raise FactsFileError("facts file has no \"facts\" object")
-        facts = cls(meta=data.get("meta") if isinstance(data.get("meta"), dict) else {})
+        meta = data.get("meta")
+        facts = cls(meta=meta if isinstance(meta, dict) else {})
         for name, rec in raw.items():
             if not isinstance(rec, dict) or not isinstance(rec.get("ok"), bool):
                 raise FactsFileError(f"fact {name!r} is malformed (expected an object with \"ok\")")
