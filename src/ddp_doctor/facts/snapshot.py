@@ -14,6 +14,10 @@ from typing import Any
 
 FACTS_FORMAT = "ddp-doctor-facts"
 FACTS_SCHEMA_VERSION = 1
+# The "format" string of snapshots saved before the tool took its current name. Their
+# schema (version 1) is the same, so ``--facts`` replays them as they are.
+LEGACY_FACTS_FORMAT = "gpu-doctor-facts"
+READABLE_FACTS_FORMATS = (FACTS_FORMAT, LEGACY_FACTS_FORMAT)
 
 
 class FactsFileError(Exception):
@@ -86,7 +90,7 @@ class Facts:
 
     @classmethod
     def from_dict(cls, data: Any) -> Facts:
-        if not isinstance(data, dict) or data.get("format") != FACTS_FORMAT:
+        if not isinstance(data, dict) or data.get("format") not in READABLE_FACTS_FORMATS:
             raise FactsFileError(
                 f"not a ddp-doctor facts file (no \"format\": \"{FACTS_FORMAT}\")"
             )
