@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ddp_doctor.categories import Category
 from ddp_doctor.facts.shapes import GpuProcess, NvmlGpu
-from ddp_doctor.facts.view import FactsView
+from ddp_doctor.facts.view import FactsView, mig_on
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
@@ -135,7 +135,7 @@ def parse_visible_devices(value: str, nvml_gpus: list[NvmlGpu]) -> Selection:
     A MIG- UUID names a device only when some GPU runs in MIG mode; with MIG off
     everywhere it is as invalid as a typo.
     """
-    mig_on = any((g.get("mig_mode") or {}).get("current") == 1 for g in nvml_gpus)
+    mig_anywhere = any(mig_on(g) for g in nvml_gpus)
     gpus: list[int] = []
     mig: list[str] = []
     count = len(nvml_gpus)
@@ -147,7 +147,7 @@ def parse_visible_devices(value: str, nvml_gpus: list[NvmlGpu]) -> Selection:
                 return Selection(gpus, mig, entry, False)
             gpus.append(index)
         elif entry.startswith("MIG-"):
-            if not mig_on:
+            if not mig_anywhere:
                 return Selection(gpus, mig, entry, False)
             mig.append(entry)
         elif entry.startswith("GPU-"):
@@ -304,7 +304,7 @@ def visible_devices(facts: FactsView) -> Iterator[Finding | Summary]:
 )
 def mig_mode(facts: FactsView) -> Iterator[Finding | Summary]:
     gpus = _gpus(facts)
-    on = [g for g in gpus if (g.get("mig_mode") or {}).get("current") == 1]
+    on = [g for g in gpus if mig_on(g)]
     if not on:
         yield Summary("off" if gpus else "no GPU")
         return

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddp_doctor.facts.shapes import PlanFact
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 
 DEFAULT_SCRIPT = "train.py"
 
 
 def make_plan(gpus: int | None = None, batch: int | None = None, workers: int | None = None,
-              script: str = DEFAULT_SCRIPT) -> dict[str, Any]:
+              script: str = DEFAULT_SCRIPT) -> PlanFact:
     """The plan fact's value; ``None`` for what the user did not say."""
     return {"gpus": gpus, "batch": batch, "workers": workers, "script": script}
 

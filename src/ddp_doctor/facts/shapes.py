@@ -262,14 +262,13 @@ class TorchFact(TypedDict, total=False):
 # --------------------------------------------------------------------------- host
 
 
-class Disk(TypedDict, total=False):
+class DiskUsage(TypedDict, total=False):
+    """A filesystem's size (psutil.disk_usage); /dev/shm not mounted: path and missing."""
+
     path: str
     total: int
     free: int
     used: int
-
-
-class Shm(Disk, total=False):
     missing: bool
 
 
@@ -296,8 +295,8 @@ class HostFact(TypedDict, total=False):
     memory_available: int
     swap_total: int
     cgroup_memory_limit: Optional[int]
-    shm: Shm
-    disk: Optional[Disk]
+    shm: Optional[DiskUsage]  # None: mounted but unreadable
+    disk: Optional[DiskUsage]
     nofile_limit: Optional[NofileLimit]
     rendezvous_port: RendezvousPort
 

@@ -73,6 +73,11 @@ _DATACENTER_MODELS = frozenset({
 _CLOUD_KERNEL = re.compile(r"-(aws|azure|gcp|gke|oracle|ibm|kvm|nvidia)(-|$)")
 
 
+def mig_on(gpu: NvmlGpu) -> bool:
+    """Whether GPU runs in MIG mode now (a pending change does not count until a reset)."""
+    return (gpu.get("mig_mode") or {}).get("current") == 1
+
+
 class FactsView:
     """Typed accessors over one ``Facts`` snapshot; never changes it."""
 
@@ -288,7 +293,7 @@ class FactsView:
 
     def mig_enabled(self) -> bool:
         """Whether any GPU runs in MIG mode (only then can a MIG- UUID name a device)."""
-        return any((g.get("mig_mode") or {}).get("current") == 1 for g in self.nvml_gpus())
+        return any(mig_on(g) for g in self.nvml_gpus())
 
     # ------------------------------------------------------------------ the planned job
 
