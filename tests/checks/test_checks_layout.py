@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from pathlib import Path
 
 from ddp_doctor.checks import BUILTIN_MODULES
 
+from ddp_doctor.facts import shapes
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.registry import load_catalogue
 
@@ -56,3 +58,32 @@ def test_core_code_never_imports_a_private_module_of_the_checks():
             offenders[str(path.relative_to(REPO))] = sorted(private)
     assert offenders == {}
 
+
+
+def _literal_keys(path: Path) -> set[str]:
+    """Every string key read as ``x.get("key")`` or ``x["key"]`` in PATH."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
+        elif (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+              and isinstance(node.slice.value, str)):
+            found.add(node.slice.value)
+    return found
+
+
+def test_every_key_a_check_reads_is_a_declared_fact_key():
+    """mypy types ``shape.get("misspelt")`` as ``object`` and lets it pass in an ``if``;
+    this catches the misspelling there too. Upper-case keys are environment variables."""
+    declared = {key for value in vars(shapes).values()
+                if isinstance(value, type) and issubclass(value, dict)
+                and hasattr(value, "__total__") for key in typing.get_type_hints(value)}
+    readers = [*sorted((REPO / "checks").glob("*.py")),
+               REPO / "src" / "ddp_doctor" / "facts" / "view.py",
+               REPO / "src" / "ddp_doctor" / "runner.py"]
+    unknown = {path.name: sorted(k for k in _literal_keys(path)
+                                 if k not in declared and not k.isupper())
+               for path in readers}
+    assert {name: keys for name, keys in unknown.items() if keys} == {}
