@@ -18,10 +18,11 @@ Sources:
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import DriverFact, NvmlFact
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 
-LIBRARY_MISMATCH = Code(
+LIBRARY_MISMATCH = declare(
     id="DRV004",
     category=Category.DRIVER_LIBRARY_MISMATCH,
     summary="Loaded kernel module and driver libraries are different versions",

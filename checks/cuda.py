@@ -21,16 +21,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import NvmlGpu
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import cuda_device_label, gpu_test_results
 
 RUNTIME_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 
-CUDA_UNKNOWN_ERROR = Code(
+CUDA_UNKNOWN_ERROR = declare(
     id="CUD001",
     category=Category.CUDA_INIT_FAILURE,
     summary="CUDA cannot initialise although the driver answers",
@@ -41,7 +42,7 @@ CUDA_UNKNOWN_ERROR = Code(
         "follow the error text shown in the evidence.",
     docs_url=RUNTIME_ERRORS,
 )
-CUDA_NO_DEVICE = Code(
+CUDA_NO_DEVICE = declare(
     id="CUD002",
     category=Category.GPU_NOT_VISIBLE,
     summary="CUDA sees no device although the driver lists GPUs",
@@ -52,7 +53,7 @@ CUDA_NO_DEVICE = Code(
     fix="Unset or correct CUDA_VISIBLE_DEVICES; in a container, pass the GPUs in.",
     docs_url="https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars",
 )
-CUDA_DEVICES_BUSY = Code(
+CUDA_DEVICES_BUSY = declare(
     id="CUD003",
     category=Category.CUDA_INIT_FAILURE,
     summary="All CUDA devices are busy or unavailable",
@@ -64,7 +65,7 @@ CUDA_DEVICES_BUSY = Code(
         "process holding the GPU.",
     docs_url="https://docs.nvidia.com/deploy/nvml-api/",
 )
-CUDA_DRIVER_TOO_OLD = Code(
+CUDA_DRIVER_TOO_OLD = declare(
     id="CUD004",
     category=Category.DRIVER_TOO_OLD,
     summary="CUDA init: the driver is too old for torch's CUDA runtime",
@@ -74,7 +75,7 @@ CUDA_DRIVER_TOO_OLD = Code(
     fix="Upgrade the NVIDIA driver, or install a torch build for an older CUDA.",
     docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/",
 )
-CUDA_DRIVER_MISMATCH = Code(
+CUDA_DRIVER_MISMATCH = declare(
     id="CUD005",
     category=Category.DRIVER_LIBRARY_MISMATCH,
     summary="CUDA init: the driver's user-space and kernel parts disagree",
@@ -86,7 +87,7 @@ CUDA_DRIVER_MISMATCH = Code(
         "LD_LIBRARY_PATH.",
     docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/",
 )
-GPU_FUNCTIONAL_FAILED = Code(
+GPU_FUNCTIONAL_FAILED = declare(
     id="CUD006",
     category=Category.CUDA_INIT_FAILURE,
     summary="A GPU fails a small matmul",
@@ -98,7 +99,7 @@ GPU_FUNCTIONAL_FAILED = Code(
         "(reset it or drain the node); wrong numbers mean faulty hardware.",
     docs_url=RUNTIME_ERRORS,
 )
-GPU_FUNCTIONAL_HUNG = Code(
+GPU_FUNCTIONAL_HUNG = declare(
     id="CUD007",
     category=Category.CUDA_INIT_FAILURE,
     summary="A GPU did not finish a small matmul before its deadline",
@@ -110,7 +111,7 @@ GPU_FUNCTIONAL_HUNG = Code(
         "exclude it with CUDA_VISIBLE_DEVICES until it is repaired.",
     docs_url=RUNTIME_ERRORS,
 )
-COMPUTE_MODE_NOT_DEFAULT = Code(
+COMPUTE_MODE_NOT_DEFAULT = declare(
     id="CUD008",
     category=Category.CUDA_INIT_FAILURE,
     summary="A GPU's compute mode is not Default",

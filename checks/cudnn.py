@@ -18,16 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge import torch_pairs
-from ddp_doctor.model import Code, Evidence, Finding, Step
+from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import cuda_device_label, gpu_test_results
 
 TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html"
 
-CUDNN_UNAVAILABLE = Code(
+CUDNN_UNAVAILABLE = declare(
     id="DNN001",
     category=Category.CUDNN_FAILURE,
     summary="cuDNN is not available to a CUDA build of torch",
@@ -38,7 +39,7 @@ CUDNN_UNAVAILABLE = Code(
         "copies off LD_LIBRARY_PATH.",
     docs_url=TROUBLESHOOTING,
 )
-CUDNN_VERSION_MISMATCH = Code(
+CUDNN_VERSION_MISMATCH = declare(
     id="DNN002",
     category=Category.CUDNN_FAILURE,
     summary="torch loads a cuDNN other than the one it was built against",
@@ -49,7 +50,7 @@ CUDNN_VERSION_MISMATCH = Code(
     fix="Remove the other cuDNN from LD_LIBRARY_PATH so torch loads its own wheel's copy.",
     docs_url=TROUBLESHOOTING,
 )
-CUDNN_CONV_FAILED = Code(
+CUDNN_CONV_FAILED = declare(
     id="DNN003",
     category=Category.CUDNN_FAILURE,
     summary="A cuDNN convolution fails on a GPU",

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import DriverFact, NvmlFact
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._driver_kernel import (
@@ -33,7 +34,7 @@ from ._driver_kernel import (
     rebuild_steps,
 )
 
-DRIVER_MISSING = Code(
+DRIVER_MISSING = declare(
     id="DRV001",
     category=Category.DRIVER_MISSING,
     summary="No usable NVIDIA driver",

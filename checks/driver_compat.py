@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import NvmlGpu
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge.cuda_driver import (
@@ -45,7 +46,7 @@ from ddp_doctor.knowledge.cuda_driver import (
     compatibility,
 )
 from ddp_doctor.knowledge.wheels import DRIVER_GUIDE, RECOMMENDED_BRANCH, RECOMMENDED_BRANCH_MIN
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import install_steps, recommendation
@@ -53,7 +54,7 @@ from ._util import install_steps, recommendation
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 DRIVER_BRANCHES = DRIVER_GUIDE
 
-DRIVER_TOO_OLD = Code(
+DRIVER_TOO_OLD = declare(
     id="DRV002",
     category=Category.DRIVER_TOO_OLD,
     summary="The driver is too old for the CUDA version torch was built with",
@@ -74,7 +75,7 @@ DRIVER_TOO_OLD = Code(
     docs_url=RELEASE_NOTES,
 )
 
-MINOR_COMPAT_ONLY = Code(
+MINOR_COMPAT_ONLY = declare(
     id="DRV003",
     category=Category.DRIVER_TOO_OLD,
     summary="torch's CUDA build runs on this driver only through minor-version compatibility",
@@ -97,7 +98,7 @@ MINOR_COMPAT_ONLY = Code(
     docs_url=MVC_DOC,
 )
 
-FABRIC_NOT_READY = Code(
+FABRIC_NOT_READY = declare(
     id="DRV005",
     category=Category.CUDA_INIT_FAILURE,
     summary="NVSwitch system without a working Fabric Manager",

@@ -18,15 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import NvmlGpu
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 PAGE_RETIREMENT = "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
 
-UNCORRECTABLE_ECC = Code(
+UNCORRECTABLE_ECC = declare(
     id="HWF001",
     category=Category.HARDWARE_FAULT,
     summary="A GPU has uncorrectable ECC memory errors",
@@ -47,7 +48,7 @@ UNCORRECTABLE_ECC = Code(
     docs_url=PAGE_RETIREMENT,
 )
 
-PAGES_PENDING = Code(
+PAGES_PENDING = declare(
     id="HWF002",
     category=Category.HARDWARE_FAULT,
     summary="GPU memory pages are waiting for a reset to be retired",
@@ -61,7 +62,7 @@ PAGES_PENDING = Code(
     docs_url=PAGE_RETIREMENT,
 )
 
-REMAP_PENDING = Code(
+REMAP_PENDING = declare(
     id="HWF003",
     category=Category.HARDWARE_FAULT,
     summary="GPU memory rows are waiting for a reset to be remapped",
@@ -76,7 +77,7 @@ REMAP_PENDING = Code(
     docs_url=XID_CATALOG,
 )
 
-REMAP_FAILED = Code(
+REMAP_FAILED = declare(
     id="HWF004",
     category=Category.HARDWARE_FAULT,
     summary="GPU memory row remapping failed",
@@ -89,7 +90,7 @@ REMAP_FAILED = Code(
     docs_url=XID_CATALOG,
 )
 
-GPU_LOST = Code(
+GPU_LOST = declare(
     id="HWF005",
     category=Category.HARDWARE_FAULT,
     summary="A GPU does not answer the driver",

@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import Container
 from ddp_doctor.facts.sizing import WORKER_BYTES
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import GIB, MIB, human_bytes, workers_phrase
@@ -40,7 +41,7 @@ NCCL_SHM_TROUBLESHOOTING = (
     "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 )
 
-SHM_TOO_SMALL = Code(
+SHM_TOO_SMALL = declare(
     id="HST001",
     category=Category.NCCL_SHARED_MEMORY,
     summary="/dev/shm is too small for NCCL and DataLoader workers",
@@ -154,7 +155,7 @@ def shared_memory(facts: FactsView) -> Iterator[Finding | Summary]:
 PYTORCH_MULTIPROCESSING = "https://docs.pytorch.org/docs/stable/multiprocessing.html"
 TORCHRUN_DOCS = "https://docs.pytorch.org/docs/stable/elastic/run.html"
 
-RAM_TOO_SMALL = Code(
+RAM_TOO_SMALL = declare(
     id="HST002",
     category=Category.HOST_OUT_OF_MEMORY,
     summary="Host RAM is small for the planned GPU processes and DataLoader workers",
@@ -175,7 +176,7 @@ RAM_TOO_SMALL = Code(
     docs_url="https://docs.pytorch.org/docs/stable/generated/torch.load.html",
 )
 
-CPU_STARVED = Code(
+CPU_STARVED = declare(
     id="HST003",
     # Slow input, not a failure any category names: host_out_of_memory is an OOM kill,
     # and no other id covers CPU starvation, so the contract's "none of the above".
@@ -195,7 +196,7 @@ CPU_STARVED = Code(
     docs_url=TORCHRUN_DOCS,
 )
 
-DISK_LOW = Code(
+DISK_LOW = declare(
     id="HST004",
     # A full disk fails the checkpoint write ("No space left on device"), which is neither
     # host RAM (host_out_of_memory) nor any other category: the contract's "unknown".
@@ -210,7 +211,7 @@ DISK_LOW = Code(
     severity=Severity.WARNING,
 )
 
-NOFILE_LOW = Code(
+NOFILE_LOW = declare(
     id="HST005",
     category=Category.NCCL_SHARED_MEMORY,
     summary="The open-files limit is low for DataLoader workers sharing tensors",
@@ -233,7 +234,7 @@ NOFILE_LOW = Code(
     docs_url=PYTORCH_MULTIPROCESSING,
 )
 
-PORT_IN_USE = Code(
+PORT_IN_USE = declare(
     id="HST006",
     category=Category.RENDEZVOUS_PORT_IN_USE,
     summary="The rendezvous port (MASTER_PORT, default 29500) is already taken",

@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import NvmlGpu
 from ddp_doctor.facts.sizing import FULL_GPU_SHARE, visible_device_ids
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import human_bytes
@@ -37,7 +38,7 @@ TORCHRUN_DOCS = "https://docs.pytorch.org/docs/stable/elastic/run.html"
 CVD_DOCS = ("https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
             "environment-variables.html")
 
-TOO_FEW_GPUS = Code(
+TOO_FEW_GPUS = declare(
     id="PLN001",
     category=Category.GPU_NOT_VISIBLE,
     summary="The planned job asks for more GPUs than a process here can use",
@@ -48,7 +49,7 @@ TOO_FEW_GPUS = Code(
         "(CUDA_VISIBLE_DEVICES, the container's --gpus, the Slurm allocation).",
     docs_url=CVD_DOCS,
 )
-BATCH_NOT_DIVISIBLE = Code(
+BATCH_NOT_DIVISIBLE = declare(
     id="PLN002",
     category=Category.DDP_USAGE_ERROR,
     summary="The batch size does not divide by the number of GPUs",

@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import Topology
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import install_steps
@@ -51,7 +52,7 @@ NCCL_TESTS_NOTE = ("With the CUDA toolkit and NCCL's headers installed, NVIDIA's
                    "./build/all_reduce_perf -b 8 -e 256M -f 2 -g <GPUs>.")
 TRUTHY = {"1", "true", "yes", "on"}
 
-NCCL_MISSING = Code(
+NCCL_MISSING = declare(
     id="NCC001",
     category=Category.NCCL_UNAVAILABLE,
     summary="This PyTorch build has no NCCL",
@@ -62,7 +63,7 @@ NCCL_MISSING = Code(
          "build of torch, which ships NCCL."),
     docs_url="https://docs.pytorch.org/docs/stable/distributed.html#backends",
 )
-P2P_DISABLED = Code(
+P2P_DISABLED = declare(
     id="NCC002",
     category=Category.NCCL_P2P,
     summary="NCCL peer-to-peer transport is switched off by the environment",
@@ -73,7 +74,7 @@ P2P_DISABLED = Code(
     severity=Severity.WARNING,
     docs_url=NCCL_ENV_DOCS,
 )
-SHM_DISABLED = Code(
+SHM_DISABLED = declare(
     id="NCC003",
     category=Category.NCCL_SHARED_MEMORY,
     summary="NCCL shared-memory transport is switched off",
@@ -83,7 +84,7 @@ SHM_DISABLED = Code(
     severity=Severity.WARNING,
     docs_url=NCCL_ENV_DOCS,
 )
-IB_DISABLED = Code(
+IB_DISABLED = declare(
     id="NCC004",
     category=Category.NCCL_NETWORK,
     summary="InfiniBand is present but NCCL_IB_DISABLE=1",
@@ -93,7 +94,7 @@ IB_DISABLED = Code(
     severity=Severity.WARNING,
     docs_url=NCCL_ENV_DOCS,
 )
-IFNAME_MISSING = Code(
+IFNAME_MISSING = declare(
     id="NCC005",
     category=Category.NCCL_NETWORK,
     summary="NCCL_SOCKET_IFNAME names no usable interface",
@@ -103,7 +104,7 @@ IFNAME_MISSING = Code(
     fix="Set NCCL_SOCKET_IFNAME to an interface that is up (see `ip -br addr`), or unset it.",
     docs_url=NCCL_ENV_DOCS,
 )
-DEBUG_ON = Code(
+DEBUG_ON = declare(
     id="NCC006",
     # Not a fault: the contract has no category for verbose logging, so "unknown".
     category=Category.UNKNOWN,
@@ -114,7 +115,7 @@ DEBUG_ON = Code(
     severity=Severity.INFO,
     docs_url=NCCL_ENV_DOCS,
 )
-NVLINK_NO_P2P = Code(
+NVLINK_NO_P2P = declare(
     id="NCC007",
     category=Category.NCCL_P2P,
     summary="GPUs joined by NVLink report no peer-to-peer access",
@@ -125,7 +126,7 @@ NVLINK_NO_P2P = Code(
          "systems, and Xid 74 NVLink errors in the kernel log."),
     docs_url=NCCL_TROUBLE,
 )
-IOMMU_P2P = Code(
+IOMMU_P2P = declare(
     id="NCC008",
     category=Category.NCCL_P2P,
     summary="PCIe P2P is enabled with the IOMMU translating: the known NCCL hang",
@@ -138,7 +139,7 @@ IOMMU_P2P = Code(
     severity=Severity.WARNING,
     docs_url=NCCL_TROUBLE,
 )
-IB_DOWN = Code(
+IB_DOWN = declare(
     id="NCC009",
     category=Category.NCCL_NETWORK,
     summary="InfiniBand/RoCE ports are down",
@@ -149,7 +150,7 @@ IB_DOWN = Code(
     severity=Severity.WARNING,
     docs_url=NCCL_TROUBLE,
 )
-P2P_PROBE_HUNG = Code(
+P2P_PROBE_HUNG = declare(
     id="NCC010",
     category=Category.NCCL_P2P,
     summary="Asking CUDA for peer access hung",

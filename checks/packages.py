@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge.torch_pairs import (
     NUMPY2_SAFE_TORCH,
@@ -28,12 +29,12 @@ from ddp_doctor.knowledge.torch_pairs import (
     torchvision_matches,
 )
 from ddp_doctor.knowledge.wheels import INSTALL_GUIDE
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 _PAIRS_URL = "https://github.com/pytorch/vision#installation"
 
-TORCHVISION_MISMATCH = Code(
+TORCHVISION_MISMATCH = declare(
     id="PKG001",
     category=Category.PACKAGE_CONFLICT,
     summary="torchvision belongs to another torch release",
@@ -44,7 +45,7 @@ TORCHVISION_MISMATCH = Code(
     fix="Reinstall torch and torchvision together, in one pip command, from one index URL.",
     docs_url=_PAIRS_URL,
 )
-TORCHAUDIO_MISMATCH = Code(
+TORCHAUDIO_MISMATCH = declare(
     id="PKG002",
     category=Category.PACKAGE_CONFLICT,
     summary="torchaudio belongs to another torch release",
@@ -54,7 +55,7 @@ TORCHAUDIO_MISMATCH = Code(
     fix="Reinstall torch and torchaudio together from one index URL.",
     docs_url="https://docs.pytorch.org/audio/2.11.0/installation.html",
 )
-CUDA_VARIANT_MISMATCH = Code(
+CUDA_VARIANT_MISMATCH = declare(
     id="PKG003",
     category=Category.PACKAGE_CONFLICT,
     summary="torch and torchvision/torchaudio come from different CUDA variants",
@@ -65,7 +66,7 @@ CUDA_VARIANT_MISMATCH = Code(
     fix="Reinstall all three from the one index URL torch came from.",
     docs_url=_PAIRS_URL,
 )
-TORCHVISION_OPS_BROKEN = Code(
+TORCHVISION_OPS_BROKEN = declare(
     id="PKG004",
     category=Category.PACKAGE_CONFLICT,
     summary="torchvision's compiled operators do not load",
@@ -76,7 +77,7 @@ TORCHVISION_OPS_BROKEN = Code(
     fix="Reinstall torch and torchvision as a pair from one index URL.",
     docs_url=_PAIRS_URL,
 )
-TWO_TORCH_INSTALLS = Code(
+TWO_TORCH_INSTALLS = declare(
     id="PKG005",
     category=Category.PACKAGE_CONFLICT,
     summary="More than one torch installation is visible to this interpreter",
@@ -87,7 +88,7 @@ TWO_TORCH_INSTALLS = Code(
     fix="Uninstall every copy but the one in the training environment.",
     docs_url="https://pip.pypa.io/en/stable/cli/pip_uninstall/",
 )
-NUMPY2_OLD_TORCH = Code(
+NUMPY2_OLD_TORCH = declare(
     id="PKG006",
     category=Category.PACKAGE_CONFLICT,
     summary="NumPy 2 with a torch built for NumPy 1",
@@ -99,7 +100,7 @@ NUMPY2_OLD_TORCH = Code(
     fix="Install numpy<2, or upgrade torch to 2.3.1 or newer.",
     docs_url="https://github.com/pytorch/pytorch/issues/107302",
 )
-PYTHON_UNSUPPORTED = Code(
+PYTHON_UNSUPPORTED = declare(
     id="PKG007",
     category=Category.PACKAGE_CONFLICT,
     summary="Python version outside the torch release's supported range",

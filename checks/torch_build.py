@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import TorchBuild
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge.arch import (
@@ -29,12 +30,12 @@ from ddp_doctor.knowledge.arch import (
     support_for,
 )
 from ddp_doctor.knowledge.wheels import INSTALL_GUIDE
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import install_steps
 
-TORCH_MISSING = Code(
+TORCH_MISSING = declare(
     id="TOR001",
     category=Category.TORCH_MISSING,
     summary="PyTorch cannot be imported",
@@ -52,7 +53,7 @@ TORCH_MISSING = Code(
     docs_url=INSTALL_GUIDE,
 )
 
-TORCH_CPU_ONLY = Code(
+TORCH_CPU_ONLY = declare(
     id="TOR002",
     category=Category.TORCH_CPU_ONLY,
     summary="PyTorch was built without CUDA",
@@ -177,7 +178,7 @@ def torch_cuda_build(facts: FactsView) -> Iterator[Finding | Summary]:
 
 # ---------------------------------------------------------------- ROCm build, GPU kernels
 
-TORCH_ROCM_ON_NVIDIA = Code(
+TORCH_ROCM_ON_NVIDIA = declare(
     id="TOR005",
     category=Category.TORCH_CPU_ONLY,
     summary="A ROCm (AMD) build of PyTorch on a machine with NVIDIA GPUs",
@@ -190,7 +191,7 @@ TORCH_ROCM_ON_NVIDIA = Code(
     docs_url=INSTALL_GUIDE,
 )
 
-TORCH_ARCH_UNSUPPORTED = Code(
+TORCH_ARCH_UNSUPPORTED = declare(
     id="TOR003",
     category=Category.TORCH_ARCH_UNSUPPORTED,
     summary="The torch build has no kernels for a GPU's compute capability",
@@ -211,7 +212,7 @@ TORCH_ARCH_UNSUPPORTED = Code(
     docs_url="https://docs.nvidia.com/cuda/blackwell-compatibility-guide/index.html",
 )
 
-TORCH_ARCH_PTX_ONLY = Code(
+TORCH_ARCH_PTX_ONLY = declare(
     id="TOR004",
     category=Category.TORCH_ARCH_UNSUPPORTED,
     summary="A GPU runs torch only through PTX JIT compilation",

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import GpuProcess, NvmlGpu
 from ddp_doctor.facts.view import FactsView, mig_on
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import GIB, human_bytes
@@ -35,7 +36,7 @@ BUSY_MIN_BYTES = 1 * GIB
 BUSY_MIN_FRACTION = 0.10
 SMI_APPS = "nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv"
 
-ALL_HIDDEN = Code(
+ALL_HIDDEN = declare(
     id="VIS001",
     category=Category.GPU_NOT_VISIBLE,
     summary="CUDA_VISIBLE_DEVICES hides every GPU",
@@ -45,7 +46,7 @@ ALL_HIDDEN = Code(
     fix="Unset CUDA_VISIBLE_DEVICES, or list the GPU indices or UUIDs the job should use.",
     docs_url=CUDA_ENV_DOCS,
 )
-LIST_CUT_SHORT = Code(
+LIST_CUT_SHORT = declare(
     id="VIS002",
     category=Category.GPU_NOT_VISIBLE,
     summary="CUDA_VISIBLE_DEVICES stops at an invalid entry",
@@ -57,7 +58,7 @@ LIST_CUT_SHORT = Code(
     severity=Severity.WARNING,
     docs_url=CUDA_ENV_DOCS,
 )
-TORCH_SEES_FEWER = Code(
+TORCH_SEES_FEWER = declare(
     id="VIS003",
     category=Category.GPU_NOT_VISIBLE,
     summary="PyTorch sees fewer GPUs than the driver",
@@ -69,7 +70,7 @@ TORCH_SEES_FEWER = Code(
     severity=Severity.WARNING,
     docs_url=CUDA_ENV_DOCS,
 )
-ORDER_DIFFERS = Code(
+ORDER_DIFFERS = declare(
     id="VIS004",
     category=Category.GPU_NOT_VISIBLE,
     summary="CUDA device numbers may differ from nvidia-smi's",
@@ -81,7 +82,7 @@ ORDER_DIFFERS = Code(
     severity=Severity.WARNING,
     docs_url=CUDA_ENV_DOCS,
 )
-MIG_ENABLED = Code(
+MIG_ENABLED = declare(
     id="VIS005",
     category=Category.GPU_NOT_VISIBLE,
     summary="MIG is enabled: one process sees one MIG slice, DDP cannot span slices",
@@ -93,7 +94,7 @@ MIG_ENABLED = Code(
          "then reset the GPU), or train single-process on one MIG instance."),
     docs_url=MIG_DOCS,
 )
-GPU_BUSY = Code(
+GPU_BUSY = declare(
     id="VIS006",
     category=Category.GPU_OUT_OF_MEMORY,
     summary="GPUs are already in use by other processes",
@@ -104,7 +105,7 @@ GPU_BUSY = Code(
     severity=Severity.WARNING,
     docs_url="https://docs.nvidia.com/deploy/nvidia-smi/index.html",
 )
-MIXED_MODELS = Code(
+MIXED_MODELS = declare(
     id="VIS007",
     # Every GPU is visible and works; the cost is speed and the smallest card's memory, which
     # no category names (gpu_not_visible means GPUs are hidden), so "none of the above".

@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import LibcudaResolved, LinuxDriver, WslConfig, WslFact
 from ddp_doctor.facts.sizing import RamNeed
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
 from ._util import GIB, human_bytes, install_steps, workers_phrase
@@ -49,7 +50,7 @@ NCCL_MIN_FOR_WSL = (2, 10)
 TOOLKITS = ((11, 8), (12, 0), (12, 1), (12, 2), (12, 3), (12, 4), (12, 5), (12, 6), (12, 8),
             (12, 9), (13, 0))
 
-WSL1 = Code(
+WSL1 = declare(
     id="WSL001",
     category=Category.WSL_SETUP,
     summary="The distro runs under WSL1, which has no GPU access",
@@ -58,7 +59,7 @@ WSL1 = Code(
     fix="Convert the distro with `wsl --set-version <distro> 2` in Windows PowerShell.",
     docs_url=WSL_GUIDE,
 )
-LIBCUDA_MISSING = Code(
+LIBCUDA_MISSING = declare(
     id="WSL002",
     category=Category.WSL_SETUP,
     summary="libcuda.so is missing from /usr/lib/wsl/lib",
@@ -67,7 +68,7 @@ LIBCUDA_MISSING = Code(
     fix="Install a current NVIDIA driver on Windows, run `wsl --update`, then `wsl --shutdown`.",
     docs_url=WSL_GUIDE,
 )
-LOADER_MISSES_LIBCUDA = Code(
+LOADER_MISSES_LIBCUDA = declare(
     id="WSL003",
     category=Category.WSL_SETUP,
     summary="The dynamic loader does not find libcuda.so.1 in /usr/lib/wsl/lib",
@@ -79,7 +80,7 @@ LOADER_MISSES_LIBCUDA = Code(
         "`sudo ldconfig`.",
     docs_url=WSL_GUIDE,
 )
-LINUX_DRIVER_IN_WSL = Code(
+LINUX_DRIVER_IN_WSL = declare(
     id="WSL004",
     category=Category.WSL_SETUP,
     summary="A Linux NVIDIA driver is installed inside WSL",
@@ -91,7 +92,7 @@ LINUX_DRIVER_IN_WSL = Code(
         "install only cuda-toolkit-X-Y from the WSL-Ubuntu repository, then `wsl --shutdown`.",
     docs_url=WSL_GUIDE,
 )
-VM_MEMORY_SMALL = Code(
+VM_MEMORY_SMALL = declare(
     id="WSL005",
     category=Category.WSL_SETUP,
     summary="The WSL VM has too little memory for the planned job",
@@ -102,7 +103,7 @@ VM_MEMORY_SMALL = Code(
     severity=Severity.WARNING,
     docs_url=WSL_CONFIG_DOCS,
 )
-VM_PROCESSORS_FEW = Code(
+VM_PROCESSORS_FEW = declare(
     id="WSL007",
     category=Category.WSL_SETUP,
     summary="The WSL VM is limited to too few processors for the planned job",
@@ -116,7 +117,7 @@ VM_PROCESSORS_FEW = Code(
     severity=Severity.WARNING,
     docs_url=WSL_CONFIG_DOCS,
 )
-MULTI_GPU_ON_WSL = Code(
+MULTI_GPU_ON_WSL = declare(
     id="WSL006",
     category=Category.WSL_SETUP,
     summary="Multi-GPU DDP under WSL2 runs without GPU peer-to-peer and is best-effort",

@@ -8,9 +8,10 @@ compared in golden-file tests.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Union
 
 from ddp_doctor.categories import Category
 
@@ -36,7 +37,8 @@ _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
 
 class Status(str, Enum):
-    """Outcome of one check, derived by the runner (never set by a check itself)."""
+    """Outcome of one check, never set by a check itself: ``status_of`` derives pass, warn
+    and fail from the findings; the runner sets skip and error for checks that did not run."""
 
     PASS = "pass"
     WARN = "warn"
@@ -46,6 +48,38 @@ class Status(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Family(str, Enum):
+    """Which part of ddp-doctor reports a code; the id's letters say it.
+
+    ``codes`` imports each family's modules to list every code, and the docs group them by
+    family, so a reader sees at once whether a code comes from a check (before anything
+    runs), the launch plan, the smoke job, a log, ``diagnose`` itself or the CI policy.
+    """
+
+    CHECK = "check"  # a check over gathered facts, built-in or a plugin
+    PLAN = "plan"  # a check of the launch plan given with --gpus/--batch/--workers
+    SMOKE = "smoke"  # the smoke-training job
+    LOG = "log"  # a log rule (smoke job stderr and ``diagnose``)
+    DIAGNOSE = "diagnose"  # ``diagnose`` judging a whole log
+    POLICY = "policy"  # the CI policy's requirements
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FAMILY_PREFIXES: dict[str, Family] = {
+    "PLN": Family.PLAN, "SMK": Family.SMOKE, "LOG": Family.LOG, "DIAG": Family.DIAGNOSE,
+    "POL": Family.POLICY,
+}
+"""Id prefixes that name a family; every other prefix (DRV, TOR, a plugin's own) is a check's."""
+
+
+def family_of(code_id: str) -> Family:
+    """The family an id belongs to, read from its letters ("SMK002" -> smoke)."""
+    prefix = code_id.rstrip("0123456789")
+    return FAMILY_PREFIXES.get(prefix, Family.CHECK)
 
 
 @dataclass(frozen=True)
@@ -65,9 +99,14 @@ class Code:
     severity: Severity = Severity.ERROR
     docs_url: str | None = None
 
+    @property
+    def family(self) -> Family:
+        return family_of(self.id)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "code": self.id,
+            "family": self.family.value,
             "category": self.category.value,
             "severity": self.severity.value,
             "summary": self.summary,
@@ -137,6 +176,39 @@ class Finding:
         }
 
 
+FailOnWarnings = Union[bool, tuple[str, ...]]
+"""Which warnings fail like errors: all (True), none (False), or those code ids."""
+
+
+def _fails(finding: Finding, fail_on_warnings: FailOnWarnings) -> bool:
+    severity = finding.effective_severity
+    if severity is Severity.ERROR:
+        return True
+    if severity is not Severity.WARNING:
+        return False
+    return fail_on_warnings is True or (isinstance(fail_on_warnings, tuple)
+                                        and finding.code.id in fail_on_warnings)
+
+
+def status_of(findings: Iterable[Finding], fail_on_warnings: FailOnWarnings = False) -> Status:
+    """The status findings earn: the one place severity turns into pass, warn or fail.
+
+    FAIL when a judged finding is an error, or a warning that ``fail_on_warnings`` (the
+    policy's ``fail-on-warnings``, or --strict) makes fail; WARN when one is a warning;
+    PASS otherwise (info findings and none at all). Findings a policy ignores are shown but
+    not judged. The checks, the smoke job, ``diagnose``, the policy's own requirements and
+    the report's verdict all call this, so a severity cannot mean one thing in one place
+    and another elsewhere. SKIP and ERROR never come from findings: the runner sets them
+    for a check that did not run or crashed.
+    """
+    judged = [f for f in findings if f.ignored is None]
+    if any(_fails(f, fail_on_warnings) for f in judged):
+        return Status.FAIL
+    if any(f.effective_severity is Severity.WARNING for f in judged):
+        return Status.WARN
+    return Status.PASS
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """What one check concluded: its derived status, findings and timing."""
@@ -181,7 +253,7 @@ class Report:
     # Set by a CI policy file (policy.py): where it came from, and which warnings fail the
     # run like errors do (True: all of them; a tuple: those codes).
     policy_file: str | None = None
-    fail_on_warnings: bool | tuple[str, ...] = False
+    fail_on_warnings: FailOnWarnings = False
 
     @property
     def findings(self) -> list[Finding]:
@@ -196,15 +268,7 @@ class Report:
     def is_problem(self, finding: Finding, strict: bool = False) -> bool:
         """Whether this finding makes the run fail: an error, or a warning under --strict or
         the policy's ``fail-on-warnings``; never a finding the policy ignores."""
-        if finding.ignored is not None:
-            return False
-        severity = finding.effective_severity
-        if severity is Severity.ERROR:
-            return True
-        if severity is not Severity.WARNING:
-            return False
-        fail = self.fail_on_warnings
-        return strict or fail is True or (isinstance(fail, tuple) and finding.code.id in fail)
+        return status_of([finding], True if strict else self.fail_on_warnings) is Status.FAIL
 
     def exit_code(self, strict: bool = False) -> int:
         """0 ready, 1 problems found, 3 the doctor itself failed (a check crashed).
@@ -213,12 +277,11 @@ class Report:
         about the driver first. Findings a policy ignores never count; warnings count
         under --strict or the policy's ``fail-on-warnings``.
         """
-        judged = [f for f in self.findings if f.ignored is None]
-        if any(f.effective_severity is Severity.ERROR for f in judged):
+        if status_of(self.findings) is Status.FAIL:
             return 1
         if self.count(Status.ERROR):
             return 3
-        if any(self.is_problem(f, strict) for f in judged):
+        if status_of(self.findings, True if strict else self.fail_on_warnings) is Status.FAIL:
             return 1
         return 0
 

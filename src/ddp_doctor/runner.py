@@ -1,9 +1,11 @@
 """Run the checks on gathered facts and derive each check's status.
 
-The runner is the only place that decides pass/warn/fail/skip/error, so checks stay
-plain functions that yield findings. It contains every failure: a check that raises
-or emits a code it did not declare becomes an ``error`` result with the traceback, a
-plugin that failed to load becomes one too, and the run always goes on.
+Checks stay plain functions that yield findings: the runner decides skip (a missing fact,
+a blocking check) and error, and ``model.status_of`` turns the findings into pass, warn
+or fail, the same rule the smoke job, ``diagnose`` and the policy use. The runner contains
+every failure: a check that raises or emits a code it did not declare becomes an ``error``
+result with the traceback, a plugin that failed to load becomes one too, and the run
+always goes on.
 """
 
 from __future__ import annotations
@@ -16,19 +18,10 @@ from typing import Any
 from ddp_doctor import __version__
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status
+from ddp_doctor.model import CheckResult, Finding, Report, Status, status_of
 from ddp_doctor.registry import Catalogue, CheckSpec, Summary
 
 _BLOCKING = (Status.FAIL, Status.ERROR, Status.SKIP)
-
-
-def _status_of(findings: list[Finding]) -> Status:
-    worst = max((f.effective_severity.rank for f in findings), default=0)
-    if worst >= Severity.ERROR.rank:
-        return Status.FAIL
-    if worst >= Severity.WARNING.rank:
-        return Status.WARN
-    return Status.PASS
 
 
 def _blocking_reason(spec: CheckSpec, done: dict[str, CheckResult]) -> str | None:
@@ -74,7 +67,7 @@ def run_check(spec: CheckSpec, facts: Facts | FactsView,
             error=traceback.format_exc(limit=8),
             duration_s=time.monotonic() - start,
         )
-    status = _status_of(findings)
+    status = status_of(findings)
     if summary is None:
         summary = findings[0].title if findings else "no problem found"
     return CheckResult(**base, status=status, summary=summary, findings=tuple(findings),

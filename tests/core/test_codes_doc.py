@@ -1,26 +1,39 @@
-"""docs/codes.md is generated from the checks' Code objects and must stay current."""
+"""docs/codes.md is generated from the code registry and must stay current."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from ddp_doctor.codes import all_codes, render_code_text, render_codes_markdown
-from ddp_doctor.registry import load_catalogue
+from ddp_doctor.codes import declared_codes, render_code_text, render_codes_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_codes_md_is_current():
-    expected = render_codes_markdown(all_codes(load_catalogue(entry_points=[])).values())
+    expected = render_codes_markdown(declared_codes().values())
     actual = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
     assert actual == expected, "docs/codes.md is stale: run python -m ddp_doctor.codes"
 
 
+def test_the_generator_writes_what_the_registry_holds(tmp_path):
+    """``python -m ddp_doctor.codes`` runs the module as __main__, a second copy with an empty
+    registry of its own; it must still write every code."""
+    target = tmp_path / "codes.md"
+    subprocess.run([sys.executable, "-m", "ddp_doctor.codes", str(target)], check=True,
+                   capture_output=True)
+    assert target.read_text(encoding="utf-8") == render_codes_markdown(
+        declared_codes().values())
+
+
 def test_every_code_documented_with_the_text_explain_prints():
     doc = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
-    for code in all_codes(load_catalogue(entry_points=[])).values():
+    for code in declared_codes().values():
         assert f"## {code.id}" in doc
+        assert f"| [{code.id}](#{code.id.lower()}) | {code.family.value} |" in doc
         text = render_code_text(code)
+        assert f"family: {code.family.value}" in text
         for section in (code.what, code.why, code.fix):
             assert section in doc and section in text
 

@@ -152,15 +152,26 @@ def test_a_plugin_cannot_redefine_a_builtin_check_or_code(plugin_modules):
     assert all("already defined" in f.error for f in catalogue.failures)
 
 
-def test_builtin_catalogue_loads_cleanly_with_unique_codes():
+def test_builtin_catalogue_loads_cleanly_with_registered_unique_codes():
+    """Every code a built-in check declares is the code registry's, under one id, and no
+    two checks claim the same code (the registry's own uniqueness tests are in
+    test_codes_registry.py)."""
+    from ddp_doctor.codes import declared_codes
+    from ddp_doctor.model import Family
+
     catalogue = load_catalogue(entry_points=[])
     assert catalogue.failures == []
+    registered = declared_codes()
     ids = [c.id for s in catalogue.specs for c in s.codes]
     assert len(ids) == len(set(ids))
     assert {"DRV001", "TOR001", "TOR002", "HST001"} <= set(ids)
     for spec in catalogue.specs:
         for code in spec.codes:
+            assert registered[code.id] is code, code.id
+            assert code.family in (Family.CHECK, Family.PLAN), code.id
             assert code.what and code.why and code.fix, code.id
+    checks = {c.id for c in registered.values() if c.family in (Family.CHECK, Family.PLAN)}
+    assert set(ids) == checks  # no check code is declared without a check that emits it
 
 
 def test_real_installed_entry_point_plugin(tmp_path):

@@ -27,7 +27,7 @@ from ddp_doctor.diagnose.context import refine
 from ddp_doctor.diagnose.scan import Scanner, ScanResult
 from ddp_doctor.diagnose.source import InputError, open_input
 from ddp_doctor.facts.snapshot import Facts, FactsFileError
-from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status
+from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status, status_of
 
 __all__ = ["Diagnosis", "InputError", "diagnose", "scan_input"]
 
@@ -95,13 +95,6 @@ def _env_findings(facts: Facts, where: str) -> list[Finding]:
     return found
 
 
-def _status(findings: Sequence[Finding]) -> Status:
-    severities = {f.effective_severity for f in findings}
-    if Severity.ERROR in severities:
-        return Status.FAIL
-    return Status.WARN if Severity.WARNING in severities else Status.PASS
-
-
 def diagnose(target: str, stdin: IO[bytes] | None = None,
              rules: Sequence[Any] | None = None) -> Diagnosis:
     """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable."""
@@ -137,7 +130,7 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         summary += f"; environment read from {where}"
     result = CheckResult(
         check_id="diagnose.log", title="Log diagnosis", area="log",
-        status=_status(findings), summary=summary, findings=tuple(findings))
+        status=status_of(findings), summary=summary, findings=tuple(findings))
     report = Report(
         tool_version=__version__,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

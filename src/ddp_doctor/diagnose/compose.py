@@ -11,12 +11,13 @@ alternatives and the commands that decide between them travel with the finding.
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.causal_order import root_cause_key
 from ddp_doctor.diagnose.rank_prefixes import group_label
 from ddp_doctor.diagnose.scan import CodeHits, Quote, ScanResult
-from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
+from ddp_doctor.model import Evidence, Finding, Severity, Step
 
-NOTHING_MATCHED = Code(
+NOTHING_MATCHED = declare(
     "DIAG001", Category.UNKNOWN, "No known failure signature in the log",
     what="None of the log rules matched: the text holds no error the doctor knows, or the "
          "part of the log that shows the cause was not included.",
@@ -27,7 +28,7 @@ NOTHING_MATCHED = Code(
     severity=Severity.WARNING,
     docs_url="https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications")
 
-DAMAGED_INPUT = Code(
+DAMAGED_INPUT = declare(
     "DIAG004", Category.UNKNOWN, "Part of the input could not be read",
     what="The input ends early (a .gz cut short by an upload limit) or holds members that "
          "are not text; what could be read was diagnosed.",

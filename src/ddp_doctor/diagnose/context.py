@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
@@ -40,7 +41,7 @@ HANG_TEXT = re.compile(
     r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|never (?:returns|finishes|completes))",
     re.IGNORECASE)
 
-SILENT_HANG = Code(
+SILENT_HANG = declare(
     "DIAG002", Category.NCCL_P2P,
     "The job hangs at its first collective (likely GPU peer-to-peer transport)",
     what="The log stops right after NCCL set up its channels (or the text says the job hangs "
@@ -71,7 +72,7 @@ WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/
                       re.IGNORECASE)
 NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
                            r"|\.el[789]_?\d*\.x86_64")
-UNDER_WSL = Code(
+UNDER_WSL = declare(
     "DIAG003", Category.WSL_SETUP, "The GPU cannot be reached from inside WSL",
     what="CUDA or NVML fails to find or open the GPU, and the log comes from WSL. Under WSL "
          "the GPU is reached only through the Windows driver's libraries in /usr/lib/wsl/lib: "

@@ -15,8 +15,9 @@ pytorch/pytorch#81620 (cuDNN handle failures that are out-of-memory), Ultralytic
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import Rule, rx
-from ddp_doctor.model import Code, Step
+from ddp_doctor.model import Step
 
 LIST_GPUS = Step("List the GPUs the driver sees and the ones this process may use.",
                  command='nvidia-smi -L; echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; '
@@ -28,7 +29,7 @@ SYNC_ERRORS = Step("Rerun with synchronous kernel launches so the failing call i
                    command="CUDA_LAUNCH_BLOCKING=1 python train.py")
 XID = Step("Look for hardware Xid errors.", command="sudo dmesg -T | grep -i xid")
 
-ARCH = Code(
+ARCH = declare(
     "LOG028", Category.TORCH_ARCH_UNSUPPORTED, "No kernels for this GPU's architecture",
     what="The GPU's compute capability (sm_XX) is not among the architectures this torch "
          "build (or a compiled extension such as mmcv, detectron2 or a custom op) was built "
@@ -38,7 +39,7 @@ ARCH = Code(
     fix="Install a torch build whose arch list includes this GPU (see pytorch.org), and "
         "rebuild compiled extensions for it (TORCH_CUDA_ARCH_LIST).",
     docs_url="https://pytorch.org/get-started/locally/")
-ORDINAL = Code(
+ORDINAL = declare(
     "LOG029", Category.GPU_NOT_VISIBLE,
     "A GPU was asked for that this process cannot see (invalid device ordinal)",
     what="The program selected a GPU index that this process cannot see: more ranks "
@@ -47,7 +48,7 @@ ORDINAL = Code(
     why="The rank that asked for the missing GPU dies at start-up.",
     fix="Launch at most as many ranks as visible GPUs, and select cuda:LOCAL_RANK.",
     docs_url="https://pytorch.org/docs/stable/elastic/run.html")
-NO_DEVICE = Code(
+NO_DEVICE = declare(
     "LOG030", Category.GPU_NOT_VISIBLE, "no CUDA-capable device is detected",
     what="CUDA started but found no GPU for this process: CUDA_VISIBLE_DEVICES is empty, -1 "
          "or wrong, or a container was started without GPUs.",
@@ -55,7 +56,7 @@ NO_DEVICE = Code(
     fix="Unset or fix CUDA_VISIBLE_DEVICES; start containers with --gpus all.",
     docs_url="https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
              "environment-variables.html")
-YOLO_DEVICE = Code(
+YOLO_DEVICE = declare(
     "LOG031", Category.GPU_NOT_VISIBLE, "YOLO: the requested --device is not available",
     what="Ultralytics/YOLOv5 checked the requested devices against "
          "torch.cuda.device_count() and found fewer GPUs than asked for.",
@@ -63,14 +64,14 @@ YOLO_DEVICE = Code(
     fix="Request only GPUs that exist (--device 0 on a one-GPU box), or fix why torch sees "
         "none (see the lines printed with it: is_available, device_count).",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
-CUDNN_VERSION = Code(
+CUDNN_VERSION = declare(
     "LOG032", Category.CUDNN_FAILURE, "cuDNN version does not match the one torch was built with",
     what="A different cuDNN (a system copy on LD_LIBRARY_PATH, a conda package) was loaded "
          "instead of the one torch ships, or cuDNN refuses this GPU generation.",
     why="torch refuses to use cuDNN: every convolution fails.",
     fix="Remove the other cuDNN from LD_LIBRARY_PATH so torch loads its bundled one.",
     docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
-CUDNN_LOAD = Code(
+CUDNN_LOAD = declare(
     "LOG033", Category.CUDNN_FAILURE, "A cuDNN library could not be loaded",
     what="One of cuDNN's sub-libraries (libcudnn_cnn_infer, libcudnn_ops, ...) was not found "
          "or did not link, usually because two cuDNN installs are mixed.",
@@ -78,7 +79,7 @@ CUDNN_LOAD = Code(
     fix="Reinstall the nvidia-cudnn wheel that matches torch and drop other cuDNN copies "
         "from LD_LIBRARY_PATH.",
     docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
-CUDNN_RUNTIME = Code(
+CUDNN_RUNTIME = declare(
     "LOG034", Category.CUDNN_FAILURE, "cuDNN failed at run time",
     what="A cuDNN call failed (CUDNN_STATUS_EXECUTION_FAILED, MAPPING_ERROR, NOT_SUPPORTED, "
          "BAD_PARAM): a build without kernels for this GPU, memory pressure, or an input cuDNN "
@@ -87,7 +88,7 @@ CUDNN_RUNTIME = Code(
     fix="Check memory and the GPU/torch arch match; rerun with "
         "torch.backends.cudnn.enabled=False to confirm cuDNN is involved.",
     docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
-ILLEGAL_ACCESS = Code(
+ILLEGAL_ACCESS = declare(
     "LOG035", Category.UNKNOWN, "A CUDA kernel faulted (illegal memory access)",
     what="A kernel read or wrote memory it does not own (illegal address, misaligned "
          "address, unspecified launch failure). Most often a bug in a custom op or in the "
@@ -96,7 +97,7 @@ ILLEGAL_ACCESS = Code(
     fix="Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check dmesg for Xid 48/63/64/"
         "94/95 and the ECC counters before blaming the hardware.",
     docs_url="https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html")
-DEVICE_ASSERT = Code(
+DEVICE_ASSERT = declare(
     "LOG036", Category.UNKNOWN, "A device-side assertion failed (a data or code bug)",
     what="A CUDA kernel's own check failed, typically an index out of range: a class id "
          "larger than the model's class count, a label of -1, an embedding index too big.",

@@ -21,15 +21,16 @@ ultralytics/utils/torch_utils.py and engine/trainer.py).
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
-from ddp_doctor.model import Code, Severity, Step
+from ddp_doctor.model import Severity, Step
 
 RUN_DOCS = "https://pytorch.org/docs/stable/elastic/run.html"
 DDP_NOTES = "https://pytorch.org/docs/stable/notes/ddp.html"
 REACH = Step("From a worker node, test that the master's address and port answer.",
              command="nc -zv $MASTER_ADDR $MASTER_PORT")
 
-PORT_IN_USE = Code(
+PORT_IN_USE = declare(
     "LOG001", Category.RENDEZVOUS_PORT_IN_USE, "Address already in use (rendezvous port taken)",
     what="Rank 0 could not listen on MASTER_PORT: another process (often an earlier training "
          "that is still running) holds it.",
@@ -37,7 +38,7 @@ PORT_IN_USE = Code(
     fix="Use another --master_port (or MASTER_PORT), or stop the process holding it "
         "(`ss -ltnp 'sport = :PORT'`).",
     docs_url=RUN_DOCS)
-RDZV_TIMEOUT = Code(
+RDZV_TIMEOUT = declare(
     "LOG052", Category.RENDEZVOUS_FAILURE, "The ranks could not meet (rendezvous timed out)",
     what="A rank waited for the rendezvous store on MASTER_ADDR:MASTER_PORT, or for the other "
          "ranks to join it, and gave up: a wrong or unreachable MASTER_ADDR, a firewall, a "
@@ -46,7 +47,7 @@ RDZV_TIMEOUT = Code(
     fix="Check MASTER_ADDR/PORT on every node, open the port in the firewall, and make "
         "nnodes x nproc_per_node match the ranks you start.",
     docs_url=RUN_DOCS)
-RDZV_REFUSED = Code(
+RDZV_REFUSED = declare(
     "LOG053", Category.RENDEZVOUS_FAILURE, "Connection refused by the rendezvous address",
     what="Nothing listened at MASTER_ADDR:MASTER_PORT when a rank connected: rank 0 not "
          "started or already dead, a wrong address or port, or a hostname resolving to "
@@ -55,14 +56,14 @@ RDZV_REFUSED = Code(
     fix="Start rank 0 first and give every node the address other nodes can reach (an IP, "
         "not localhost).",
     docs_url=RUN_DOCS)
-RDZV_RETRY = Code(
+RDZV_RETRY = declare(
     "LOG054", Category.RENDEZVOUS_FAILURE, "A rank is still trying to reach the rendezvous store",
     what="The store's client could not connect yet and retries; harmless if rank 0 was just "
          "slower to start, a problem if it repeats until a timeout.",
     why="Repeated for minutes, it means the ranks will not meet.",
     fix="If the job then fails, check MASTER_ADDR/PORT and the firewall.",
     severity=Severity.WARNING, docs_url=RUN_DOCS)
-UNUSED = Code(
+UNUSED = declare(
     "LOG055", Category.DDP_USAGE_ERROR, "DDP: parameters that do not get gradients",
     what="Some model parameters were not used to compute the loss in an iteration (a branch, "
          "a frozen head, an auxiliary output), or a parameter was marked ready twice "
@@ -71,7 +72,7 @@ UNUSED = Code(
     fix="Pass find_unused_parameters=True to DistributedDataParallel, or make every "
         "parameter take part in the loss (or freeze it with requires_grad=False).",
     docs_url=DDP_NOTES)
-NO_GROUP = Code(
+NO_GROUP = declare(
     "LOG056", Category.DDP_USAGE_ERROR, "DDP/SyncBatchNorm used without a process group",
     what="Distributed code ran in a process that never called init_process_group - usually "
          "a single-GPU or `python train.py` run of a script with SyncBatchNorm or DDP, or a "
@@ -79,7 +80,7 @@ NO_GROUP = Code(
     why="The first collective or the DDP wrapper fails.",
     fix="Launch with torchrun, or use plain BatchNorm/no DDP for single-GPU runs.",
     docs_url=DDP_NOTES)
-DEVICES = Code(
+DEVICES = declare(
     "LOG057", Category.DDP_USAGE_ERROR, "DDP: ranks and devices do not line up",
     what="The script placed the model or tensors on the wrong GPU for its rank: two ranks on "
          "one GPU (torch.cuda.set_device not called), device_ids not matching the module's "
@@ -88,7 +89,7 @@ DEVICES = Code(
     fix="In each rank call torch.cuda.set_device(local_rank), move the model there, and pass "
         "device_ids=[local_rank].",
     docs_url=DDP_NOTES)
-BATCH = Code(
+BATCH = declare(
     "LOG058", Category.DDP_USAGE_ERROR, "Batch size does not fit the GPU count",
     what="YOLO (and other trainers) split the batch evenly across GPUs and require it to be "
          "a multiple of the GPU count; AutoBatch (batch=-1) is single-GPU only.",
@@ -96,7 +97,7 @@ BATCH = Code(
     fix="Choose a batch size that is a multiple of the number of GPUs (e.g. 16 or 32 for 2 "
         "GPUs).",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
-FORKED_CUDA = Code(
+FORKED_CUDA = declare(
     "LOG059", Category.DDP_USAGE_ERROR, "CUDA used in a forked subprocess",
     what="A process created with fork (a DataLoader worker, multiprocessing.Process) touched "
          "CUDA after the parent had initialised it.",
@@ -105,7 +106,7 @@ FORKED_CUDA = Code(
         "keep CUDA out of dataset code and workers.",
     docs_url="https://pytorch.org/docs/stable/notes/multiprocessing.html"
              "#cuda-in-multiprocessing")
-UNUSED_PERF = Code(
+UNUSED_PERF = declare(
     "LOG060", Category.DDP_USAGE_ERROR, "find_unused_parameters=True but none were unused",
     what="DDP searched the graph for unused parameters every iteration and found none.",
     why="Only a slowdown: an extra traversal of the autograd graph per step.",

@@ -14,8 +14,9 @@ error 802 (pytorch/pytorch#35710, NVIDIA/nccl#1488), the driver/library mismatch
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import Rule, rx
-from ddp_doctor.model import Code, Severity, Step
+from ddp_doctor.model import Severity, Step
 
 CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
 WSL_GUIDE = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
@@ -25,7 +26,7 @@ TORCH_CUDA = Step("See which CUDA your torch was built for and whether it can us
                   command='python -c "import torch; print(torch.__version__, '
                           'torch.version.cuda, torch.cuda.is_available())"')
 
-NO_DRIVER = Code(
+NO_DRIVER = declare(
     "LOG009", Category.DRIVER_MISSING, "No usable NVIDIA kernel driver",
     what="Nothing answered for the NVIDIA driver: the kernel module is not loaded (often a "
          "kernel update without a DKMS rebuild, nouveau holding the GPU, or Secure Boot "
@@ -35,7 +36,7 @@ NO_DRIVER = Code(
     fix="Load or reinstall the driver for the running kernel (`dkms status`, `uname -r`), "
         "blacklist nouveau, then reboot and check `nvidia-smi`.",
     docs_url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html")
-NO_CONTAINER_GPU = Code(
+NO_CONTAINER_GPU = declare(
     "LOG010", Category.DRIVER_MISSING, "The container runtime could not give the container a GPU",
     what="Docker was asked for GPUs (`--gpus`) but has no NVIDIA runtime to provide them: "
          "the NVIDIA Container Toolkit is missing or not configured.",
@@ -44,7 +45,7 @@ NO_CONTAINER_GPU = Code(
         "--runtime=docker`, restart Docker.",
     docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
              "install-guide.html")
-DRIVER_OLD = Code(
+DRIVER_OLD = declare(
     "LOG011", Category.DRIVER_TOO_OLD,
     "The NVIDIA driver is older than the CUDA torch was built for",
     what="The installed driver supports an older CUDA version than the CUDA runtime bundled "
@@ -53,7 +54,7 @@ DRIVER_OLD = Code(
     fix="Update the driver (on WSL: the Windows driver, then `wsl --shutdown`), or install "
         "a torch wheel built for the CUDA version nvidia-smi shows.",
     docs_url=CUDA_COMPAT)
-PTX_TOOLCHAIN = Code(
+PTX_TOOLCHAIN = declare(
     "LOG012", Category.DRIVER_TOO_OLD, "PTX from a newer toolchain than the driver understands",
     what="A kernel shipped as PTX was compiled by a newer CUDA than the driver's JIT knows; "
          "minor-version compatibility does not cover PTX.",
@@ -61,7 +62,7 @@ PTX_TOOLCHAIN = Code(
     fix="Update the driver, or use a build that ships native code (SASS) for this GPU.",
     docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/"
              "minor-version-compatibility.html")
-LIB_MISMATCH = Code(
+LIB_MISMATCH = declare(
     "LOG013", Category.DRIVER_LIBRARY_MISMATCH, "NVIDIA driver libraries and kernel module differ",
     what="The user-space driver libraries (libnvidia-ml, libcuda) are a different version "
          "from the loaded kernel module: usually a driver upgrade without a reboot, or a "
@@ -70,7 +71,7 @@ LIB_MISMATCH = Code(
     fix="Reboot (or unload and reload the nvidia modules); remove a stale cuda-compat "
         "directory from LD_LIBRARY_PATH.",
     docs_url=CUDA_COMPAT)
-CUDA_INIT = Code(
+CUDA_INIT = declare(
     "LOG014", Category.CUDA_INIT_FAILURE, "The driver is there but CUDA cannot initialise",
     what="CUDA reported an unknown error (999), an initialisation error or that all devices "
          "are busy or unavailable: a GPU in exclusive or prohibited compute mode held by "
@@ -80,7 +81,7 @@ CUDA_INIT = Code(
     fix="Check the compute mode and other GPU processes (`nvidia-smi`), reload nvidia_uvm "
         "(`sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm`) or reboot.",
     docs_url="https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html")
-FABRIC = Code(
+FABRIC = declare(
     "LOG015", Category.CUDA_INIT_FAILURE,
     "CUDA error 802: system not yet initialized (Fabric Manager)",
     what="On NVSwitch systems (HGX/DGX A100, H100, H200, B200) CUDA waits for the "
@@ -90,7 +91,7 @@ FABRIC = Code(
     fix="Install nvidia-fabricmanager for exactly the driver's version and "
         "`sudo systemctl enable --now nvidia-fabricmanager`.",
     docs_url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html")
-COMPAT_HW = Code(
+COMPAT_HW = declare(
     "LOG016", Category.CUDA_INIT_FAILURE, "CUDA forward compatibility used on an unsupported GPU",
     what="A cuda-compat libcuda (error 804) is on the loader path, but forward compatibility "
          "only works on data-center GPUs.",
@@ -98,7 +99,7 @@ COMPAT_HW = Code(
     fix="Remove the compat directory from LD_LIBRARY_PATH (or the image) and update the "
         "host driver instead.",
     docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html")
-HARDWARE = Code(
+HARDWARE = declare(
     "LOG017", Category.HARDWARE_FAULT, "GPU hardware or link fault (Xid, ECC, fallen off the bus)",
     what="The driver logged a hardware-class event: an Xid such as 48 (double-bit ECC), "
          "64/95 (memory), 74 (NVLink), 79 (fallen off the bus), 119/120 (GSP), an "
@@ -108,14 +109,14 @@ HARDWARE = Code(
         "ECC,ROW_REMAPPER,PAGE_RETIREMENT`; reset the GPU (`nvidia-smi -r -i N`) or "
         "reboot; replace it if it recurs.",
     docs_url="https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html")
-WSL_LIBCUDA = Code(
+WSL_LIBCUDA = declare(
     "LOG018", Category.WSL_SETUP, "libcuda.so not found (WSL's /usr/lib/wsl/lib not on the path)",
     what="A library asked the loader for the unversioned libcuda.so. On WSL2 it lives only "
          "in /usr/lib/wsl/lib, which the loader does not search by default.",
     why="cuDNN and other CUDA libraries fail to load, so convolutions fail.",
     fix="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH (and `sudo ldconfig`).",
     docs_url="https://github.com/microsoft/WSL/issues/8587")
-WSL_SYMLINK = Code(
+WSL_SYMLINK = declare(
     "LOG019", Category.WSL_SETUP, "ldconfig: WSL's libcuda.so.1 is not a symbolic link",
     what="WSL ships its driver libraries as copies, not symbolic links, and ldconfig says "
          "so on every run.",
@@ -123,7 +124,7 @@ WSL_SYMLINK = Code(
     fix="Ignore it, or recreate the links in another directory as the WSL thread shows.",
     severity=Severity.WARNING,
     docs_url="https://github.com/microsoft/WSL/issues/5548")
-WSL_BLOCKED = Code(
+WSL_BLOCKED = declare(
     "LOG020", Category.WSL_SETUP, "WSL: GPU access blocked by the operating system",
     what="WSL's GPU paravirtualisation gave NVML no GPU: a Linux NVIDIA driver or utils "
          "package installed inside WSL, Windows driver files missing from WSL, an "
@@ -132,7 +133,7 @@ WSL_BLOCKED = Code(
     fix="Remove Linux driver packages inside WSL (apt remove 'nvidia-*' except the "
         "toolkit), update the Windows driver and WSL (`wsl --update`), then `wsl --shutdown`.",
     docs_url=WSL_GUIDE)
-WSL1 = Code(
+WSL1 = declare(
     "LOG061", Category.WSL_SETUP, "WSL 1 has no GPU support",
     what="The kernel is WSL 1's (version ending in -Microsoft). Only WSL 2 passes the GPU "
          "through; installing a Linux NVIDIA driver or its DKMS module inside WSL never works.",

@@ -15,28 +15,29 @@ ultralytics/yolov5 users meet (ultralytics/yolov5#1643).
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
-from ddp_doctor.model import Code, Step
+from ddp_doctor.model import Step
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 SHM = Step("Check the size and use of /dev/shm.", command="df -h /dev/shm")
 OOM_KILLER = Step("Look for the OOM killer in the kernel log.",
                   command="sudo dmesg -T | grep -i -E 'killed process|out of memory|oom'")
 
-CUDA_OOM = Code(
+CUDA_OOM = declare(
     "LOG005", Category.GPU_OUT_OF_MEMORY, "CUDA out of memory",
     what="A rank asked for more GPU memory than was free.",
     why="The rank dies and takes the job with it.",
     fix="Lower the batch size per GPU, enable AMP, or free the GPU (nvidia-smi shows who "
         "else uses it).",
     docs_url="https://pytorch.org/docs/stable/notes/cuda.html#memory-management")
-HOST_OOM = Code(
+HOST_OOM = declare(
     "LOG006", Category.HOST_OUT_OF_MEMORY, "Host memory exhausted",
     what="A rank could not allocate host (CPU) memory.",
     why="Each rank and each DataLoader worker needs its own RAM; too many of them exhaust it.",
     fix="Use fewer DataLoader workers or a smaller batch, or run on a node with more RAM.",
     docs_url="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
-KILLED = Code(
+KILLED = declare(
     "LOG007", Category.HOST_OUT_OF_MEMORY, "A rank was killed by SIGKILL (exit code -9)",
     what="A rank was ended by signal 9. The kernel's OOM killer (or a cgroup, Slurm or "
          "Kubernetes memory limit) is the usual sender.",
@@ -44,14 +45,14 @@ KILLED = Code(
     fix="Look for 'Out of memory: Killed process' in `sudo dmesg -T` or "
         "`journalctl -k`; lower the batch or DataLoader workers, or raise the memory limit.",
     docs_url="https://pytorch.org/docs/stable/elastic/errors.html")
-BUS_ERROR = Code(
+BUS_ERROR = declare(
     "LOG008", Category.NCCL_SHARED_MEMORY, "A rank died of SIGBUS (exit code -7)",
     what="A rank (often a DataLoader worker) touched shared memory that could not be "
          "backed: /dev/shm is full.",
     why="DataLoader workers and NCCL both need /dev/shm; a small one kills the job.",
     fix="Enlarge /dev/shm (docker run --shm-size=16g or --ipc=host), or use fewer workers.",
     docs_url=NCCL_TROUBLE)
-HANDLE_OOM = Code(
+HANDLE_OOM = declare(
     "LOG037", Category.GPU_OUT_OF_MEMORY, "cuDNN/cuBLAS could not create a handle (GPU memory)",
     what="cuDNN or cuBLAS failed to initialise (CUDNN_STATUS_NOT_INITIALIZED, "
          "CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_INITIALIZED). These libraries load "
@@ -61,7 +62,7 @@ HANDLE_OOM = Code(
     fix="Lower the batch size, free the GPU of other processes, then retry; if memory is "
         "plentiful, check the cuDNN install.",
     docs_url="https://github.com/pytorch/pytorch/issues/81620")
-OOM_KILL = Code(
+OOM_KILL = declare(
     "LOG038", Category.HOST_OUT_OF_MEMORY,
     "The kernel's OOM killer (or a memory limit) killed a process",
     what="The kernel, a cgroup (Docker, Kubernetes, Slurm) or the shell reports a process "
@@ -71,14 +72,14 @@ OOM_KILL = Code(
     fix="Fewer DataLoader workers, a smaller batch or cache (YOLO cache=ram), or a higher "
         "memory limit.",
     docs_url="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c")
-PAGING = Code(
+PAGING = declare(
     "LOG039", Category.HOST_OUT_OF_MEMORY, "Windows: the paging file is too small (WinError 1455)",
     what="On Windows each DataLoader worker maps torch's CUDA DLLs into its own address "
          "space, committing gigabytes of virtual memory; the paging file cannot back it.",
     why="Workers fail to import torch and the DataLoader dies.",
     fix="Use fewer workers (--workers 2) or enlarge the Windows paging file.",
     docs_url="https://github.com/ultralytics/yolov5/issues/1643")
-LOADER_SHM = Code(
+LOADER_SHM = declare(
     "LOG040", Category.NCCL_SHARED_MEMORY, "DataLoader workers ran out of shared memory (/dev/shm)",
     what="DataLoader workers pass batches to the main process through /dev/shm; it is full "
          "or too small (Docker's default is 64 MB).",
@@ -86,7 +87,7 @@ LOADER_SHM = Code(
     fix="docker run --ipc=host or --shm-size=16g (Kubernetes: a memory-backed emptyDir on "
         "/dev/shm), or fewer workers.",
     docs_url="https://pytorch.org/docs/stable/multiprocessing.html")
-LOADER_EXIT = Code(
+LOADER_EXIT = declare(
     "LOG041", Category.NCCL_SHARED_MEMORY, "A DataLoader worker exited unexpectedly",
     what="A DataLoader worker died without a Python error. Shared memory (/dev/shm) too "
          "small is the usual cause in containers; the OOM killer and native crashes are the "

@@ -22,8 +22,9 @@ stable/distributed.html#debugging-torch-distributed-applications).
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
-from ddp_doctor.model import Code, Step
+from ddp_doctor.model import Step
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 NCCL_ENV = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
@@ -35,7 +36,7 @@ TOPO = Step("Show how the GPUs connect (PIX/PXB/PHB/SYS/NV#).", command="nvidia-
 IFACES = Step("List the network interfaces and pick the one the nodes share.",
               command="ip -br addr")
 
-NCCL_SYSTEM = Code(
+NCCL_SYSTEM = declare(
     "LOG002", Category.NCCL_SHARED_MEMORY, "NCCL 'unhandled system error' (usually /dev/shm)",
     what="NCCL failed a system call; in containers this is almost always its shared-memory "
          "segment in a /dev/shm that is too small (Docker's default is 64 MB).",
@@ -44,7 +45,7 @@ NCCL_SYSTEM = Code(
         "memory-backed emptyDir on /dev/shm in Kubernetes), or NCCL_SHM_DISABLE=1 as a "
         "slower workaround.",
     docs_url=NCCL_TROUBLE)
-NCCL_CUDA = Code(
+NCCL_CUDA = declare(
     "LOG003", Category.CUDA_INIT_FAILURE, "NCCL 'unhandled cuda error'",
     what="A CUDA call inside NCCL failed: a device that cannot be used, peer access that "
          "fails, or a CUDA error left behind by an earlier kernel.",
@@ -52,7 +53,7 @@ NCCL_CUDA = Code(
     fix="Re-run with NCCL_DEBUG=INFO to see the CUDA error; run `ddp-doctor check` for the "
         "device and peer-access findings; try NCCL_P2P_DISABLE=1.",
     docs_url=NCCL_TROUBLE)
-NCCL_OTHER = Code(
+NCCL_OTHER = declare(
     "LOG004", Category.NCCL_NETWORK, "NCCL error between ranks",
     what="NCCL reported an error (internal, remote or invalid usage) while the ranks "
          "connected or communicated.",
@@ -60,7 +61,7 @@ NCCL_OTHER = Code(
     fix="Re-run with NCCL_DEBUG=INFO; set NCCL_SOCKET_IFNAME to the interface the nodes "
         "share, and try NCCL_IB_DISABLE=1 to rule out InfiniBand.",
     docs_url=NCCL_TROUBLE)
-NCCL_SHM = Code(
+NCCL_SHM = declare(
     "LOG042", Category.NCCL_SHARED_MEMORY, "NCCL cannot create its shared-memory segment",
     what="NCCL could not create or grow its /dev/shm/nccl-* segment: /dev/shm is full or "
          "too small (Docker's 64 MB default), or not writable.",
@@ -68,7 +69,7 @@ NCCL_SHM = Code(
     fix="docker run --ipc=host (or --shm-size=16g --ulimit memlock=-1); in Kubernetes mount "
         "a memory-backed emptyDir on /dev/shm.",
     docs_url=NCCL_TROUBLE)
-NCCL_SOCKET = Code(
+NCCL_SOCKET = declare(
     "LOG043", Category.NCCL_NETWORK, "NCCL cannot reach the other ranks over the network",
     what="NCCL found no usable network interface, or could not connect its sockets to "
          "another rank: the wrong interface (docker0, a VPN, a link-local NIC), a firewall, "
@@ -77,7 +78,7 @@ NCCL_SOCKET = Code(
     fix="Set NCCL_SOCKET_IFNAME to the interface the nodes share (e.g. eth0, or '^docker,lo' "
         "to exclude), and open the ports between nodes.",
     docs_url=NCCL_ENV)
-NCCL_IB = Code(
+NCCL_IB = declare(
     "LOG044", Category.NCCL_NETWORK, "InfiniBand/RoCE transport failed in NCCL",
     what="NCCL's IB verbs transport reported an error (a work completion error, a port "
          "error, failed QP creation or memory registration): a link, subnet manager, GID or "
@@ -86,7 +87,7 @@ NCCL_IB = Code(
     fix="Check the IB ports (`ibstat`), raise memlock (--ulimit memlock=-1), set "
         "NCCL_IB_HCA / NCCL_IB_GID_INDEX; NCCL_IB_DISABLE=1 to fall back to sockets.",
     docs_url=NCCL_ENV)
-NCCL_P2P = Code(
+NCCL_P2P = declare(
     "LOG045", Category.NCCL_P2P, "GPU peer-to-peer (P2P/CUDA IPC) transport failed",
     what="NCCL could not use direct GPU-to-GPU access: peer access unsupported between the "
          "GPUs (consumer cards, VMs), CUDA IPC failing, or PCIe ACS/IOMMU redirecting "
@@ -96,7 +97,7 @@ NCCL_P2P = Code(
         "BIOS (or iommu=pt) for a lasting fix.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
              "#pci-access-control-services-acs")
-FIRST_HANG = Code(
+FIRST_HANG = declare(
     "LOG046", Category.NCCL_P2P, "The very first collective timed out (likely P2P transport)",
     what="A collective with sequence number 0-3 - the DDP constructor's broadcast or the first "
          "barrier - never finished. When all ranks are alive, a peer-to-peer path that "
@@ -105,7 +106,7 @@ FIRST_HANG = Code(
     fix="Rerun with NCCL_P2P_DISABLE=1: if it now works, disable ACS/IOMMU or keep P2P off.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
              "#pci-access-control-services-acs")
-WATCHDOG = Code(
+WATCHDOG = declare(
     "LOG047", Category.COLLECTIVE_TIMEOUT, "A collective timed out (watchdog)",
     what="torch's NCCL watchdog saw a collective run longer than the process-group timeout: "
          "one rank did not join it - it was slower (rank 0 alone evaluating, caching or "
@@ -115,13 +116,13 @@ WATCHDOG = Code(
         "init_process_group(timeout=...) for long rank-0-only work.",
     docs_url="https://pytorch.org/docs/stable/distributed.html#torch.distributed."
              "init_process_group")
-ABORTED = Code(
+ABORTED = declare(
     "LOG048", Category.COLLECTIVE_TIMEOUT, "NCCL operations failed or the communicator was aborted",
     what="torch tore down NCCL after an earlier failure or timeout on this or another rank.",
     why="It is the consequence of the first failure, which is where the cause is.",
     fix="Read the earliest error in the log, or the first failing rank's output.",
     docs_url="https://pytorch.org/docs/stable/torch_nccl_environment_variables.html")
-PEER_GONE = Code(
+PEER_GONE = declare(
     "LOG049", Category.COLLECTIVE_TIMEOUT,
     "A peer rank disappeared (connection reset, broken pipe)",
     what="This rank lost its connection to another rank: the other process died or was "
@@ -130,13 +131,13 @@ PEER_GONE = Code(
     fix="Find the first rank that failed (torchrun's 'Root Cause' section) and read its error; "
         "check dmesg for the OOM killer.",
     docs_url="https://pytorch.org/docs/stable/elastic/errors.html")
-NO_NCCL = Code(
+NO_NCCL = declare(
     "LOG050", Category.NCCL_UNAVAILABLE, "This PyTorch build has no NCCL",
     what="torch was built without NCCL: native Windows and macOS builds, and CPU-only builds.",
     why="backend='nccl' cannot work; multi-GPU training must use gloo or run under Linux/WSL2.",
     fix="Use backend='gloo' on Windows (slower), or run on Linux/WSL2 with a CUDA build.",
     docs_url="https://pytorch.org/docs/stable/distributed.html#backends")
-DESYNC = Code(
+DESYNC = declare(
     "LOG051", Category.COLLECTIVE_TIMEOUT, "Ranks called different collectives (desynchronised)",
     what="torch's collective check found the ranks in different collectives or with "
          "different tensor shapes: code paths that differ by rank (a branch on rank, uneven "

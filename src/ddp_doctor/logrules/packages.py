@@ -14,8 +14,9 @@ Ultralytics' device selection (ultralytics/ultralytics ultralytics/utils/torch_u
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import Rule, rx
-from ddp_doctor.model import Code, Severity, Step
+from ddp_doctor.model import Severity, Step
 
 GET_STARTED = "https://pytorch.org/get-started/locally/"
 SHOW_TORCH = Step("Show what is installed and what CUDA torch was built for.",
@@ -27,7 +28,7 @@ PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's
             command="pip install --force-reinstall torch torchvision --index-url "
                     "https://download.pytorch.org/whl/cu126")
 
-NO_TORCH = Code(
+NO_TORCH = declare(
     "LOG021", Category.TORCH_MISSING, "No module named 'torch'",
     what="The interpreter that ran the job has no PyTorch: another venv or conda env, "
          "another python than the one pip installed into, or torch._C missing because the "
@@ -36,7 +37,7 @@ NO_TORCH = Code(
     fix="Activate the environment with torch, or install torch into this interpreter "
         "(`python -m pip install torch`).",
     docs_url=GET_STARTED)
-TORCH_IMPORT = Code(
+TORCH_IMPORT = declare(
     "LOG022", Category.TORCH_MISSING,
     "PyTorch fails to import (a shared library is missing or broken)",
     what="Importing torch failed while loading its native libraries: a CUDA library it needs "
@@ -47,14 +48,14 @@ TORCH_IMPORT = Code(
     fix="Reinstall torch in a clean environment; unset LD_LIBRARY_PATH entries that point "
         "at other CUDA/cuDNN/NCCL copies.",
     docs_url=GET_STARTED)
-CPU_BUILD = Code(
+CPU_BUILD = declare(
     "LOG023", Category.TORCH_CPU_ONLY, "Torch not compiled with CUDA enabled (CPU-only build)",
     what="The installed torch is a CPU-only build (+cpu wheel, the default on Windows and "
          "macOS pip, or a conda cpuonly package).",
     why="It cannot use any GPU, however healthy the driver.",
     fix="Install a CUDA build (pick the cuXXX index for your driver on pytorch.org).",
     docs_url=GET_STARTED)
-NO_CUDA = Code(
+NO_CUDA = declare(
     "LOG024", Category.TORCH_CPU_ONLY, "torch.cuda.is_available() is False",
     what="PyTorch found no usable GPU. The commonest reason in tickets is a CPU-only torch; "
          "a missing or too-old driver and hidden GPUs give the same result.",
@@ -62,7 +63,7 @@ NO_CUDA = Code(
     fix="Check torch.version.cuda (None = CPU build) and nvidia-smi; install a CUDA build "
         "or fix the driver.",
     docs_url=GET_STARTED)
-TV_MISMATCH = Code(
+TV_MISMATCH = declare(
     "LOG025", Category.PACKAGE_CONFLICT, "torchvision does not match torch",
     what="torchvision's compiled operators (nms, roi_align), or another compiled extension "
          "(detectron2, mmcv), could not load or register: it was built for another torch "
@@ -70,14 +71,14 @@ TV_MISMATCH = Code(
     why="Detection models (YOLO, Faster R-CNN) fail at their first NMS.",
     fix="Install torch and torchvision as a matching pair from the same index URL.",
     docs_url="https://github.com/pytorch/vision#installation")
-NUMPY = Code(
+NUMPY = declare(
     "LOG026", Category.PACKAGE_CONFLICT, "NumPy version does not match the compiled packages",
     what="A package compiled against NumPy 1.x runs under NumPy 2 (ABI break), or code uses "
          "NumPy aliases removed in 1.24/2.0 (np.int, np.float, np.NaN).",
     why="Imports fail, or torch cannot exchange arrays with NumPy.",
     fix="pip install 'numpy<2' (or upgrade torch/ultralytics to releases built for NumPy 2).",
     docs_url="https://numpy.org/devdocs/numpy_2_0_migration_guide.html")
-PKG_WARNING = Code(
+PKG_WARNING = declare(
     "LOG027", Category.PACKAGE_CONFLICT, "Package versions reported as incompatible",
     what="pip's resolver or a framework's own check reported packages that do not fit "
          "together (for example torchvision built for another torch).",

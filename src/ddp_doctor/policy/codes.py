@@ -1,14 +1,15 @@
 """The codes a CI policy file reports (POL…), one per requirement the machine misses.
 
-No check emits them (the policy is applied to the finished Report, see ``policy.py``), so
-they are listed here and joined to the checks' codes by ``codes_doc.all_codes`` for
-``ddp-doctor explain`` and docs/codes.md.
+No check emits them (the policy is applied to the finished Report, see ``policy.load``);
+each is declared in the code registry (``ddp_doctor.codes``), which is where
+``ddp-doctor explain`` and docs/codes.md find them.
 """
 
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.model import Code, Severity
+from ddp_doctor.codes import declare
+from ddp_doctor.model import Severity
 
 CUDA_ENV_URL = ("https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
                 "environment-variables.html")
@@ -16,7 +17,7 @@ NVIDIA_DRIVERS_URL = "https://www.nvidia.com/en-us/drivers/"
 PEP440_SPECIFIERS_URL = "https://packaging.python.org/en/latest/specifications/version-specifiers/"
 NCCL_TESTS_PERF_URL = "https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md"
 
-FEWER_GPUS = Code(
+FEWER_GPUS = declare(
     "POL001", Category.GPU_NOT_VISIBLE, "Fewer usable GPUs than the policy requires",
     what="The policy's `min-gpus` asks for more GPUs than a process started here can use "
          "(torch.cuda.device_count(), or NVML's count narrowed by CUDA_VISIBLE_DEVICES when "
@@ -26,7 +27,7 @@ FEWER_GPUS = Code(
     fix="Run the job on a machine (or allocation) with enough GPUs, widen "
         "CUDA_VISIBLE_DEVICES, or lower `min-gpus` in the policy if the job was resized.",
     docs_url=CUDA_ENV_URL)
-DRIVER_OLDER = Code(
+DRIVER_OLDER = declare(
     "POL002", Category.DRIVER_TOO_OLD, "The NVIDIA driver is older than the policy requires",
     what="The driver version NVML reports (e.g. 535.104.05) is below the policy's "
          "`min-driver-version`, compared number by number.",
@@ -36,7 +37,7 @@ DRIVER_OLDER = Code(
     fix="Upgrade the driver to the required version or newer (your distribution's driver "
         "packages or NVIDIA's installer), then reboot, or schedule the job on newer nodes.",
     docs_url=NVIDIA_DRIVERS_URL)
-TORCH_NOT_ALLOWED = Code(
+TORCH_NOT_ALLOWED = declare(
     "POL003", Category.PACKAGE_CONFLICT, "The installed torch is outside the allowed versions",
     what="torch's version does not satisfy the policy's `torch-versions` specifier set "
          "(PEP 440, e.g. \">=2.3,<2.7\"; a local label such as +cu121 is ignored, as PEP 440 "
@@ -52,7 +53,7 @@ TORCH_NOT_ALLOWED = Code(
 # redirection, a VM, NCCL_P2P_DISABLE) and staging through host memory, which is the
 # `nccl_p2p` family. (Across nodes the network would be the suspect; the smoke job the
 # doctor runs is single-node unless --nnodes is given to `ddp-doctor smoke`.)
-BUSBW_LOW = Code(
+BUSBW_LOW = declare(
     "POL004", Category.NCCL_P2P, "All-reduce bus bandwidth below the policy's minimum",
     what="The smoke job's all-reduce bus bandwidth (nccl-tests' busbw definition: algorithm "
          "bandwidth × 2(n-1)/n) is below the policy's `min-allreduce-busbw-gbps`.",
@@ -66,7 +67,7 @@ BUSBW_LOW = Code(
 # Low scaling efficiency alone does not establish a cause: the input pipeline, CPU cores,
 # communication and GPU clocks all lower it. The contract's `unknown` says exactly that;
 # a POL004 (bandwidth) finding beside it, when present, points at the interconnect.
-SCALING_LOW = Code(
+SCALING_LOW = declare(
     "POL005", Category.UNKNOWN, "Scaling efficiency below the policy's minimum",
     what="With the smoke job run on 1 rank and on all ranks, throughput on N ranks divided "
          "by N × the 1-rank throughput is below the policy's `min-scaling-efficiency`.",
@@ -76,7 +77,7 @@ SCALING_LOW = Code(
         "interconnect; few CPU cores or DataLoader workers per rank point at the input "
         "pipeline (`ddp-doctor check --gpus N --workers W`).")
 # A requirement that could not be established is `unknown` by the contract's definition.
-NOT_MEASURED = Code(
+NOT_MEASURED = declare(
     "POL006", Category.UNKNOWN, "A policy requirement could not be checked",
     what="The policy asks for something this run did not measure: the smoke job did not run "
          "(`ddp-doctor check`, `--no-smoke`, `--facts`), was skipped, or failed before the "
@@ -87,6 +88,3 @@ NOT_MEASURED = Code(
         "requirements, fix the finding that kept the value from being read, or ignore "
         "POL006 in the policy with a reason when this step deliberately runs no smoke job.",
     severity=Severity.WARNING)
-
-POLICY_CODES = (FEWER_GPUS, DRIVER_OLDER, TORCH_NOT_ALLOWED, BUSBW_LOW, SCALING_LOW,
-                NOT_MEASURED)

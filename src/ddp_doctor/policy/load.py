@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ddp_doctor.model import CheckResult, Report, Severity, Status
+from ddp_doctor.model import CheckResult, Report, Status, status_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -264,14 +264,7 @@ def _judged_status(result: CheckResult, fails: bool | tuple[str, ...]) -> Status
     """The check's status once ignored findings no longer count and listed warnings fail."""
     if result.status not in (Status.PASS, Status.WARN, Status.FAIL):
         return result.status  # skipped and crashed checks stay as the runner left them
-    judged = [f for f in result.findings if f.ignored is None]
-    severities = {f.effective_severity for f in judged}
-    failing = any(f.effective_severity is Severity.WARNING
-                  and (fails is True or (isinstance(fails, tuple) and f.code.id in fails))
-                  for f in judged)
-    if Severity.ERROR in severities or failing:
-        return Status.FAIL
-    return Status.WARN if Severity.WARNING in severities else Status.PASS
+    return status_of(result.findings, fails)
 
 
 def _with_ignores(result: CheckResult, policy: Policy) -> CheckResult:
@@ -293,10 +286,7 @@ def apply_policy(report: Report, policy: Policy, facts: Any) -> Report:
     from ddp_doctor.policy.requirements import requirement_findings, requirements_summary
 
     findings = requirement_findings(policy, facts, report.smoke)
-    worst = max((f.effective_severity.rank for f in findings), default=0)
-    status = (Status.FAIL if worst >= Severity.ERROR.rank else
-              Status.WARN if worst else Status.PASS)
-    own = CheckResult(CHECK_ID, CHECK_TITLE, AREA, status,
+    own = CheckResult(CHECK_ID, CHECK_TITLE, AREA, status_of(findings),
                       requirements_summary(policy, findings), findings=tuple(findings))
     results = tuple(_with_ignores(r, policy) for r in (*report.results, own))
     return replace(report, results=results, policy_file=str(policy.path),

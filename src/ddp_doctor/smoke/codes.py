@@ -1,19 +1,20 @@
 """The codes the smoke-training job reports (SMK…), one per failed criterion.
 
-They are not emitted by a check (a check never spawns processes), so they are listed here
-and joined to the checks' codes by ``codes_doc.all_codes`` for ``ddp-doctor explain`` and
-docs/codes.md.
+They are not emitted by a check (a check never spawns processes); each is declared in the
+code registry (``ddp_doctor.codes``), which is where ``ddp-doctor explain`` and
+docs/codes.md find them.
 """
 
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.model import Code, Severity
+from ddp_doctor.codes import declare
+from ddp_doctor.model import Severity
 
 RUN_URL = "https://pytorch.org/docs/stable/elastic/run.html"
 DDP_URL = "https://pytorch.org/docs/stable/notes/ddp.html"
 
-RANK_FAILED = Code(
+RANK_FAILED = declare(
     "SMK001", Category.UNKNOWN, "A rank of the smoke-training job failed",
     what="A process of the DDP smoke job exited with a non-zero code (or a signal) and its "
          "error text matched none of the known failure signatures.",
@@ -21,7 +22,7 @@ RANK_FAILED = Code(
     fix="Read the rank's error lines in the evidence; re-run with `ddp-doctor smoke -v` and "
         "NCCL_DEBUG=INFO for more detail, and search the first error line.",
     docs_url=RUN_URL)
-RANK_STALLED = Code(
+RANK_STALLED = declare(
     "SMK002", Category.COLLECTIVE_TIMEOUT, "A rank stopped making progress (hang)",
     what="A rank wrote no event for longer than the stall deadline while the job was "
          "running; the finding names the rank that fell behind and the phase it was in.",
@@ -31,7 +32,7 @@ RANK_STALLED = Code(
         "NCCL_P2P_DISABLE=1, then NCCL_IB_DISABLE=1, with NCCL_DEBUG=INFO); a hang in data "
         "points at DataLoader workers and /dev/shm.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
-DEADLINE = Code(
+DEADLINE = declare(
     "SMK003", Category.UNKNOWN, "The smoke job did not finish within its deadline",
     what="Every rank kept making progress but the whole job ran past the wall-clock "
          "deadline (--timeout) and was stopped.",
@@ -39,20 +40,20 @@ DEADLINE = Code(
         "is overloaded, throttled, or training on the CPU by mistake.",
     fix="Check that nothing else is using the GPUs or CPUs (nvidia-smi, top); give a longer "
         "--timeout or fewer --steps to see the measurements.")
-STEPS_MISSING = Code(
+STEPS_MISSING = declare(
     "SMK004", Category.UNKNOWN, "Ranks exited without finishing every training step",
     what="The launcher reported success but some ranks did not record every step or the "
          "final phases.",
     why="A rank that silently stops early would desynchronise a real job.",
     fix="Re-run the smoke job; if it repeats, read the ranks' stderr in the run directory.")
-LOSS_NOT_FINITE = Code(
+LOSS_NOT_FINITE = declare(
     "SMK005", Category.UNKNOWN, "The training loss became NaN or infinite",
     what="A loss value of the smoke job was not a finite number.",
     why="On fixed synthetic data with a known-good model this points at broken numerics: "
         "a faulty GPU, a broken AMP/cuDNN path, or memory corruption.",
     fix="Re-run with --no-amp; if the loss is finite then, report the AMP problem; if not, "
         "run the GPU diagnostics (dcgmi diag -r 2) on this machine.")
-LOSS_FLAT = Code(
+LOSS_FLAT = declare(
     "SMK006", Category.UNKNOWN, "The training loss did not fall",
     what="Over the smoke job's repeated synthetic batches the mean loss of the last steps "
          "was not clearly below the mean of the first steps.",
@@ -60,7 +61,7 @@ LOSS_FLAT = Code(
         "a flat loss means gradients are not reaching the weights (or not being averaged).",
     fix="Re-run with more --steps; if the loss stays flat, run with --no-amp and --mode dp to "
         "see whether DDP or mixed precision is at fault.")
-PARAMS_DIFFER = Code(
+PARAMS_DIFFER = declare(
     "SMK007", Category.NCCL_P2P, "Model parameters differ between ranks after training",
     what="After the last step, a bit-exact fingerprint of every parameter differs between "
          "ranks, so the gradient all-reduce did not give every rank the same result.",
@@ -70,7 +71,7 @@ PARAMS_DIFFER = Code(
     fix="Re-run with NCCL_P2P_DISABLE=1; if the parameters then agree, disable IOMMU/ACS or "
         "keep P2P disabled; run nccl-tests all_reduce_perf with -c 1 to confirm.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
-ALLREDUCE_WRONG = Code(
+ALLREDUCE_WRONG = declare(
     "SMK008", Category.NCCL_P2P, "All-reduce returned a wrong value",
     what="Each rank contributed rank + 1 to an all-reduce; the sum was not n(n+1)/2 on some "
          "element.",
@@ -78,7 +79,7 @@ ALLREDUCE_WRONG = Code(
     fix="Re-run with NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 one at a time to find the "
         "broken transport; run nccl-tests with -c 1 (check results).",
     docs_url="https://github.com/NVIDIA/nccl-tests")
-PORT_TAKEN = Code(
+PORT_TAKEN = declare(
     "SMK009", Category.RENDEZVOUS_PORT_IN_USE, "The rendezvous port is already in use",
     what="The --master-port given for the smoke job is already bound by another process, so "
          "rank 0 cannot listen on it.",
@@ -86,14 +87,14 @@ PORT_TAKEN = Code(
         "one MASTER_PORT is the usual cause.",
     fix="Pick another port (or omit --master-port: the doctor picks a free one), or stop the "
         "process that holds it (`ss -ltnp 'sport = :PORT'`).")
-LAUNCH_FAILED = Code(
+LAUNCH_FAILED = declare(
     "SMK010", Category.TORCH_MISSING, "The smoke job could not be started",
     what="The interpreter being diagnosed could not start torch.distributed.run (or the "
          "worker): torch is missing or fails to import there.",
     why="A training job launched with the same interpreter fails the same way.",
     fix="Install torch into the interpreter you train with, or point the doctor at the "
         "right one with --python.")
-RENDEZVOUS = Code(
+RENDEZVOUS = declare(
     "SMK011", Category.RENDEZVOUS_FAILURE, "The ranks never met (rendezvous did not complete)",
     what="A rank stayed in init_process_group until the stall deadline: not every rank (or "
          "node) joined at the master address and port.",
@@ -103,7 +104,7 @@ RENDEZVOUS = Code(
         "and --master-port, that MASTER_ADDR resolves and the port is open "
         "(`nc -zv ADDR PORT` from the other nodes).",
     docs_url=RUN_URL)
-NO_GPU = Code(
+NO_GPU = declare(
     "SMK012", Category.GPU_NOT_VISIBLE, "The smoke job asks for more GPUs than are usable",
     what="CUDA was requested for the smoke job (or more processes than GPUs), but the "
          "interpreter being diagnosed sees fewer usable CUDA devices.",
@@ -111,7 +112,7 @@ NO_GPU = Code(
     fix="Run `ddp-doctor check` to see why the GPUs are not usable (driver, CUDA build, "
         "CUDA_VISIBLE_DEVICES), or pass --nproc no larger than the GPU count.")
 
-NOT_STARTED = Code(
+NOT_STARTED = declare(
     "SMK013", Category.UNKNOWN, "Ranks did not start within the deadline",
     what="A rank wrote no event at all (it was still starting its interpreter and importing "
          "torch) when the wall-clock deadline passed; the launcher's output is the evidence.",
@@ -119,30 +120,24 @@ NOT_STARTED = Code(
         "torch` take minutes; a real job pays the same start-up cost on every launch.",
     fix="Time `python -c 'import torch'` in the same interpreter, check the speed of the "
         "filesystem the environment lives on, and rerun with a longer --timeout.")
-PARAMS_DIFFER_GLOO = Code(
+PARAMS_DIFFER_GLOO = declare(
     "SMK014", Category.UNKNOWN, "Model parameters differ between ranks after CPU (gloo) training",
     what="After the last step of a CPU/gloo run, a bit-exact fingerprint of every parameter "
          "differs between ranks.",
     why="No GPU transport is involved, so NCCL peer-to-peer is not the cause; gloo itself, "
         "the torch build, or nondeterministic CPU kernels are.",
     fix="Rerun the smoke job; if it repeats, report it with the run directory's event files.")
-ALLREDUCE_WRONG_GLOO = Code(
+ALLREDUCE_WRONG_GLOO = declare(
     "SMK015", Category.UNKNOWN, "All-reduce returned a wrong value on CPU (gloo)",
     what="Each rank contributed rank + 1 to a gloo all-reduce; the sum was not n(n+1)/2 on "
          "some element.",
     why="A collective that returns wrong numbers corrupts every gradient average; with gloo "
         "no GPU transport is involved.",
     fix="Rerun the smoke job; if it repeats, check the torch build and report it.")
-LOSS_NOT_JUDGED = Code(
+LOSS_NOT_JUDGED = declare(
     "SMK016", Category.UNKNOWN, "Too few steps to judge whether the loss falls",
     what="The run had fewer than 10 training steps, so the loss-fell criterion compares "
          "single noisy batches and is skipped.",
     why="With so few steps a working setup can show a flat loss by chance.",
     fix="Run with --steps 10 or more (the default is 30) to check that the loss falls.",
     severity=Severity.INFO)
-
-SMOKE_CODES: tuple[Code, ...] = (
-    RANK_FAILED, RANK_STALLED, DEADLINE, STEPS_MISSING, LOSS_NOT_FINITE, LOSS_FLAT,
-    PARAMS_DIFFER, ALLREDUCE_WRONG, PORT_TAKEN, LAUNCH_FAILED, RENDEZVOUS, NO_GPU,
-    NOT_STARTED, PARAMS_DIFFER_GLOO, ALLREDUCE_WRONG_GLOO, LOSS_NOT_JUDGED,
-)

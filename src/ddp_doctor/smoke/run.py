@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ddp_doctor.facts.seam import run_with_deadline
-from ddp_doctor.model import CheckResult, Evidence, Finding, Severity, Status, Step
+from ddp_doctor.model import CheckResult, Evidence, Finding, Status, Step, status_of
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.launch import (
     SmokeOptions,
@@ -123,10 +123,8 @@ class SmokeResult:
         if self.data.get("skipped"):
             return CheckResult(CHECK_ID, CHECK_TITLE, AREA, Status.SKIP, self.data["skipped"],
                                skip_reason=self.data["skipped"])
-        worst = max((f.effective_severity.rank for f in self.findings), default=0)
-        status = (Status.FAIL if worst >= Severity.ERROR.rank else
-                  Status.WARN if worst else Status.PASS)
-        return CheckResult(CHECK_ID, CHECK_TITLE, AREA, status, summarize(self.data),
+        return CheckResult(CHECK_ID, CHECK_TITLE, AREA, status_of(self.findings),
+                           summarize(self.data),
                            findings=tuple(self.findings), duration_s=self.data.get("wall_s", 0))
 
 
@@ -271,7 +269,7 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     _fill(data, ctx, outcome.started)
     if clean:
         data["loss_judged"] = not any(f.code is C.LOSS_NOT_JUDGED for f in findings)
-    data.update(ok=not any(f.effective_severity is Severity.ERROR for f in findings),
+    data.update(ok=status_of(findings) is not Status.FAIL,
                 wall_s=round(outcome.wall_s, 3), exit_code=outcome.returncode,
                 stopped_by=outcome.stopped_by, run_dir=str(run_dir))
     kept = None
