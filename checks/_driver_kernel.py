@@ -17,10 +17,9 @@ Sources:
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import DriverFact, NvmlFact
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 
 LIBRARY_MISMATCH = declare(
@@ -47,11 +46,7 @@ _DEBIAN_LIKE = frozenset({"ubuntu", "debian", "pop", "linuxmint"})
 _RPM_LIKE = frozenset({"fedora", "rhel", "centos", "rocky", "almalinux", "ol", "amzn"})
 
 
-def _distro_id(os_fact: dict[str, Any]) -> str:
-    return ((os_fact.get("distro") or {}).get("id") or "").lower()
-
-
-def mismatch_versions(nvml: dict[str, Any], drv: dict[str, Any]) -> tuple[bool, str | None]:
+def mismatch_versions(nvml: NvmlFact, drv: DriverFact) -> tuple[bool, str | None]:
     """(is there a mismatch, the library version on disk that differs from the module)."""
     module = drv.get("module_version")
     libraries = [v for v in drv.get("userspace_versions") or [] if v != module]
@@ -69,8 +64,9 @@ def mismatch_versions(nvml: dict[str, Any], drv: dict[str, Any]) -> tuple[bool, 
     return False, None
 
 
-def mismatch_finding(nvml: dict[str, Any], drv: dict[str, Any], os_fact: dict[str, Any],
+def mismatch_finding(nvml: NvmlFact, drv: DriverFact, distro: str,
                      library: str | None) -> Finding:
+    """DISTRO is the distribution's lower-case id (``FactsView.distro_id``)."""
     module = drv.get("module_version") or "unknown"
     if library and not drv.get("module_version"):
         title = (f"NVML reports a driver/library version mismatch: the driver libraries are "
@@ -100,7 +96,6 @@ def mismatch_finding(nvml: dict[str, Any], drv: dict[str, Any], os_fact: dict[st
              command="sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && "
                      "sudo modprobe nvidia && sudo modprobe nvidia_uvm && nvidia-smi"),
     ]
-    distro = _distro_id(os_fact)
     if distro in _DEBIAN_LIKE:
         steps.append(Step(
             "Hold the driver packages so unattended-upgrades cannot replace the libraries "
@@ -119,14 +114,14 @@ def mismatch_finding(nvml: dict[str, Any], drv: dict[str, Any], os_fact: dict[st
                    evidence=evidence, remediation=tuple(steps))
 
 
-def module_not_built(drv: dict[str, Any]) -> bool:
+def module_not_built(drv: DriverFact) -> bool:
     """True when /lib/modules/<running kernel> exists and holds no nvidia module."""
     modules = drv.get("kernel_modules") or {}
     return (bool(modules.get("modules_dir")) and not modules.get("nvidia_module_files")
             and not drv.get("module_version"))
 
 
-def kernel_evidence(drv: dict[str, Any]) -> list[Evidence]:
+def kernel_evidence(drv: DriverFact) -> list[Evidence]:
     release = drv.get("kernel_release") or "unknown"
     return [
         Evidence("running kernel", release, "uname -r"),
@@ -135,9 +130,9 @@ def kernel_evidence(drv: dict[str, Any]) -> list[Evidence]:
     ]
 
 
-def rebuild_steps(drv: dict[str, Any], os_fact: dict[str, Any]) -> list[Step]:
-    """Build the module for the running kernel, with the tool this system uses."""
-    distro = _distro_id(os_fact)
+def rebuild_steps(drv: DriverFact, distro: str) -> list[Step]:
+    """Build the module for the running kernel, with the tool this system uses (DISTRO: the
+    distribution's lower-case id)."""
     load = Step("Load it and confirm the driver answers.",
                 command="sudo modprobe nvidia && nvidia-smi")
     if distro in _RPM_LIKE and not drv.get("dkms_status"):

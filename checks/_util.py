@@ -1,13 +1,15 @@
-"""Small formatting helpers shared by the check modules."""
+"""Helpers shared by the check modules: byte sizes, per-GPU test results, torch install steps.
+
+What a check reads from the facts (the interpreter to put in a command, how many GPUs a
+process here can use, whether this is WSL) comes from ``ddp_doctor.facts.view.FactsView``;
+what stays here is how checks word and advise.
+"""
 
 from __future__ import annotations
 
-import re
-import shlex
-from typing import Any
-
-from ddp_doctor.knowledge.arch import parse_capability
-from ddp_doctor.knowledge.cuda_driver import max_cuda_for_driver
+from ddp_doctor.facts.shapes import GpuTest
+from ddp_doctor.facts.sizing import GIB, MIB
+from ddp_doctor.facts.view import FactsView, GpuTestKind
 from ddp_doctor.knowledge.wheels import (
     DRIVER_GUIDE,
     INSTALL_GUIDE,
@@ -19,8 +21,8 @@ from ddp_doctor.knowledge.wheels import (
 from ddp_doctor.model import Step
 from ddp_doctor.registry import Summary
 
-GIB = 1024**3
-MIB = 1024**2
+__all__ = ["GIB", "MIB", "cuda_device_label", "gpu_test_results", "human_bytes",
+           "install_steps", "recommendation", "workers_phrase"]
 
 
 def human_bytes(n: int | float | None) -> str:
@@ -34,90 +36,49 @@ def human_bytes(n: int | float | None) -> str:
     return f"{int(n)} B"
 
 
-def nvidia_gpus_present(facts: Any) -> bool:
-    """True when NVML lists a GPU or the PCI bus holds an NVIDIA display/3D controller."""
-    nvml = facts.get("nvml") or {}
-    driver = facts.get("driver") or {}
-    return bool(nvml.get("gpus")) or bool(driver.get("pci_gpus"))
+def workers_phrase(workers: int, planned: bool) -> str:
+    """'8 DataLoader workers each', saying so when the count is the assumed default."""
+    assumed = "" if planned else (" (assumed: the YOLO default, min(CPU cores per GPU, 8); "
+                                  "give --workers to size your job)")
+    return f"{workers} DataLoader workers each{assumed}"
 
 
-def cuda_device_label(facts: Any, index: int | None) -> str:
+def cuda_device_label(facts: FactsView, index: int | None) -> str:
     """'GPU 3 (NVIDIA A100-SXM4-80GB)': a CUDA index with the name the torch probe reported."""
-    for dev in ((facts["torch"].get("cuda") or {}).get("devices") or []):
+    for dev in facts.cuda_devices():
         if dev.get("index") == index:
             return f"GPU {index} ({dev.get('name')})"
     return f"GPU {index} (unknown GPU)"
 
 
-def gpu_test_results(facts: Any, key: str, what: str) -> tuple[list[dict[str, Any]],
-                                                                Summary | None]:
-    """The torch probe's per-GPU results under ``torch.cuda[key]``.
+def gpu_test_results(facts: FactsView, kind: GpuTestKind,
+                     what: str) -> tuple[list[GpuTest], Summary | None]:
+    """The torch probe's per-GPU results of one test (``torch.cuda[kind]``).
 
     When there are none, also the Summary that says why: no CUDA device, or a snapshot
     saved before the probe ran GPU work (devices but no results).
     """
-    cuda = facts["torch"].get("cuda") or {}
-    results = cuda.get(key) or []
+    results = facts.gpu_tests(kind)
     if results:
         return results, None
+    cuda = facts.torch_cuda()
     if cuda.get("device_count") or (cuda.get("available") and "device_count" not in cuda):
         return [], Summary(f"not run: the probe reported no {what} for the CUDA devices")
     return [], Summary(f"no {what} ran (no CUDA device)")
 
 
-def target_python(facts: Any) -> str:
-    """The interpreter being diagnosed (``--python``), quoted for a shell; ``python`` if unknown."""
-    exe = (facts.get("python") or {}).get("executable")
-    return shlex.quote(str(exe)) if exe else "python"
-
-
-def target_pip(facts: Any) -> str:
-    """pip of the interpreter being diagnosed: ``/venv/bin/python -m pip``."""
-    return f"{target_python(facts)} -m pip"
-
-
-def wheel_for_machine(facts: Any) -> Install | None:
-    """The build to install here (``recommendation(facts).install``); None when none runs.
-
-    Kept for callers written against the old helper; print its command with
-    ``install.command(target_pip(facts), packages)``, or better use ``install_steps``.
-    """
-    return recommendation(facts).install
-
-
-def _on_wsl(facts: Any) -> bool:
-    return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
-
-
-def driver_cuda(facts: Any) -> str | None:
-    """The newest CUDA the driver supports: NVML's answer, else derived from its version."""
-    nvml = facts.get("nvml") or {}
-    if nvml.get("cuda_driver_version"):
-        return str(nvml["cuda_driver_version"])
-    return max_cuda_for_driver(nvml.get("driver_version"),
-                               "windows" if _on_wsl(facts) else "linux")
-
-
-def recommendation(facts: Any, cuda: str | None = None) -> Recommendation:
+def recommendation(facts: FactsView, cuda: str | None = None) -> Recommendation:
     """``knowledge.wheels.recommend`` for this machine's driver, GPUs and Python.
 
     ``cuda`` overrides the driver's CUDA version (a check that derived it already).
     """
-    nvml = facts.get("nvml") or {}
-    caps = [c for c in (parse_capability(g.get("compute_capability"))
-                        for g in nvml.get("gpus") or []) if c is not None]
-    python = (facts.get("python") or {}).get("version")
     # Windows driver numbers (WSL2) are not comparable with the Linux MVC floors.
-    version = None if _on_wsl(facts) else nvml.get("driver_version")
-    return recommend(cuda or driver_cuda(facts), caps, python, version)
+    version = None if facts.is_wsl() else facts.nvml().get("driver_version")
+    return recommend(cuda or facts.driver_cuda(), facts.gpu_capabilities(),
+                     facts.python_version(), version)
 
 
-def _python_minor(facts: Any) -> str | None:
-    version = str((facts.get("python") or {}).get("version") or "")
-    return ".".join(version.split(".")[:2]) or None
-
-
-def _install_text(facts: Any, install: Install, cuda: str | None) -> str:
+def _install_text(facts: FactsView, install: Install, cuda: str | None) -> str:
     """Install this build, and why it fits this machine."""
     if install.torch is None:
         head = f"Install the CUDA {install.cuda} build ({install.tag})"
@@ -131,22 +92,22 @@ def _install_text(facts: Any, install: Install, cuda: str | None) -> str:
     how = " through minor-version compatibility" if install.minor_compat else ""
     return (f"Install torch {install.torch} with torchvision {install.torchvision} (CUDA "
             f"{install.cuda}, {install.tag}): the newest release that runs on this driver{how}, "
-            f"has kernels for these GPUs and supports Python {_python_minor(facts)}")
+            f"has kernels for these GPUs and supports Python {facts.python_minor()}")
 
 
-def _blocked(facts: Any, rec: Recommendation, cuda: str | None) -> str:
+def _blocked(facts: FactsView, rec: Recommendation, cuda: str | None) -> str:
     reasons = {
         "driver": f"its builds with kernels for these GPUs need driver {rec.driver_needed} "
                   f"or newer (this driver supports CUDA {cuda})" if rec.driver_needed else
                   f"no CUDA build of it runs on this driver (CUDA {cuda})",
         "gpu": "none of its CUDA builds has kernels for these GPUs",
         "python": f"it needs Python {rec.python_min} to {rec.python_max} (this is "
-                  f"{_python_minor(facts)})",
+                  f"{facts.python_minor()})",
     }
     return "; ".join(reasons[b] for b in rec.blocked)
 
 
-def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
+def install_steps(facts: FactsView, packages: str = "torch torchvision torchaudio",
                   cuda: str | None = None) -> list[Step]:
     """Steps that install a torch this machine runs, for every check that advises one.
 
@@ -154,8 +115,8 @@ def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
     driver, else an exact older release, plus the driver upgrade that makes current torch fit.
     """
     rec = recommendation(facts, cuda)
-    cuda = cuda or driver_cuda(facts)
-    pip = target_pip(facts)
+    cuda = cuda or facts.driver_cuda()
+    pip = facts.target_pip()
     steps: list[Step] = []
     prefix = ""
     if rec.blocked:
@@ -165,7 +126,7 @@ def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
                           command=rec.install.command(pip, packages), url=INSTALL_GUIDE))
     if rec.driver_branch and rec.current is not None:
         where = ("update the NVIDIA driver on Windows (WSL2 uses it) to"
-                 if _on_wsl(facts) else "upgrade the driver to")
+                 if facts.is_wsl() else "upgrade the driver to")
         text = (f"{where} the R{rec.driver_branch} branch ({RECOMMENDED_BRANCH_MIN} or newer, "
                 f"long-term support), then install the current {rec.current.tag} build")
         command = rec.current.command(pip, packages)
@@ -182,26 +143,3 @@ def install_steps(facts: Any, packages: str = "torch torchvision torchaudio",
                           "install guide for the builds of your GPU and driver.",
                           url=INSTALL_GUIDE))
     return steps
-
-
-# Datacenter GPU model names (NVML), and the kernel flavours of cloud images: both mean a
-# server, where Ubuntu packages the driver as nvidia-driver-NNN-server (source package
-# https://packages.ubuntu.com/source/noble/nvidia-graphics-drivers-580-server) and its
-# installer takes --gpgpu for compute servers (Ubuntu Server guide, "NVIDIA drivers
-# installation"; review 3 P2-7).
-_DATACENTER_MODELS = frozenset({
-    "A2", "A10", "A10G", "A16", "A30", "A40", "A100", "A800", "B100", "B200", "B300", "GB200",
-    "GB300", "GH200", "H20", "H100", "H200", "H800", "L4", "L20", "L40", "L40S", "P4", "P40",
-    "P100", "T4", "V100", "K80",
-})
-_CLOUD_KERNEL = re.compile(r"-(aws|azure|gcp|gke|oracle|ibm|kvm|nvidia)(-|$)")
-
-
-def looks_like_server(facts: Any) -> bool:
-    """A datacenter GPU (by NVML name) or a cloud kernel: server driver packages fit."""
-    for gpu in (facts.get("nvml") or {}).get("gpus") or []:
-        tokens = re.split(r"[\s\-_]+", str(gpu.get("name") or "").upper())
-        if "TESLA" in tokens or _DATACENTER_MODELS.intersection(tokens):
-            return True
-    kernel = str((facts.get("driver") or {}).get("kernel_release") or "")
-    return bool(_CLOUD_KERNEL.search(kernel))

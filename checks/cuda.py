@@ -19,14 +19,15 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from ddp_doctor.checks._util import cuda_device_label, gpu_test_results, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import NvmlGpu
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import cuda_device_label, gpu_test_results
 
 RUNTIME_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 
@@ -124,11 +125,7 @@ COMPUTE_MODE_NOT_DEFAULT = declare(
 )
 
 
-def _gpus_nvml(facts: Any) -> list[dict[str, Any]]:
-    return list((facts.get("nvml") or {}).get("gpus") or [])
-
-
-def _compute_mode_steps(gpus: list[dict[str, Any]]) -> list[Step]:
+def _compute_mode_steps(gpus: list[NvmlGpu]) -> list[Step]:
     steps = [Step(f"Set GPU {g.get('index')} ({g.get('name')}) back to the Default compute "
                   "mode.", command=f"sudo nvidia-smi -i {g.get('index')} -c DEFAULT")
              for g in gpus]
@@ -138,29 +135,30 @@ def _compute_mode_steps(gpus: list[dict[str, Any]]) -> list[Step]:
     return steps
 
 
-def _init_finding(facts: Any, error: str) -> Finding:
+def _init_finding(facts: FactsView, error: str) -> Finding:
     """Map the exact init error text to its cause and fix."""
     low = error.lower()
-    nvml = facts.get("nvml") or {}
+    nvml = facts.nvml()
+    gpus = facts.nvml_gpus()
     evidence = [Evidence("torch.cuda.init()", error, "interpreter probe"),
                 Evidence("NVML", f"driver {nvml.get('driver_version')}, "
-                         f"{len(_gpus_nvml(facts))} GPU(s)", "nvmlInit()")]
+                         f"{len(gpus)} GPU(s)", "nvmlInit()")]
     if "busy or unavailable" in low:
-        odd = [g for g in _gpus_nvml(facts) if g.get("compute_mode") not in (None, "Default")]
+        odd = [g for g in gpus if g.get("compute_mode") not in (None, "Default")]
         evidence += [Evidence(f"GPU {g.get('index')} compute mode", str(g.get("compute_mode")),
                               "NVML") for g in odd]
         return Finding(code=CUDA_DEVICES_BUSY,
                        title="CUDA init fails: all CUDA-capable devices are busy or unavailable",
                        evidence=tuple(evidence),
-                       remediation=tuple(_compute_mode_steps(odd or _gpus_nvml(facts))),
+                       remediation=tuple(_compute_mode_steps(odd or gpus)),
                        affects=tuple(f"gpu:{g.get('index')}" for g in odd))
     if "no cuda-capable device" in low or "error 100" in low:
-        visible = (facts.get("env_vars") or {}).get("CUDA_VISIBLE_DEVICES")
+        visible = facts.env_var("CUDA_VISIBLE_DEVICES")
         evidence.append(Evidence("CUDA_VISIBLE_DEVICES",
                                  "not set" if visible is None else repr(visible), "environment"))
         return Finding(
             code=CUDA_NO_DEVICE,
-            title=f"CUDA detects no device although NVML lists {len(_gpus_nvml(facts))} GPU(s)",
+            title=f"CUDA detects no device although NVML lists {len(gpus)} GPU(s)",
             evidence=tuple(evidence),
             remediation=(
                 Step("Unset CUDA_VISIBLE_DEVICES (or list real GPU indices in it).",
@@ -168,7 +166,7 @@ def _init_finding(facts: Any, error: str) -> Finding:
                 Step("In a container, start it with the GPUs passed in.",
                      command="docker run --gpus all --ipc=host ..."),
                 Step("Confirm torch sees them.",
-                     command=f'{target_python(facts)} -c "import torch; '
+                     command=f'{facts.target_python()} -c "import torch; '
                              'print(torch.cuda.device_count())"'),
             ))
     if "insufficient for cuda runtime" in low or "error 35" in low:
@@ -203,7 +201,7 @@ def _init_finding(facts: Any, error: str) -> Finding:
             Step("If the module is in use or the error persists, reboot.",
                  command="sudo reboot"),
             Step("Confirm CUDA initialises.",
-                 command=f'{target_python(facts)} -c "import torch; torch.cuda.init(); '
+                 command=f'{facts.target_python()} -c "import torch; torch.cuda.init(); '
                          'print(torch.cuda.device_count())"'),
         ))
 
@@ -217,10 +215,10 @@ def _init_finding(facts: Any, error: str) -> Finding:
            CUDA_DRIVER_MISMATCH),
     blocked_by=("driver.present", "torch.import", "torch.cuda_build"),
 )
-def cuda_init(facts: Any) -> Iterator[Finding | Summary]:
-    cuda = facts["torch"].get("cuda") or {}
-    build = facts["torch"].get("build") or {}
-    if not build.get("cuda") or not facts["nvml"].get("initialized"):
+def cuda_init(facts: FactsView) -> Iterator[Finding | Summary]:
+    cuda = facts.torch_cuda()
+    build = facts.torch_build()
+    if not build.get("cuda") or not facts.nvml().get("initialized"):
         yield Summary("no CUDA build or no driver: nothing to initialise")
         return
     if cuda.get("available") and not cuda.get("init_error"):
@@ -245,7 +243,7 @@ def cuda_init(facts: Any) -> Iterator[Finding | Summary]:
     codes=(GPU_FUNCTIONAL_FAILED, GPU_FUNCTIONAL_HUNG),
     blocked_by=("torch.import", "torch.cuda_build", "torch.arch_support", "cuda.init"),
 )
-def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
+def cuda_functional(facts: FactsView) -> Iterator[Finding | Summary]:
     results, none_ran = gpu_test_results(facts, "functional", "functional test")
     if none_ran is not None:
         yield none_ran
@@ -283,7 +281,7 @@ def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
                 evidence=evidence, affects=(f"gpu:{index}",),
                 remediation=(
                     Step("Rerun with synchronous kernel launches to see the failing call.",
-                         command=f"CUDA_LAUNCH_BLOCKING=1 {target_python(facts)} -c "
+                         command=f"CUDA_LAUNCH_BLOCKING=1 {facts.target_python()} -c "
                                  "\"import torch; "
                                  f"x = torch.rand(1024, 1024, device='cuda:{index}'); "
                                  "print((x @ x).sum().item())\""),
@@ -302,8 +300,8 @@ def cuda_functional(facts: Any) -> Iterator[Finding | Summary]:
     codes=(COMPUTE_MODE_NOT_DEFAULT,),
     blocked_by=("driver.present",),
 )
-def cuda_compute_mode(facts: Any) -> Iterator[Finding | Summary]:
-    gpus = _gpus_nvml(facts)
+def cuda_compute_mode(facts: FactsView) -> Iterator[Finding | Summary]:
+    gpus = facts.nvml_gpus()
     odd = [g for g in gpus if g.get("compute_mode") not in (None, "Default")]
     if not odd:
         yield Summary(f"Default on {len(gpus)} GPU(s)")

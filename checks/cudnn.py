@@ -16,15 +16,15 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from ddp_doctor.checks._util import cuda_device_label, gpu_test_results, target_pip, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge import torch_pairs
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import cuda_device_label, gpu_test_results
 
 TROUBLESHOOTING = "https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html"
 
@@ -79,20 +79,20 @@ def _parts(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
-def _reinstall_same_torch(facts: Any) -> str:
+def _reinstall_same_torch(facts: FactsView) -> str:
     """Reinstall the installed torch release from its own index (its cuDNN wheel comes back
     with it), never a newer torch from PyPI that would break the torchvision pairing."""
-    version = ((facts.get("torch") or {}).get("build") or {}).get("version")
+    version = facts.torch_build().get("version")
     parsed = torch_pairs.parse(version)
     if parsed is None:
-        return f"{target_pip(facts)} install --force-reinstall --no-deps torch"
+        return f"{facts.target_pip()} install --force-reinstall --no-deps torch"
     tag = torch_pairs.local_tag(version)
     index = f" --index-url https://download.pytorch.org/whl/{tag}" if tag else ""
-    return f"{target_pip(facts)} install --force-reinstall torch=={parsed}{index}"
+    return f"{facts.target_pip()} install --force-reinstall torch=={parsed}{index}"
 
 
-def _ld_steps(facts: Any) -> list[Step]:
-    python = target_python(facts)
+def _ld_steps(facts: FactsView) -> list[Step]:
+    python = facts.target_python()
     return [
         Step("See which cuDNN copies the library path brings in.",
              command="echo $LD_LIBRARY_PATH | tr ':' '\\n'; ldconfig -p | grep libcudnn"),
@@ -106,10 +106,6 @@ def _ld_steps(facts: Any) -> list[Step]:
     ]
 
 
-def _libraries(facts: Any) -> dict[str, Any]:
-    return facts["torch"].get("libraries") or {}
-
-
 @check(
     id="cudnn.version",
     title="cuDNN library",
@@ -118,13 +114,13 @@ def _libraries(facts: Any) -> dict[str, Any]:
     codes=(CUDNN_UNAVAILABLE, CUDNN_VERSION_MISMATCH),
     blocked_by=("torch.import", "torch.cuda_build"),
 )
-def cudnn_version(facts: Any) -> Iterator[Finding | Summary]:
-    build = facts["torch"].get("build") or {}
-    libs = _libraries(facts)
+def cudnn_version(facts: FactsView) -> Iterator[Finding | Summary]:
+    build = facts.torch_build()
+    libs = facts.torch_libraries()
     if not build.get("cuda"):
         yield Summary("not a CUDA build")
         return
-    env_ld = (facts.get("env_vars") or {}).get("LD_LIBRARY_PATH")
+    env_ld = facts.env_var("LD_LIBRARY_PATH")
     ld_evidence = Evidence("LD_LIBRARY_PATH", env_ld or "not set", "environment")
     if libs.get("cudnn_available") is False:
         yield Finding(
@@ -164,7 +160,7 @@ def cudnn_version(facts: Any) -> Iterator[Finding | Summary]:
     codes=(CUDNN_CONV_FAILED,),
     blocked_by=("torch.import", "torch.cuda_build", "cudnn.version", "cuda.functional"),
 )
-def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
+def cudnn_conv(facts: FactsView) -> Iterator[Finding | Summary]:
     results, none_ran = gpu_test_results(facts, "cudnn_test", "cuDNN test")
     if none_ran is not None:
         yield none_ran
@@ -185,7 +181,7 @@ def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
                               "--query-compute-apps=pid,used_memory --format=csv"),
                  Step("Rerun the failing convolution with cuDNN's own log.",
                       command="CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr "
-                              f"{target_python(facts)} -c "
+                              f"{facts.target_python()} -c "
                               f"\"import torch; c = torch.nn.Conv2d(3, 8, 3).to('cuda:{index}'); "
                               f"c(torch.rand(2, 3, 32, 32, device='cuda:{index}')).sum()"
                               ".backward(); print('ok')\"",
@@ -195,7 +191,7 @@ def cudnn_conv(facts: Any) -> Iterator[Finding | Summary]:
             code=CUDNN_CONV_FAILED,
             title=f"A cuDNN convolution {what} on {label}: {error}",
             evidence=(Evidence(label, error, "torch probe: Conv2d forward+backward"),
-                      Evidence("cuDNN", decode(_libraries(facts).get("cudnn_version")) or
+                      Evidence("cuDNN", decode(facts.torch_libraries().get("cudnn_version")) or
                                "unknown", "interpreter probe")),
             remediation=tuple(steps),
             affects=(f"gpu:{index}",))

@@ -17,9 +17,15 @@ Sources for the symptoms and fixes:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from ddp_doctor.checks._driver_kernel import (
+from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import DriverFact, NvmlFact
+from ddp_doctor.facts.view import FactsView
+from ddp_doctor.model import Evidence, Finding, Severity, Step
+from ddp_doctor.registry import Summary, check
+
+from ._driver_kernel import (
     LIBRARY_MISMATCH,
     kernel_evidence,
     mismatch_finding,
@@ -27,12 +33,6 @@ from ddp_doctor.checks._driver_kernel import (
     module_not_built,
     rebuild_steps,
 )
-from ddp_doctor.checks._util import looks_like_server
-
-from ddp_doctor.categories import Category
-from ddp_doctor.codes import declare
-from ddp_doctor.model import Evidence, Finding, Severity, Step
-from ddp_doctor.registry import Summary, check
 
 DRIVER_MISSING = declare(
     id="DRV001",
@@ -58,7 +58,7 @@ DRIVER_MISSING = declare(
 )
 
 
-def _driver_evidence(nvml: dict[str, Any], drv: dict[str, Any]) -> list[Evidence]:
+def _driver_evidence(nvml: NvmlFact, drv: DriverFact) -> list[Evidence]:
     pci = drv.get("pci_gpus") or []
     if not drv:  # no driver-file facts (a pasted nvidia-smi output): only what NVML said
         return [Evidence("NVML", nvml.get("error") or "not initialised", "nvmlInit()")]
@@ -85,9 +85,9 @@ _DRACUT_DISTROS = frozenset({"fedora", "rhel", "centos", "rocky", "almalinux", "
 _MKINITCPIO_DISTROS = frozenset({"arch", "manjaro", "endeavouros"})
 
 
-def _initramfs_command(os_fact: dict[str, Any]) -> str:
+def _initramfs_command(facts: FactsView) -> str:
     """The initramfs rebuild for this distribution (Debian/Ubuntu style when unknown)."""
-    distro_id = ((os_fact.get("distro") or {}).get("id") or "").lower()
+    distro_id = facts.distro_id()
     if distro_id in _DRACUT_DISTROS:
         return "sudo dracut --force"
     if distro_id in _MKINITCPIO_DISTROS:
@@ -95,13 +95,13 @@ def _initramfs_command(os_fact: dict[str, Any]) -> str:
     return "sudo update-initramfs -u"
 
 
-def _install_driver_step(os_fact: dict[str, Any], server: bool = False) -> Step:
+def _install_driver_step(facts: FactsView, server: bool = False) -> Step:
     """Ubuntu has a one-line installer; elsewhere NVIDIA's guide has a section per distro.
 
     On a server (datacenter GPU, cloud kernel) Ubuntu's installer takes ``--gpgpu``, which
     picks the server (compute) driver packages.
     """
-    distro_id = ((os_fact.get("distro") or {}).get("id") or "").lower()
+    distro_id = facts.distro_id()
     guide = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
     if distro_id in {"ubuntu", "pop", "linuxmint"}:
         if server:
@@ -109,16 +109,15 @@ def _install_driver_step(os_fact: dict[str, Any], server: bool = False) -> Step:
                         command="sudo ubuntu-drivers install --gpgpu", url=guide)
         return Step("Install the recommended driver.", command="sudo ubuntu-drivers install",
                     url=guide)
-    name = (os_fact.get("distro") or {}).get("name") or "your distribution"
+    name = facts.distro().get("name") or "your distribution"
     return Step(f"Install the driver from NVIDIA's repository for {name}, as the "
                 "installation guide's section for it describes.", url=guide)
 
 
-def _steps(os_fact: dict[str, Any], drv: dict[str, Any], server: bool = False) -> list[Step]:
+def _steps(facts: FactsView, server: bool = False) -> list[Step]:
     """Fix steps for the likeliest cause here: WSL, no GPU at all, a container, or the host."""
-    wsl = os_fact.get("wsl") or {}
-    container = os_fact.get("container") or {}
-    if wsl.get("is_wsl"):
+    drv = facts.driver()
+    if facts.is_wsl():
         return [
             Step("WSL gets its GPU driver from Windows: install or update the NVIDIA driver "
                  "on Windows, not inside Linux.", url="https://www.nvidia.com/Download/index.aspx"),
@@ -135,7 +134,7 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any], server: bool = False) -
             "NVIDIA GPU attached (on a cloud VM, choose a GPU instance type).",
             command="lspci | grep -i nvidia",
         ))
-    if container.get("in_container"):
+    if facts.in_container():
         steps += [
             Step("If the host has GPUs: install the NVIDIA Container Toolkit on the host "
                  "and configure Docker for it.",
@@ -159,19 +158,19 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any], server: bool = False) -
             "rebuild the initramfs.",
             command="printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | "
                     "sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
-                    + _initramfs_command(os_fact),
+                    + _initramfs_command(facts),
         ))
     if not_built:
-        return steps + rebuild_steps(drv, os_fact) + [
+        install = _install_driver_step(facts, server)
+        return steps + rebuild_steps(drv, facts.distro_id()) + [
             Step("If the rebuild fails (no DKMS package, a kernel too new for this driver), "
-                 "reinstall the driver.", command=_install_driver_step(os_fact, server).command,
-                 url=_install_driver_step(os_fact, server).url),
+                 "reinstall the driver.", command=install.command, url=install.url),
         ]
     steps += [
         Step("See whether a driver module is built for the running kernel "
              "(a kernel update without a DKMS rebuild is the usual cause).",
              command="dkms status; uname -r"),
-        _install_driver_step(os_fact, server),
+        _install_driver_step(facts, server),
         Step("Reboot, then confirm the driver answers.", command="sudo reboot  # then: nvidia-smi"),
     ]
     return steps
@@ -184,15 +183,14 @@ def _steps(os_fact: dict[str, Any], drv: dict[str, Any], server: bool = False) -
     requires=("nvml",),
     codes=(DRIVER_MISSING, LIBRARY_MISMATCH),
 )
-def driver_present(facts: Any) -> Iterator[Finding | Summary]:
+def driver_present(facts: FactsView) -> Iterator[Finding | Summary]:
     # Only NVML is required: facts read from a pasted nvidia-smi output have no driver-file
     # or OS facts, and their keys are then unknown (absent), not "none found".
-    nvml = facts["nvml"]
-    drv = facts.get("driver") or {}
-    os_fact = facts.get("os") or {}
+    nvml = facts.nvml()
+    drv = facts.driver()
     mismatch, library = mismatch_versions(nvml, drv)
     if mismatch:
-        yield mismatch_finding(nvml, drv, os_fact, library)
+        yield mismatch_finding(nvml, drv, facts.distro_id(), library)
         return
     if nvml.get("initialized"):
         gpus = nvml.get("gpus") or []
@@ -204,12 +202,11 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         )
         return
     pci = drv.get("pci_gpus") or []
-    if (os_fact.get("wsl") or {}).get("is_wsl"):
+    if facts.is_wsl():
         # WSL2 has no PCI view of the GPU (it is shared through /dev/dxg): absence on the
         # bus says nothing there.
         title = "No NVIDIA driver answers inside WSL"
-    elif pci and module_not_built(drv) and not (os_fact.get("container") or {}).get(
-            "in_container"):
+    elif pci and module_not_built(drv) and not facts.in_container():
         title = (f"The NVIDIA kernel module is not built for the running kernel "
                  f"{drv.get('kernel_release')}: no driver answers")
     elif pci:
@@ -227,6 +224,6 @@ def driver_present(facts: Any) -> Iterator[Finding | Summary]:
         title=title,
         severity=Severity.ERROR,
         evidence=tuple(evidence),
-        remediation=tuple(_steps(os_fact, drv, looks_like_server(facts))),
+        remediation=tuple(_steps(facts, facts.looks_like_server())),
         affects=tuple(f"pci:{g['address']}" for g in pci),
     )

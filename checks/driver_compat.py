@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
-
-from ddp_doctor.checks._util import install_steps, looks_like_server, recommendation
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import NvmlGpu
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge.cuda_driver import (
     MVC_DOC,
     RELEASE_NOTES,
@@ -49,6 +48,8 @@ from ddp_doctor.knowledge.cuda_driver import (
 from ddp_doctor.knowledge.wheels import DRIVER_GUIDE, RECOMMENDED_BRANCH, RECOMMENDED_BRANCH_MIN
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import install_steps, recommendation
 
 DRIVER_DOWNLOAD = "https://www.nvidia.com/Download/index.aspx"
 DRIVER_BRANCHES = DRIVER_GUIDE
@@ -121,7 +122,7 @@ FABRIC_NOT_READY = declare(
 # --------------------------------------------------------------------------- CUDA build
 
 
-def _capability(text: Any) -> tuple[int, int] | None:
+def _capability(text: object) -> tuple[int, int] | None:
     match = re.fullmatch(r"(\d+)\.(\d+)", str(text or ""))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
@@ -145,13 +146,8 @@ def needs_ptx_jit(capability: tuple[int, int], arch_list: list[str]) -> bool:
     return any(a <= capability for a in ptx)
 
 
-def _driver_os(facts: Any) -> str:
-    """WSL2 runs on the Windows driver, whose version numbers are Windows ones."""
-    return "windows" if (facts["os"].get("wsl") or {}).get("is_wsl") else "linux"
-
-
-def _evidence(facts: Any, compat: Compatibility) -> list[Evidence]:
-    nvml, build = facts["nvml"], facts["torch"].get("build") or {}
+def _evidence(facts: FactsView, compat: Compatibility) -> list[Evidence]:
+    nvml, build = facts.nvml(), facts.torch_build()
     supported = compat.driver_cuda or "unknown"
     if compat.driver_cuda_derived:
         supported += " (from the release notes' driver table; the driver did not say)"
@@ -163,9 +159,9 @@ def _evidence(facts: Any, compat: Compatibility) -> list[Evidence]:
     ]
 
 
-def _upgrade_steps(facts: Any, compat: Compatibility) -> list[Step]:
-    os_fact = facts["os"]
-    if _driver_os(facts) == "windows":
+def _upgrade_steps(facts: FactsView, compat: Compatibility) -> list[Step]:
+    # WSL2 runs on the Windows driver, whose version numbers are Windows ones.
+    if facts.driver_os() == "windows":
         return [
             Step(f"Update the NVIDIA driver on Windows to {compat.needed_driver} or newer "
                  f"(CUDA {compat.build_cuda}); WSL2 uses the Windows driver.",
@@ -180,13 +176,12 @@ def _upgrade_steps(facts: Any, compat: Compatibility) -> list[Step]:
     text = (f"Install driver branch R{RECOMMENDED_BRANCH} ({RECOMMENDED_BRANCH_MIN} or newer, "
             f"long-term support to August 2028). torch's CUDA {compat.build_cuda} build needs "
             f"driver {compat.needed_driver} or newer{full}")
-    if (os_fact.get("container") or {}).get("in_container"):
+    if facts.in_container():
         return [Step(text + ". The driver belongs to the host: upgrade it there, not in the "
                      "container.", url=DRIVER_BRANCHES)]
-    distro = ((os_fact.get("distro") or {}).get("id") or "").lower()
-    if distro in {"ubuntu", "pop", "linuxmint"}:
+    if facts.distro_id() in {"ubuntu", "pop", "linuxmint"}:
         package = f"nvidia-driver-{RECOMMENDED_BRANCH}"
-        if looks_like_server(facts):
+        if facts.looks_like_server():
             package += "-server"  # Ubuntu's build of the branch for compute servers
         return [Step(text + ".", command=f"sudo apt install {package}", url=DRIVER_BRANCHES),
                 Step("Reboot to load the new kernel module.", command="sudo reboot")]
@@ -195,7 +190,7 @@ def _upgrade_steps(facts: Any, compat: Compatibility) -> list[Step]:
             Step("Reboot to load the new kernel module.", command="sudo reboot")]
 
 
-def _wheel_step(facts: Any, compat: Compatibility) -> list[Step]:
+def _wheel_step(facts: FactsView, compat: Compatibility) -> list[Step]:
     """Or keep the driver: the build ``knowledge.wheels.recommend`` finds for it."""
     rec = recommendation(facts, compat.driver_cuda)
     if rec.install is None or rec.install.cuda == compat.build_cuda:
@@ -212,17 +207,18 @@ def _wheel_step(facts: Any, compat: Compatibility) -> list[Step]:
     codes=(DRIVER_TOO_OLD, MINOR_COMPAT_ONLY),
     blocked_by=("driver.present",),
 )
-def driver_cuda_compat(facts: Any) -> Iterator[Finding | Summary]:
-    nvml, torch = facts["nvml"], facts["torch"]
-    build = torch.get("build") or {}
-    if not torch.get("importable"):
+def driver_cuda_compat(facts: FactsView) -> Iterator[Finding | Summary]:
+    nvml = facts.nvml()
+    build = facts.torch_build()
+    if not facts.torch().get("importable"):
         yield Summary("torch cannot be imported: no CUDA build to compare with the driver")
         return
-    if not build.get("cuda"):
+    build_cuda = build.get("cuda")
+    if not build_cuda:
         yield Summary("torch has no CUDA build to compare with the driver")
         return
-    compat = compatibility(build["cuda"], nvml.get("driver_version"),
-                           nvml.get("cuda_driver_version"), _driver_os(facts))
+    compat = compatibility(build_cuda, nvml.get("driver_version"),
+                           nvml.get("cuda_driver_version"), facts.driver_os())
     driver = nvml.get("driver_version")
     if compat.verdict is Verdict.UNKNOWN:
         yield Summary(f"cannot tell: driver {driver} does not say which CUDA it supports")
@@ -245,7 +241,7 @@ def driver_cuda_compat(facts: Any) -> Iterator[Finding | Summary]:
         return
     # Minor-version compatibility: fine for cubins, fatal for PTX JIT.
     arch_list = build.get("arch_list") or []
-    gpus = [(g, _capability(g.get("compute_capability"))) for g in nvml.get("gpus") or []]
+    gpus = [(g, _capability(g.get("compute_capability"))) for g in facts.nvml_gpus()]
     known = [(g, cap) for g, cap in gpus if cap]
     jit = [(g, cap) for g, cap in known if needs_ptx_jit(cap, arch_list)]
     mvc = (f"torch's CUDA {compat.build_cuda} build runs on driver {driver} (CUDA "
@@ -280,10 +276,15 @@ def driver_cuda_compat(facts: Any) -> Iterator[Finding | Summary]:
 
 
 _WAITING = ("not_started", "in_progress")
+
+
+def _fabric_state(gpu: NvmlGpu) -> str:
+    """The GPU's NVSwitch fabric state ("in_progress"), "" where it has none."""
+    return (gpu.get("fabric") or {}).get("state") or ""
 _DNF_DISTROS = frozenset({"rhel", "centos", "rocky", "almalinux", "ol", "fedora", "amzn"})
 
 
-def _fabric_install_step(facts: Any, driver: str, branch: str) -> Step:
+def _fabric_install_step(facts: FactsView, driver: str, branch: str) -> Step:
     """The Fabric Manager package of exactly the driver's version, per package manager.
 
     apt: the version string differs by repository (NVIDIA's ``570.133.20-1``, Ubuntu's own
@@ -293,8 +294,7 @@ def _fabric_install_step(facts: Any, driver: str, branch: str) -> Step:
     """
     text = (f"Install the Fabric Manager of exactly the driver's version ({driver}); the "
             "package version must equal the driver's, so hold it against upgrades.")
-    distro = (((facts["os"].get("distro") or {}).get("id")) or "").lower()
-    if distro in _DNF_DISTROS:
+    if facts.distro_id() in _DNF_DISTROS:
         return Step(text, command=f"sudo dnf install nvidia-fabric-manager-{driver}",
                     url=FABRIC_NOT_READY.docs_url)
     package = f"nvidia-fabricmanager-{branch}"
@@ -313,12 +313,12 @@ def _fabric_install_step(facts: Any, driver: str, branch: str) -> Step:
     codes=(FABRIC_NOT_READY,),
     blocked_by=("driver.present",),
 )
-def fabric_manager(facts: Any) -> Iterator[Finding | Summary]:
-    nvml, drv = facts["nvml"], facts["driver"]
-    in_container = bool((facts["os"].get("container") or {}).get("in_container"))
+def fabric_manager(facts: FactsView) -> Iterator[Finding | Summary]:
+    nvml, drv = facts.nvml(), facts.driver()
+    in_container = facts.in_container()
     switches = drv.get("nvswitch_count") or 0
-    gpus = [g for g in nvml.get("gpus") or [] if not g.get("error")]
-    waiting = [g for g in gpus if (g.get("fabric") or {}).get("state") in _WAITING]
+    gpus = [g for g in facts.nvml_gpus() if not g.get("error")]
+    waiting = [g for g in gpus if _fabric_state(g) in _WAITING]
     # Inside a container the daemon runs on the host, out of sight of the process list.
     daemon_down = (switches > 0 and drv.get("fabric_manager_running") is False
                    and not in_container)
@@ -340,10 +340,10 @@ def fabric_manager(facts: Any) -> Iterator[Finding | Summary]:
     if waiting:
         evidence.append(Evidence(
             "GPU fabric state",
-            ", ".join(f"GPU {g.get('index')}: {g['fabric']['state'].replace('_', ' ')}"
+            ", ".join(f"GPU {g.get('index')}: {_fabric_state(g).replace('_', ' ')}"
                       for g in waiting),
             "nvmlDeviceGetGpuFabricInfo (nvidia-smi -q: Fabric / State)"))
-    init_error = ((facts.get("torch") or {}).get("cuda") or {}).get("init_error")
+    init_error = facts.torch_cuda().get("init_error")
     if init_error:
         evidence.append(Evidence("torch CUDA init", init_error, "torch.cuda.is_available()"))
     if daemon_down:
@@ -351,7 +351,7 @@ def fabric_manager(facts: Any) -> Iterator[Finding | Summary]:
                  "CUDA fails with error 802 'system not yet initialized'")
     else:
         title = (f"{len(waiting)} GPU(s) have not joined the NVSwitch fabric (state: "
-                 f"{waiting[0]['fabric']['state'].replace('_', ' ')}): CUDA fails with error "
+                 f"{_fabric_state(waiting[0]).replace('_', ' ')}): CUDA fails with error "
                  "802 'system not yet initialized'")
     steps = [
         _fabric_install_step(facts, driver, branch),

@@ -16,10 +16,11 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import NvmlGpu
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
@@ -110,15 +111,15 @@ _XID_LOG = Step("Look for Xid errors in the kernel log (48: double-bit ECC, 63/6
                 url=XID_CATALOG)
 
 
-def _name(gpu: dict[str, Any]) -> str:
+def _name(gpu: NvmlGpu) -> str:
     return f"GPU {gpu.get('index')} ({gpu.get('name') or 'unknown model'})"
 
 
-def _where(gpu: dict[str, Any]) -> str:
+def _where(gpu: NvmlGpu) -> str:
     return f"nvidia-smi -q -i {gpu.get('index')}"
 
 
-def _reset_steps(gpu: dict[str, Any]) -> list[Step]:
+def _reset_steps(gpu: NvmlGpu) -> list[Step]:
     index = gpu.get("index")
     return [
         Step("Drain the node (stop scheduling jobs on it) and stop the processes on this GPU.",
@@ -128,7 +129,7 @@ def _reset_steps(gpu: dict[str, Any]) -> list[Step]:
     ]
 
 
-def _ecc_finding(gpu: dict[str, Any]) -> Finding | None:
+def _ecc_finding(gpu: NvmlGpu) -> Finding | None:
     ecc = gpu.get("ecc") or {}
     volatile = ecc.get("volatile_uncorrected") or 0
     aggregate = ecc.get("aggregate_uncorrected") or 0
@@ -154,7 +155,7 @@ def _ecc_finding(gpu: dict[str, Any]) -> Finding | None:
                    remediation=tuple(steps), affects=(f"gpu:{gpu.get('index')}",))
 
 
-def _gpu_findings(gpu: dict[str, Any]) -> Iterator[Finding]:
+def _gpu_findings(gpu: NvmlGpu) -> Iterator[Finding]:
     index = gpu.get("index")
     if gpu.get("error"):
         yield Finding(
@@ -224,8 +225,8 @@ def _gpu_findings(gpu: dict[str, Any]) -> Iterator[Finding]:
     codes=(UNCORRECTABLE_ECC, PAGES_PENDING, REMAP_PENDING, REMAP_FAILED, GPU_LOST),
     blocked_by=("driver.present",),
 )
-def gpu_health(facts: Any) -> Iterator[Finding | Summary]:
-    gpus = facts["nvml"].get("gpus") or []
+def gpu_health(facts: FactsView) -> Iterator[Finding | Summary]:
+    gpus = facts.nvml_gpus()
     found = [f for gpu in gpus for f in _gpu_findings(gpu)]
     yield from found
     if not found:

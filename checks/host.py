@@ -8,8 +8,8 @@ segment", DataLoader workers with "Bus error". NVIDIA recommends ``--shm-size=1g
 (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#sharing-data);
 DeepSpeed's environment report warns below 512 MB (deepspeed/env_report.py).
 
-RAM, CPU cores and disk: sized by the rules of thumb in ``checks/_resources.py`` (sources
-there). Open files: DataLoader workers hand tensors to the main process through file
+RAM, CPU cores and disk: sized by the rules of thumb in ``ddp_doctor/facts/sizing.py``
+(sources there). Open files: DataLoader workers hand tensors to the main process through file
 descriptors by default on Linux (``file_descriptor`` sharing strategy,
 https://docs.pytorch.org/docs/stable/multiprocessing.html), and a low ``ulimit -n`` ends
 in "received 0 items of ancdata" or "Too many open files" (pytorch/pytorch#973). The
@@ -22,23 +22,16 @@ one with "Address already in use"
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from ddp_doctor.checks._resources import (
-    WORKER_BYTES,
-    cpu_cores,
-    effective_ram,
-    planned_ranks,
-    ram_needed,
-    workers_per_rank,
-    workers_phrase,
-)
-from ddp_doctor.checks._util import GIB, MIB, human_bytes, target_pip, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import Container
+from ddp_doctor.facts.sizing import WORKER_BYTES
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import GIB, MIB, human_bytes, workers_phrase
 
 SHM_ERROR_BELOW = 512 * MIB
 SHM_WARN_BELOW = 1 * GIB
@@ -79,7 +72,7 @@ _CONTAINER_PHRASES = {
 }
 
 
-def shm_steps(container: dict[str, Any]) -> list[Step]:
+def shm_steps(container: Container) -> list[Step]:
     """Ways to enlarge /dev/shm, the one for this kind of machine first."""
     docker = Step("Docker: share the host's IPC namespace, or give the container a larger "
                   "/dev/shm.", command="docker run --ipc=host ...   # or: --shm-size=16g",
@@ -110,9 +103,9 @@ def shm_steps(container: dict[str, Any]) -> list[Step]:
     requires=("host", "os"),
     codes=(SHM_TOO_SMALL,),
 )
-def shared_memory(facts: Any) -> Iterator[Finding | Summary]:
-    shm = facts["host"].get("shm") or {}
-    container = facts["os"].get("container") or {}
+def shared_memory(facts: FactsView) -> Iterator[Finding | Summary]:
+    shm = facts.host().get("shm") or {}
+    container = facts.container()
     steps = tuple(shm_steps(container))
     where = ""
     if container.get("in_container"):
@@ -258,14 +251,10 @@ PORT_IN_USE = declare(
 )
 
 
-def _is_wsl(facts: Any) -> bool:
-    return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
-
-
-def _wslconfig_processors(facts: Any) -> int | None:
+def _wslconfig_processors(facts: FactsView) -> int | None:
     """[wsl2] processors= of a .wslconfig when this is WSL and one sets it."""
-    wsl = facts.get("wsl") or {}
-    if not (_is_wsl(facts) or wsl.get("is_wsl")):
+    wsl = facts.wsl()
+    if not (facts.is_wsl() or wsl.get("is_wsl")):
         return None
     return next((c["processors"] for c in wsl.get("wslconfig") or [] if c.get("processors")),
                 None)
@@ -279,35 +268,35 @@ def _wslconfig_processors(facts: Any) -> int | None:
     requires=("host",),
     codes=(RAM_TOO_SMALL,),
 )
-def host_memory(facts: Any) -> Iterator[Finding | Summary]:
-    need = ram_needed(facts)
-    ram, ram_source = effective_ram(facts["host"])
-    if need["ranks"] == 0:
+def host_memory(facts: FactsView) -> Iterator[Finding | Summary]:
+    need = facts.ram_needed()
+    ram, ram_source = facts.effective_ram()
+    if need.ranks == 0:
         yield Summary(f"{human_bytes(ram)} RAM; no GPU to size it against")
         return
-    if _is_wsl(facts):
+    if facts.is_wsl():
         yield Summary(f"{human_bytes(ram)} in the WSL VM; judged by the WSL check "
                       f"(.wslconfig sets it)")
         return
-    if ram >= need["total"]:
-        yield Summary(f"{human_bytes(ram)} RAM for {need['ranks']} GPU process(es); about "
-                      f"{human_bytes(need['total'])} needed")
+    if ram >= need.total:
+        yield Summary(f"{human_bytes(ram)} RAM for {need.ranks} GPU process(es); about "
+                      f"{human_bytes(need.total)} needed")
         return
-    workers = need["workers"]
-    fewer = max(0, workers - int((need["total"] - ram) // (WORKER_BYTES * need["ranks"])) - 1)
+    workers = need.workers
+    fewer = max(0, workers - int((need.total - ram) // (WORKER_BYTES * need.ranks)) - 1)
     yield Finding(
         code=RAM_TOO_SMALL,
-        title=f"{human_bytes(ram)} of host RAM for {need['ranks']} GPU process(es) with "
-              f"{workers_phrase(workers, need['workers_planned'])}; about "
-              f"{human_bytes(need['total'])} needed",
+        title=f"{human_bytes(ram)} of host RAM for {need.ranks} GPU process(es) with "
+              f"{workers_phrase(workers, need.workers_planned)}; about "
+              f"{human_bytes(need.total)} needed",
         evidence=(
             Evidence("RAM for this job", human_bytes(ram), ram_source),
-            Evidence("GPU processes", str(need["ranks"]), "--gpus, else the usable GPUs"),
-            Evidence("GPU memory (largest)", human_bytes(need["gpu_memory"]), "NVML / torch"),
+            Evidence("GPU processes", str(need.ranks), "--gpus, else the usable GPUs"),
+            Evidence("GPU memory (largest)", human_bytes(need.gpu_memory), "NVML / torch"),
             Evidence("DataLoader workers per process", str(workers),
-                     "--workers" if need["workers_planned"]
+                     "--workers" if need.workers_planned
                      else "default min(cores per GPU, 8) as Ultralytics uses"),
-            Evidence("estimated need", human_bytes(need["total"]),
+            Evidence("estimated need", human_bytes(need.total),
                      "2 GiB + GPU memory/4 + 0.5 GiB per worker, per process"),
         ),
         remediation=(
@@ -330,10 +319,9 @@ def host_memory(facts: Any) -> Iterator[Finding | Summary]:
     requires=("host",),
     codes=(CPU_STARVED,),
 )
-def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
-    host = facts["host"]
-    ranks = planned_ranks(facts)
-    cores = cpu_cores(host)
+def host_cpu(facts: FactsView) -> Iterator[Finding | Summary]:
+    ranks = facts.planned_ranks()
+    cores = facts.cpu_cores()
     if ranks == 0:
         yield Summary(f"{cores} CPU cores; no GPU planned")
         return
@@ -342,7 +330,7 @@ def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
         yield Summary(f"{cores} CPU cores in the WSL VM (.wslconfig processors={capped}); "
                       f"judged by the WSL check")
         return
-    workers, planned = workers_per_rank(facts, ranks)
+    workers, planned = facts.workers_per_rank(ranks)
     per_gpu = cores / ranks
     suggestion = max(0, cores // ranks - 1)
     evidence = (
@@ -355,7 +343,7 @@ def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
         Step(f"Give each GPU process at most {suggestion} DataLoader workers "
              f"(--workers {suggestion}), and one OpenMP thread per process.",
              command="export OMP_NUM_THREADS=1"),
-    ) + (() if _is_wsl(facts) else (
+    ) + (() if facts.is_wsl() else (
         Step("In a container or Slurm job, ask for more CPUs.",
              command="docker run --cpus=16 ...   # Slurm: #SBATCH --cpus-per-task=16"),
     ))
@@ -383,15 +371,15 @@ def host_cpu(facts: Any) -> Iterator[Finding | Summary]:
     requires=("host",),
     codes=(DISK_LOW,),
 )
-def host_disk(facts: Any) -> Iterator[Finding | Summary]:
-    disk = facts["host"].get("disk")
+def host_disk(facts: FactsView) -> Iterator[Finding | Summary]:
+    disk = facts.host().get("disk")
     if not disk:
         yield Summary("working directory's filesystem not readable")
         return
-    need = ram_needed(facts)
+    need = facts.ram_needed()
     # Rule of thumb: keep room for two checkpoints (last, best) of a model whose state can
     # be as large as the GPU memory it trains in, and never less than 10 GiB.
-    floor = max(10 * GIB, 2 * need["gpu_memory"])
+    floor = max(10 * GIB, 2 * need.gpu_memory)
     free = int(disk.get("free") or 0)
     if free >= floor:
         yield Summary(f"{human_bytes(free)} free in {disk.get('path')}")
@@ -403,13 +391,13 @@ def host_disk(facts: Any) -> Iterator[Finding | Summary]:
         evidence=(
             Evidence("free", human_bytes(free), f"statvfs({disk.get('path')})"),
             Evidence("size", human_bytes(disk.get("total")), f"statvfs({disk.get('path')})"),
-            Evidence("GPU memory (largest)", human_bytes(need["gpu_memory"]), "NVML / torch"),
+            Evidence("GPU memory (largest)", human_bytes(need.gpu_memory), "NVML / torch"),
         ),
         remediation=(
             Step("See what takes the space.",
                  command=f"du -xh --max-depth=1 {disk.get('path')} | sort -h | tail -20"),
             Step("Remove old runs or caches, e.g. pip's and torch hub's.",
-                 command=f"{target_pip(facts)} cache purge; "
+                 command=f"{facts.target_pip()} cache purge; "
                          f"rm -rf ~/.cache/torch/hub/checkpoints"),
             Step("Or write checkpoints to a larger filesystem (the trainer's --project/--save-dir "
                  "option), checking it first.", command="df -h"),
@@ -427,13 +415,13 @@ NOFILE_WARN_BELOW = 4096
     requires=("host",),
     codes=(NOFILE_LOW,),
 )
-def host_nofile(facts: Any) -> Iterator[Finding | Summary]:
-    limit = facts["host"].get("nofile_limit")
+def host_nofile(facts: FactsView) -> Iterator[Finding | Summary]:
+    limit = facts.host().get("nofile_limit")
     if not limit:
         yield Summary("open-files limit not readable on this platform")
         return
     soft, hard = limit.get("soft"), limit.get("hard")
-    workers = (facts.get("plan") or {}).get("workers")
+    workers = facts.plan().get("workers")
     if soft is None or soft >= NOFILE_WARN_BELOW or not workers:
         yield Summary(f"ulimit -n {soft} (hard {hard})")
         return
@@ -469,8 +457,8 @@ def host_nofile(facts: Any) -> Iterator[Finding | Summary]:
     requires=("host",),
     codes=(PORT_IN_USE,),
 )
-def host_port(facts: Any) -> Iterator[Finding | Summary]:
-    info = facts["host"].get("rendezvous_port")
+def host_port(facts: FactsView) -> Iterator[Finding | Summary]:
+    info = facts.host().get("rendezvous_port")
     if not info:
         yield Summary("not checked")
         return
@@ -490,7 +478,7 @@ def host_port(facts: Any) -> Iterator[Finding | Summary]:
                  "the last column of `ss -ltnp`; use sudo to see other users' processes).",
                  command=f"sudo fuser -k {port}/tcp"))
     other = 29501 if port != 29501 else 29502
-    nproc = max(planned_ranks(facts), 1)
+    nproc = max(facts.planned_ranks(), 1)
     from_env = info.get("source") == "MASTER_PORT"
     yield Finding(
         code=PORT_IN_USE,
@@ -506,11 +494,11 @@ def host_port(facts: Any) -> Iterator[Finding | Summary]:
             kill,
             Step("Or start this job on another port.",
                  command=(f"export MASTER_PORT={other}" if from_env else
-                          f"{target_python(facts)} -m torch.distributed.run "
+                          f"{facts.target_python()} -m torch.distributed.run "
                           f"--master_port {other} "
                           f"--nproc_per_node {nproc} train.py")),
             Step("On a single machine, let torchrun pick a free port itself.",
-                 command=f"{target_python(facts)} -m torch.distributed.run --standalone "
+                 command=f"{facts.target_python()} -m torch.distributed.run --standalone "
                          f"--nproc_per_node {nproc} train.py", url=TORCHRUN_DOCS),
         ),
     )

@@ -22,21 +22,16 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from ddp_doctor.checks._resources import (
-    FULL_GPU_SHARE,
-    full_gpus,
-    mig_enabled,
-    usable_gpus,
-    visible_device_ids,
-)
-from ddp_doctor.checks._util import human_bytes, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import NvmlGpu
+from ddp_doctor.facts.sizing import FULL_GPU_SHARE, visible_device_ids
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import human_bytes
 
 DDP_DOCS = "https://docs.pytorch.org/docs/stable/generated/torch.nn.DataParallel.html"
 TORCHRUN_DOCS = "https://docs.pytorch.org/docs/stable/elastic/run.html"
@@ -66,32 +61,30 @@ BATCH_NOT_DIVISIBLE = declare(
 )
 
 
-def _is_full(entry: str, full: list[dict[str, Any]]) -> bool:
+def _is_full(entry: str, full: list[NvmlGpu]) -> bool:
     return any(entry == str(g.get("index")) or (entry.startswith("GPU-") and (
         g.get("uuid") or "").lower().startswith(entry.lower())) for g in full)
 
 
-def _device_list(facts: Any, count: int) -> str:
+def _device_list(facts: FactsView, count: int) -> str:
     """The --device value naming COUNT physical GPUs, leaving out full ones when it can."""
-    env_vars = facts.get("env_vars") or {}
-    nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
-    visible = visible_device_ids(env_vars, max(nvml_count, count), mig_enabled(facts))
+    nvml_count = len(facts.nvml_gpus())
+    visible = visible_device_ids(facts.env_vars(), max(nvml_count, count), facts.mig_enabled())
     candidates = visible or [str(i) for i in range(max(nvml_count, count))]
-    full = full_gpus(facts)
+    full = facts.full_gpus()
     free = [e for e in candidates if not _is_full(e, full)]
     return ",".join((free if len(free) >= count else candidates)[:count])
 
 
-def launch_command(facts: Any, gpus: int, batch: int | None) -> str:
+def launch_command(facts: FactsView, gpus: int, batch: int | None) -> str:
     """The exact command for this machine: torchrun for several GPUs, plain python for one."""
-    plan = facts["plan"]
-    script = plan.get("script") or "train.py"
-    python = target_python(facts)
+    script = facts.plan().get("script") or "train.py"
+    python = facts.target_python()
     args = f"{script}" + (f" --batch {batch}" if batch else "") + \
         f" --device {_device_list(facts, gpus)}"
     if gpus == 1:
         return f"{python} {args}"
-    port = (facts.get("host") or {}).get("rendezvous_port") or {}
+    port = facts.host().get("rendezvous_port") or {}
     standalone = "--standalone " if port.get("in_use") else ""
     return f"{python} -m torch.distributed.run {standalone}--nproc_per_node {gpus} {args}"
 
@@ -112,15 +105,15 @@ def _fitted(batch: int | None, gpus: int) -> int | None:
 
 @check(id="launch.plan", title="Launch plan", area="launch",
        requires=("plan",), codes=(TOO_FEW_GPUS, BATCH_NOT_DIVISIBLE))
-def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
-    plan = facts["plan"]
+def launch_plan(facts: FactsView) -> Iterator[Finding | Summary]:
+    plan = facts.plan()
     gpus, batch = plan.get("gpus"), plan.get("batch")
     if gpus is None and batch is None:
         yield Summary("nothing planned: add --gpus N --batch B to check a job and get its "
                       "launch command")
         return
-    usable, source = usable_gpus(facts)
-    full = full_gpus(facts)
+    usable, source = facts.usable_gpus()
+    full = facts.full_gpus()
     wanted = gpus or usable
     # The batch is judged on the GPUs the job can run on. Full GPUs only warn (their memory
     # may be free by launch time), so they do not change that count; their step fits the batch.
@@ -161,7 +154,7 @@ def launch_plan(facts: Any) -> Iterator[Finding | Summary]:
                   "launch with:", command=command)
 
 
-def _full(facts: Any, wanted: int, usable: int, full: list[dict[str, Any]],
+def _full(facts: FactsView, wanted: int, usable: int, full: list[NvmlGpu],
           batch: int | None) -> Finding:
     """Some GPUs the job would use are already full of other processes' memory."""
     room = usable - len(full)
@@ -176,7 +169,7 @@ def _full(facts: Any, wanted: int, usable: int, full: list[dict[str, Any]],
                               "used_memory --format=csv"))
     return Finding(
         code=TOO_FEW_GPUS,
-        title=f"{'--gpus ' + str(wanted) if facts['plan'].get('gpus') else f'{wanted} GPUs'} "
+        title=f"{'--gpus ' + str(wanted) if facts.plan().get('gpus') else f'{wanted} GPUs'} "
               f"but GPU{'s' if len(full) > 1 else ''} {names} "
               f"{'are' if len(full) > 1 else 'is'} already full: only {room} of the {usable} "
               f"usable GPUs have memory for a rank",
@@ -192,13 +185,12 @@ def _full(facts: Any, wanted: int, usable: int, full: list[dict[str, Any]],
     )
 
 
-def _too_few(facts: Any, planned: int | None, usable: int, source: str,
+def _too_few(facts: FactsView, planned: int | None, usable: int, source: str,
              batch: int | None) -> Finding:
     wanted = planned or 1
-    env_vars = facts.get("env_vars") or {}
-    nvml_count = len((facts.get("nvml") or {}).get("gpus") or [])
-    cvd = env_vars.get("CUDA_VISIBLE_DEVICES")
-    slurm = (facts.get("os") or {}).get("scheduler") or {}
+    nvml_count = len(facts.nvml_gpus())
+    cvd = facts.env_var("CUDA_VISIBLE_DEVICES")
+    slurm = facts.os().get("scheduler") or {}
     evidence = [Evidence("GPUs planned", str(planned or "all"), "--gpus"),
                 Evidence("GPUs usable", str(usable), source),
                 Evidence("GPUs on the machine", str(nvml_count), "NVML")]

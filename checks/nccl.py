@@ -25,15 +25,15 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
-
-from ddp_doctor.checks._resources import nccl_version_text
-from ddp_doctor.checks._util import install_steps, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import Topology
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import install_steps
 
 NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
@@ -162,31 +162,23 @@ P2P_PROBE_HUNG = declare(
 )
 
 
-def _env(facts: Any) -> dict[str, str]:
-    return facts.get("env_vars") or {}
-
-
 def _on(value: str | None) -> bool:
     return (value or "").strip().lower() in TRUTHY
 
 
-def _topology(facts: Any) -> dict[str, Any]:
-    nvml = facts.get("nvml") or {}
+def _topology(facts: FactsView) -> Topology:
+    nvml = facts.nvml()
     topo = nvml.get("topology") if nvml.get("initialized") else None
     return topo if topo and topo.get("link") else {}
 
 
-def _has_nvlink(topo: dict[str, Any]) -> bool:
+def _has_nvlink(topo: Topology) -> bool:
     return any(n for row in topo.get("nvlinks") or [] for n in row or [] if n)
 
 
-def _is_wsl(facts: Any) -> bool:
-    return bool(((facts.get("os") or {}).get("wsl") or {}).get("is_wsl"))
-
-
-def all_reduce_test(facts: Any, n: int) -> str:
+def all_reduce_test(facts: FactsView, n: int) -> str:
     """A shell command timing NCCL all_reduce over N GPUs with the diagnosed torch."""
-    python = target_python(facts)
+    python = facts.target_python()
     return (f"{python} -m torch.distributed.run --standalone --nproc_per_node {n} --no-python "
             f"{python} -c \"{ALL_REDUCE_CODE}\"")
 
@@ -194,10 +186,9 @@ def all_reduce_test(facts: Any, n: int) -> str:
 _RPM_LIKE = frozenset({"fedora", "rhel", "centos", "rocky", "almalinux", "ol", "amzn"})
 
 
-def _iommu_pt_command(facts: Any) -> str:
+def _iommu_pt_command(facts: FactsView) -> str:
     """Add iommu=pt to the kernel command line the distribution's way, then reboot."""
-    distro = (((facts.get("os") or {}).get("distro") or {}).get("id") or "").lower()
-    if distro in _RPM_LIKE:
+    if facts.distro_id() in _RPM_LIKE:
         return "sudo grubby --update-kernel=ALL --args=iommu=pt && sudo reboot"
     return ("sudo sed -i 's/^GRUB_CMDLINE_LINUX=\"/&iommu=pt /' /etc/default/grub && "
             "sudo update-grub && sudo reboot")
@@ -211,11 +202,11 @@ def _iommu_pt_command(facts: Any) -> str:
     codes=(NCCL_MISSING,),
     blocked_by=("torch.import", "torch.cuda_build"),
 )
-def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
-    torch = facts["torch"]
+def nccl_available(facts: FactsView) -> Iterator[Finding | Summary]:
+    torch = facts.torch()
     dist = torch.get("distributed") or {}
-    version = nccl_version_text((torch.get("libraries") or {}).get("nccl_version"))
-    if not (torch.get("build") or {}).get("cuda"):
+    version = facts.nccl_version()
+    if not facts.torch_build().get("cuda"):
         yield Summary("not a CUDA build of torch: NCCL is not expected")
         return
     if dist.get("available") and dist.get("nccl_available"):
@@ -224,11 +215,11 @@ def nccl_available(facts: Any) -> Iterator[Finding | Summary]:
     if "distributed" not in torch:  # facts from a pasted report: not recorded
         yield Summary("torch.distributed and NCCL not reported")
         return
-    system = (facts.get("os") or {}).get("system") or ""
+    system = facts.os().get("system") or ""
     reason = ("torch.distributed is not available" if not dist.get("available")
               else "torch.distributed.is_nccl_available() is False")
     steps = [Step("Use the gloo backend, which every build has.",
-                  command=f"{target_python(facts)} -c \"import torch.distributed as d; "
+                  command=f"{facts.target_python()} -c \"import torch.distributed as d; "
                           f"print(d.is_gloo_available())\"  # then init_process_group('gloo')")]
     if system in ("Windows", "Darwin"):
         steps.append(Step("For NCCL, train under Linux or WSL2 with a Linux CUDA build of "
@@ -270,10 +261,10 @@ def _ifname_matches(spec: str, names: list[str]) -> list[str]:
     requires=("env_vars",),
     codes=(P2P_DISABLED, SHM_DISABLED, IB_DISABLED, IFNAME_MISSING, DEBUG_ON),
 )
-def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
-    env = _env(facts)
+def nccl_env(facts: FactsView) -> Iterator[Finding | Summary]:
+    env = facts.env_vars()
     nccl = {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")}
-    inter = facts.get("interconnect") if facts.available("interconnect") else None
+    inter = facts.interconnect()
     topo = _topology(facts)
     level = (env.get("NCCL_P2P_LEVEL") or "").strip().upper()
     if _on(env.get("NCCL_P2P_DISABLE")) or level in ("LOC", "0"):
@@ -306,7 +297,7 @@ def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
                          Step("If it was set for a small /dev/shm, enlarge /dev/shm instead "
                               "(see HST001).", command="df -h /dev/shm")),
         )
-    active_ib = [p for p in (inter or {}).get("infiniband") or [] if p.get("active")]
+    active_ib = [p for p in inter.get("infiniband") or [] if p.get("active")]
     if _on(env.get("NCCL_IB_DISABLE")) and active_ib:
         yield Finding(
             code=IB_DISABLED,
@@ -319,11 +310,11 @@ def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
             remediation=(Step("Unset it.", command="unset NCCL_IB_DISABLE"),
                          Step("Confirm NCCL picks IB (look for 'NET/IB : Using').",
                               command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "
-                                      f"{target_python(facts)} -m torch.distributed.run "
+                                      f"{facts.target_python()} -m torch.distributed.run "
                                       f"--nproc_per_node 2 your_script.py 2>&1 | grep NET/")),
         )
     ifname = env.get("NCCL_SOCKET_IFNAME")
-    interfaces = (inter or {}).get("interfaces")
+    interfaces = inter.get("interfaces")
     if ifname and interfaces is not None:
         up = [i["name"] for i in interfaces if i.get("up")]
         if not _ifname_matches(ifname, up):
@@ -356,7 +347,7 @@ def nccl_env(facts: Any) -> Iterator[Finding | Summary]:
     yield Summary(", ".join(f"{k}={v}" for k, v in nccl.items()) or "no NCCL_* variables set")
 
 
-def _topology_summary(topo: dict[str, Any]) -> str:
+def _topology_summary(topo: Topology) -> str:
     link = topo.get("link") or []
     counts: dict[str, int] = {}
     for i, row in enumerate(link):
@@ -367,20 +358,21 @@ def _topology_summary(topo: dict[str, Any]) -> str:
                      for word, n in sorted(counts.items()))
 
 
-def _cuda_to_nvml(facts: Any, n: int) -> list[int] | None:
+def _cuda_to_nvml(facts: FactsView, n: int) -> list[int] | None:
     """NVML index of each CUDA device, by PCI bus number (identity when it cannot tell)."""
-    nvml_gpus = [g for g in (facts["nvml"].get("gpus") or []) if "error" not in g]
-    devices = ((facts.get("torch") or {}).get("cuda") or {}).get("devices") or []
-    buses = {}
+    nvml_gpus = facts.reachable_gpus()
+    devices = facts.cuda_devices()
+    buses: dict[int, int] = {}
     for g in nvml_gpus:
         try:
-            buses[int(g["pci_bus_id"].split(":")[-2], 16)] = g["index"]
-        except (AttributeError, IndexError, KeyError, ValueError):
+            buses[int((g.get("pci_bus_id") or "").split(":")[-2], 16)] = g["index"]
+        except (IndexError, KeyError, ValueError):
             continue
-    mapped = [buses.get(d.get("pci_bus_id")) for d in devices]
+    mapped = [buses.get(bus) if bus is not None else None
+              for bus in (d.get("pci_bus_id") for d in devices)]
     if len(mapped) == n and None not in mapped and len(buses) == len(nvml_gpus):
         return [m for m in mapped if m is not None]
-    return list(range(n)) if n == len(nvml_gpus) and not _env(facts).get(
+    return list(range(n)) if n == len(nvml_gpus) and not facts.env_var(
         "CUDA_VISIBLE_DEVICES") else None
 
 
@@ -392,15 +384,14 @@ def _cuda_to_nvml(facts: Any, n: int) -> list[int] | None:
     codes=(NVLINK_NO_P2P, IOMMU_P2P, P2P_PROBE_HUNG),
     blocked_by=("driver.present",),
 )
-def nccl_p2p(facts: Any) -> Iterator[Finding | Summary]:
+def nccl_p2p(facts: FactsView) -> Iterator[Finding | Summary]:
     topo = _topology(facts)
-    nvml_gpus = [g for g in (facts["nvml"].get("gpus") or []) if "error" not in g]
+    nvml_gpus = facts.reachable_gpus()
     if len(nvml_gpus) < 2:
         yield Summary("single GPU: no peer-to-peer needed" if nvml_gpus else "no GPU")
         return
     summary = _topology_summary(topo) or "topology unknown"
-    torch = facts.get("torch") if facts.available("torch") else None
-    p2p = (((torch or {}).get("cuda") or {}).get("p2p")) or None
+    p2p = facts.torch_cuda().get("p2p") or None
     if p2p and p2p.get("timed_out"):
         yield Finding(
             code=P2P_PROBE_HUNG,
@@ -448,11 +439,10 @@ def nccl_p2p(facts: Any) -> Iterator[Finding | Summary]:
             affects=tuple(sorted({f"gpu:{i}" for _, _, i, _, _ in broken}
                                  | {f"gpu:{j}" for _, _, _, j, _ in broken})),
         )
-    inter = facts.get("interconnect") if facts.available("interconnect") else None
-    iommu = (inter or {}).get("iommu") or {}
-    p2p_off = _on(_env(facts).get("NCCL_P2P_DISABLE"))
+    iommu = facts.interconnect().get("iommu") or {}
+    p2p_off = _on(facts.env_var("NCCL_P2P_DISABLE"))
     if pcie_p2p and iommu.get("enabled") and not iommu.get("passthrough") and not p2p_off \
-            and not _is_wsl(facts):
+            and not facts.is_wsl():
         pairs = ", ".join(f"cuda:{a}-cuda:{b} ({lvl or 'PCIe'})" for a, b, lvl in pcie_p2p)
         yield Finding(
             code=IOMMU_P2P,
@@ -487,8 +477,8 @@ def nccl_p2p(facts: Any) -> Iterator[Finding | Summary]:
     requires=("interconnect",),
     codes=(IB_DOWN,),
 )
-def nccl_network(facts: Any) -> Iterator[Finding | Summary]:
-    ports = facts["interconnect"].get("infiniband") or []
+def nccl_network(facts: FactsView) -> Iterator[Finding | Summary]:
+    ports = facts.interconnect().get("infiniband") or []
     if not ports:
         yield Summary("no InfiniBand/RoCE devices")
         return

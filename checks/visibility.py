@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-from ddp_doctor.checks._util import GIB, human_bytes, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import GpuProcess, NvmlGpu
+from ddp_doctor.facts.view import FactsView, mig_on
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import GIB, human_bytes
 
 CUDA_ENV_DOCS = ("https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
                  "environment-variables.html")
@@ -129,13 +130,13 @@ class Selection:
     unresolved: bool  # a GPU- UUID could not be matched (NVML gave no UUIDs)
 
 
-def parse_visible_devices(value: str, nvml_gpus: list[dict[str, Any]]) -> Selection:
+def parse_visible_devices(value: str, nvml_gpus: list[NvmlGpu]) -> Selection:
     """Apply CUDA's rules to VALUE: indices or UUIDs, stopping at the first invalid entry.
 
     A MIG- UUID names a device only when some GPU runs in MIG mode; with MIG off
     everywhere it is as invalid as a typo.
     """
-    mig_on = any((g.get("mig_mode") or {}).get("current") == 1 for g in nvml_gpus)
+    mig_anywhere = any(mig_on(g) for g in nvml_gpus)
     gpus: list[int] = []
     mig: list[str] = []
     count = len(nvml_gpus)
@@ -147,7 +148,7 @@ def parse_visible_devices(value: str, nvml_gpus: list[dict[str, Any]]) -> Select
                 return Selection(gpus, mig, entry, False)
             gpus.append(index)
         elif entry.startswith("MIG-"):
-            if not mig_on:
+            if not mig_anywhere:
                 return Selection(gpus, mig, entry, False)
             mig.append(entry)
         elif entry.startswith("GPU-"):
@@ -163,17 +164,15 @@ def parse_visible_devices(value: str, nvml_gpus: list[dict[str, Any]]) -> Select
     return Selection(gpus, mig, None, False)
 
 
-def _gpus(facts: Any) -> list[dict[str, Any]]:
-    nvml = facts["nvml"]
-    return [g for g in (nvml.get("gpus") or []) if "error" not in g] if nvml.get(
-        "initialized") else []
+def _gpus(facts: FactsView) -> list[NvmlGpu]:
+    return facts.reachable_gpus() if facts.nvml().get("initialized") else []
 
 
-def _cvd(facts: Any) -> str | None:
-    return (facts.get("env_vars") or {}).get("CUDA_VISIBLE_DEVICES")
+def _cvd(facts: FactsView) -> str | None:
+    return facts.env_var("CUDA_VISIBLE_DEVICES")
 
 
-def _visible(facts: Any) -> list[dict[str, Any]]:
+def _visible(facts: FactsView) -> list[NvmlGpu]:
     """The NVML GPUs the job would use (all of them when CUDA_VISIBLE_DEVICES is unset)."""
     gpus = _gpus(facts)
     cvd = _cvd(facts)
@@ -194,9 +193,9 @@ def _bus_number(bus_id: str | None) -> int | None:
         return None
 
 
-def _cuda_order(facts: Any, gpus: list[dict[str, Any]], fallback: list[int]) -> list[int]:
+def _cuda_order(facts: FactsView, gpus: list[NvmlGpu], fallback: list[int]) -> list[int]:
     """NVML index of cuda:0, cuda:1, ...: matched by PCI bus through the torch probe."""
-    devices = (((facts.get("torch") or {}).get("cuda")) or {}).get("devices") or []
+    devices = facts.cuda_devices()
     by_bus = {_bus_number(g.get("pci_bus_id")): g["index"] for g in gpus}
     if len(devices) == len(fallback) and len(by_bus) == len(gpus) and None not in by_bus:
         order = [by_bus.get(d.get("pci_bus_id")) for d in devices]
@@ -205,7 +204,7 @@ def _cuda_order(facts: Any, gpus: list[dict[str, Any]], fallback: list[int]) -> 
     return fallback
 
 
-def _mapping_table(facts: Any, gpus: list[dict[str, Any]], fallback: list[int]) -> Evidence:
+def _mapping_table(facts: FactsView, gpus: list[NvmlGpu], fallback: list[int]) -> Evidence:
     cuda_order = _cuda_order(facts, gpus, fallback)
     rows = ["nvidia-smi  cuda  uuid  pci_bus_id  name"]
     position = {nvml_index: n for n, nvml_index in enumerate(cuda_order)}
@@ -229,7 +228,7 @@ def _cvd_evidence(cvd: str | None) -> Evidence:
     codes=(ALL_HIDDEN, LIST_CUT_SHORT, TORCH_SEES_FEWER),
     blocked_by=("driver.present",),
 )
-def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
+def visible_devices(facts: FactsView) -> Iterator[Finding | Summary]:
     gpus = _gpus(facts)
     if not gpus:
         yield Summary("no GPU listed by NVML")
@@ -245,7 +244,8 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
     stopped = (sel.stopped_at or "") if sel is not None else ""
     names_nothing = ("is a MIG instance UUID, but no GPU here has MIG enabled"
                      if stopped.startswith("MIG-") else "names no GPU here")
-    if sel is not None and not sel.gpus and not sel.mig and not sel.unresolved:
+    if sel is not None and cvd is not None and not sel.gpus and not sel.mig \
+            and not sel.unresolved:
         why = "is empty" if not cvd.strip() else (
             "is -1" if cvd.strip() == "-1" else f"starts with '{stopped}', which "
             f"{names_nothing}")
@@ -275,7 +275,7 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
         )
     expected = len(gpus) if sel is None or sel.unresolved else len(sel.gpus) + min(
         len(sel.mig), 1)
-    cuda = (facts.get("torch") or {}).get("cuda") or {}
+    cuda = facts.torch_cuda()
     seen = cuda.get("device_count")
     if cuda.get("available") and isinstance(seen, int) and seen < expected:
         yield Finding(
@@ -286,7 +286,7 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
                       _cvd_evidence(cvd), table),
             remediation=(
                 Step("Compare what the driver and CUDA see.",
-                     command=f"nvidia-smi -L; {target_python(facts)} -c \"import torch; "
+                     command=f"nvidia-smi -L; {facts.target_python()} -c \"import torch; "
                              f"print(torch.cuda.device_count())\""),
                 Step("In a container, pass every GPU in.", command="docker run --gpus all ..."),
             ),
@@ -303,9 +303,9 @@ def visible_devices(facts: Any) -> Iterator[Finding | Summary]:
     codes=(MIG_ENABLED,),
     blocked_by=("driver.present",),
 )
-def mig_mode(facts: Any) -> Iterator[Finding | Summary]:
+def mig_mode(facts: FactsView) -> Iterator[Finding | Summary]:
     gpus = _gpus(facts)
-    on = [g for g in gpus if (g.get("mig_mode") or {}).get("current") == 1]
+    on = [g for g in gpus if mig_on(g)]
     if not on:
         yield Summary("off" if gpus else "no GPU")
         return
@@ -331,14 +331,14 @@ def mig_mode(facts: Any) -> Iterator[Finding | Summary]:
     )
 
 
-def _busy(g: dict[str, Any]) -> bool:
+def _busy(g: NvmlGpu) -> bool:
     used, total = g.get("memory_used") or 0, g.get("memory_total") or 0
     if g.get("processes"):
         return True
     return used >= BUSY_MIN_BYTES and total > 0 and used >= BUSY_MIN_FRACTION * total
 
 
-def _who(p: dict[str, Any], with_memory: bool) -> str:
+def _who(p: GpuProcess, with_memory: bool) -> str:
     parts = [f"pid {p.get('pid')}"]
     if p.get("name"):
         parts.append(str(p["name"]))
@@ -359,7 +359,7 @@ def _who(p: dict[str, Any], with_memory: bool) -> str:
     codes=(GPU_BUSY,),
     blocked_by=("driver.present",),
 )
-def busy_gpus(facts: Any) -> Iterator[Finding | Summary]:
+def busy_gpus(facts: FactsView) -> Iterator[Finding | Summary]:
     visible = _visible(facts)
     busy = [g for g in visible if _busy(g)]
     if not busy:
@@ -403,7 +403,7 @@ def busy_gpus(facts: Any) -> Iterator[Finding | Summary]:
     codes=(MIXED_MODELS, ORDER_DIFFERS),
     blocked_by=("driver.present",),
 )
-def gpu_models(facts: Any) -> Iterator[Finding | Summary]:
+def gpu_models(facts: FactsView) -> Iterator[Finding | Summary]:
     visible = _visible(facts)
     names = sorted({g.get("name") or "?" for g in visible})
     if len(names) <= 1:
@@ -423,7 +423,7 @@ def gpu_models(facts: Any) -> Iterator[Finding | Summary]:
                           command="export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES="
                           + ",".join(map(str, largest))),),
     )
-    order = facts["env_vars"].get("CUDA_DEVICE_ORDER")
+    order = facts.env_var("CUDA_DEVICE_ORDER")
     if order != "PCI_BUS_ID":
         gpus = _gpus(facts)
         yield Finding(

@@ -26,22 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
-
-from ddp_doctor.checks._resources import (
-    cpu_cores,
-    nccl_version_text,
-    planned_ranks,
-    ram_needed,
-    workers_per_rank,
-    workers_phrase,
-)
-from ddp_doctor.checks._util import GIB, human_bytes, install_steps, target_python
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.facts.shapes import LibcudaResolved, LinuxDriver, WslConfig, WslFact
+from ddp_doctor.facts.sizing import RamNeed
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+
+from ._util import GIB, human_bytes, install_steps, workers_phrase
 
 WSL_GUIDE = "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"
 WSL_CONFIG_DOCS = "https://learn.microsoft.com/en-us/windows/wsl/wsl-config"
@@ -138,11 +132,7 @@ MULTI_GPU_ON_WSL = declare(
 )
 
 
-def _wsl(facts: Any) -> dict[str, Any]:
-    return facts["wsl"] or {}
-
-
-def _distro(wsl: dict[str, Any]) -> str:
+def _distro(wsl: WslFact) -> str:
     return wsl.get("distro_name") or "Ubuntu"
 
 
@@ -155,7 +145,7 @@ def _toolkit_for(driver_cuda: str | None) -> str:
     return "cuda-toolkit-{}-{}".format(*fitting[-1])
 
 
-def _wsl1(wsl: dict[str, Any]) -> Finding:
+def _wsl1(wsl: WslFact) -> Finding:
     distro = _distro(wsl)
     return Finding(
         code=WSL1,
@@ -173,9 +163,9 @@ def _wsl1(wsl: dict[str, Any]) -> Finding:
 
 @check(id="wsl.setup", title="WSL setup", area="wsl", requires=("wsl",),
        codes=(WSL1, LIBCUDA_MISSING, LOADER_MISSES_LIBCUDA, LINUX_DRIVER_IN_WSL))
-def wsl_setup(facts: Any) -> Iterator[Finding | Summary]:
+def wsl_setup(facts: FactsView) -> Iterator[Finding | Summary]:
     """WSL 2, the Windows driver's libcuda in /usr/lib/wsl/lib, found by the loader, alone."""
-    wsl = _wsl(facts)
+    wsl = facts.wsl()
     if not wsl.get("is_wsl"):
         yield Summary("not running under WSL")
         return
@@ -232,7 +222,7 @@ def wsl_setup(facts: Any) -> Iterator[Finding | Summary]:
                      command=f"echo 'export LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH' "
                              f">> ~/.bashrc && source ~/.bashrc"),
                 Step("Check torch sees the GPU.",
-                     command=f"{target_python(facts)} -c \"import torch; "
+                     command=f"{facts.target_python()} -c \"import torch; "
                              f"print(torch.cuda.is_available())\""),
             ),
         )
@@ -240,8 +230,8 @@ def wsl_setup(facts: Any) -> Iterator[Finding | Summary]:
         yield Summary(f"WSL 2, libcuda from {resolved_path} ({resolved.get('via')})")
 
 
-def _linux_driver_finding(facts: Any, wsl: dict[str, Any], linux: dict[str, Any],
-                          resolved: dict[str, Any]) -> Finding:
+def _linux_driver_finding(facts: FactsView, wsl: WslFact, linux: LinuxDriver,
+                          resolved: LibcudaResolved) -> Finding:
     evidence = []
     if linux.get("packages"):
         evidence.append(Evidence("driver packages", ", ".join(linux["packages"]),
@@ -268,7 +258,7 @@ def _linux_driver_finding(facts: Any, wsl: dict[str, Any], linux: dict[str, Any]
         steps.append(Step("Remove the Linux driver's libraries left in the system lib "
                           "directory, then refresh the loader cache.",
                           command=f"sudo rm -f {' '.join(loose)} && sudo ldconfig"))
-    toolkit = _toolkit_for((facts.get("nvml") or {}).get("cuda_driver_version"))
+    toolkit = _toolkit_for(facts.nvml().get("cuda_driver_version"))
     steps += [
         Step("If you need the CUDA toolkit (nvcc) at all, install only the toolkit from "
              "NVIDIA's WSL-Ubuntu repository (never `cuda`, `cuda-12-x` or `cuda-drivers`); "
@@ -294,24 +284,24 @@ def _gib_up(n: int) -> int:
 @check(id="wsl.limits", title="WSL limits", area="wsl",
        requires=("wsl", "host"), codes=(VM_MEMORY_SMALL, VM_PROCESSORS_FEW, MULTI_GPU_ON_WSL),
        blocked_by=("wsl.setup",))
-def wsl_limits(facts: Any) -> Iterator[Finding | Summary]:
+def wsl_limits(facts: FactsView) -> Iterator[Finding | Summary]:
     """What WSL 2 caps: the VM's memory and processors (.wslconfig) and NCCL between GPUs."""
-    wsl = _wsl(facts)
+    wsl = facts.wsl()
     if not wsl.get("is_wsl"):
         yield Summary("not running under WSL")
         return
-    vm = int(facts["host"].get("memory_total") or 0)
-    need = ram_needed(facts)
+    vm = int(facts.host().get("memory_total") or 0)
+    need = facts.ram_needed()
     found = [f for f in (_memory_finding(wsl, vm, need), _processors_finding(facts, wsl),
                          _multi_gpu_finding(facts, wsl)) if f is not None]
     yield from found
     if not found:
-        yield Summary(f"{human_bytes(vm)} in the VM (about {human_bytes(need['total'])} "
-                      f"needed), {need['ranks']} GPU")
+        yield Summary(f"{human_bytes(vm)} in the VM (about {human_bytes(need.total)} "
+                      f"needed), {need.ranks} GPU")
 
 
 
-def _wslconfig_line(configs: list[dict[str, Any]], key: str, value: str) -> str:
+def _wslconfig_line(configs: list[WslConfig], key: str, value: str) -> str:
     """A command that sets [wsl2] KEY=VALUE in the .wslconfig found (or appends a section)."""
     holder = next((c for c in configs if c.get(key) is not None), None)
     if holder:  # the key is there: change that line in place, keep the rest of the file
@@ -321,24 +311,24 @@ def _wslconfig_line(configs: list[dict[str, Any]], key: str, value: str) -> str:
     return f"printf '[wsl2]\\n{key}={value}\\n' >> {path}"
 
 
-def _memory_finding(wsl: dict[str, Any], vm: int, need: dict[str, Any]) -> Finding | None:
-    if need["ranks"] == 0 or vm >= need["total"]:
+def _memory_finding(wsl: WslFact, vm: int, need: RamNeed) -> Finding | None:
+    if need.ranks == 0 or vm >= need.total:
         return None
     configs = wsl.get("wslconfig") or []
     set_to = next((c.get("memory") for c in configs if c.get("memory")), None)
     path = configs[0]["path"] if configs else "/mnt/c/Users/<you>/.wslconfig"
-    want = _gib_up(need["total"]) + 2
+    want = _gib_up(need.total) + 2
     how = ("changing the memory= line" if set_to else "with no [wsl2] section yet")
     return Finding(
         code=VM_MEMORY_SMALL,
-        title=f"The WSL VM has {human_bytes(vm)} of memory; {need['ranks']} GPU process(es) "
-              f"with {workers_phrase(need['workers'], need['workers_planned'])} need about "
-              f"{human_bytes(need['total'])}",
+        title=f"The WSL VM has {human_bytes(vm)} of memory; {need.ranks} GPU process(es) "
+              f"with {workers_phrase(need.workers, need.workers_planned)} need about "
+              f"{human_bytes(need.total)}",
         evidence=(
             Evidence("VM memory", human_bytes(vm), "/proc/meminfo inside WSL"),
             Evidence(".wslconfig memory=", set_to or "not set (default: 50% of Windows RAM)",
                      path if configs else "/mnt/c/Users/*/.wslconfig"),
-            Evidence("estimated need", human_bytes(need["total"]),
+            Evidence("estimated need", human_bytes(need.total),
                      "2 GiB + GPU memory/4 + 0.5 GiB per worker, per process"),
         ),
         remediation=(
@@ -354,21 +344,21 @@ def _memory_finding(wsl: dict[str, Any], vm: int, need: dict[str, Any]) -> Findi
     )
 
 
-def _processors_finding(facts: Any, wsl: dict[str, Any]) -> Finding | None:
+def _processors_finding(facts: FactsView, wsl: WslFact) -> Finding | None:
     """[wsl2] processors= below 2 per GPU process, or below the planned workers + ranks.
 
     The same rule as host.cpu (HST003), which leaves a VM capped by .wslconfig to this check.
     """
     configs = wsl.get("wslconfig") or []
     set_to = next((c["processors"] for c in configs if c.get("processors")), None)
-    ranks = planned_ranks(facts)
+    ranks = facts.planned_ranks()
     if set_to is None or ranks == 0:
         return None
-    workers, planned = workers_per_rank(facts, ranks)
+    workers, planned = facts.workers_per_rank(ranks)
     need = ranks * (workers + 1) if planned else 2 * ranks
     if set_to >= need:
         return None
-    cores = cpu_cores(facts["host"])
+    cores = facts.cpu_cores()
     fewer = max(0, set_to // ranks - 1)
     what = (f"{ranks} GPU process(es) with {workers} DataLoader workers each need {need}"
             if planned else f"{ranks} GPU process(es) need at least {need} (2 each)")
@@ -404,12 +394,11 @@ def _nccl_tuple(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
-def _multi_gpu_finding(facts: Any, wsl: dict[str, Any]) -> Finding | None:
-    ranks = planned_ranks(facts)
+def _multi_gpu_finding(facts: FactsView, wsl: WslFact) -> Finding | None:
+    ranks = facts.planned_ranks()
     if ranks < 2:
         return None
-    nccl = nccl_version_text(
-        ((facts.get("torch") or {}).get("libraries") or {}).get("nccl_version"))
+    nccl = facts.nccl_version()
     version = _nccl_tuple(nccl)
     too_old = version is not None and version < NCCL_MIN_FOR_WSL
     steps = []
@@ -424,7 +413,7 @@ def _multi_gpu_finding(facts: Any, wsl: dict[str, Any]) -> Finding | None:
              "'Could not enable P2P' in NCCL_DEBUG=INFO output); if it hangs or fails at "
              "init, turn P2P off explicitly.", command="export NCCL_P2P_DISABLE=1"),
         Step("Run a short 2-GPU job with NCCL logging first.",
-             command=f"NCCL_DEBUG=INFO {target_python(facts)} -m torch.distributed.run "
+             command=f"NCCL_DEBUG=INFO {facts.target_python()} -m torch.distributed.run "
                      f"--nproc_per_node {ranks} train.py"),
         Step("If NCCL cannot work here, the gloo backend still runs DDP (slower): "
              "init_process_group(backend='gloo'); for real multi-GPU throughput use native "

@@ -102,12 +102,12 @@ def declare(id: str, category: Category, summary: str, what: str, why: str, fix:
 
 
 def _family_modules() -> list[str]:
-    from ddp_doctor.checks import BUILTIN_MODULES
-
+    # By name: checks/ installs as ddp_doctor.checks, a mapping mypy cannot follow.
+    builtin: tuple[str, ...] = importlib.import_module("ddp_doctor.checks").BUILTIN_MODULES
     names: list[str] = []
     for modules in FAMILY_MODULES.values():
         for name in modules:
-            names += BUILTIN_MODULES if name == _BUILTIN_CHECKS else (name,)
+            names += builtin if name == _BUILTIN_CHECKS else (name,)
     return list(dict.fromkeys(names))
 
 

@@ -1,7 +1,9 @@
 """Declaring checks and discovering them.
 
 A check is a plain function of the gathered facts, declared with ``@check`` together
-with the facts it needs and the codes it may emit. Built-in checks are an explicit,
+with the facts it needs and the codes it may emit. It receives them as a ``FactsView``
+(``ddp_doctor.facts.view``): typed accessors over the snapshot that still answer
+``facts["host"]`` and ``facts.get(name)`` like the snapshot itself. Built-in checks are an explicit,
 ordered tuple of modules (``ddp_doctor.checks.BUILTIN_MODULES``); third-party checks
 register a module under the entry-point group ``ddp_doctor.checks.v1``. Both go through
 the same loader, and a module that fails to import becomes a recorded failure rather
@@ -10,18 +12,18 @@ than a crash, so one broken plugin never hides the rest of the report.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, Union
+from typing import Any, Callable, Union
 
+from ddp_doctor.facts.snapshot import Facts
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Code, Finding
-
-if TYPE_CHECKING:
-    from ddp_doctor.facts.snapshot import Facts
 
 ENTRY_POINT_GROUP = "ddp_doctor.checks.v1"
 _SPEC_ATTR = "__ddp_doctor_check__"
@@ -40,7 +42,17 @@ class Summary:
 
 
 CheckOutput = Iterable[Union[Finding, Summary]]
-CheckFunc = Callable[["Facts"], CheckOutput]
+CheckFunc = Callable[[FactsView], CheckOutput]
+
+
+def _given_a_view(func: CheckFunc) -> Callable[[Union[Facts, FactsView]], CheckOutput]:
+    """FUNC, callable with the snapshot itself too (it is then wrapped in a view)."""
+
+    @functools.wraps(func)
+    def call(facts: Union[Facts, FactsView]) -> CheckOutput:
+        return func(FactsView.of(facts))
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,7 @@ def check(
             id=id,
             title=title,
             area=area,
-            func=func,
+            func=_given_a_view(func),
             requires=tuple(requires),
             codes=tuple(codes),
             blocked_by=tuple(blocked_by),
@@ -154,14 +166,13 @@ def load_catalogue(
 ) -> Catalogue:
     """Load the built-in checks, then third-party plugins, through one loader."""
     if builtin_modules is None:
-        from ddp_doctor.checks import BUILTIN_MODULES
-
-        builtin_modules = BUILTIN_MODULES
+        # By name: checks/ installs as ddp_doctor.checks, a mapping mypy cannot follow.
+        builtin_modules = importlib.import_module("ddp_doctor.checks").BUILTIN_MODULES
     if entry_points is None:
         entry_points = _entry_points()
     catalogue = Catalogue()
     for name in builtin_modules:
-        catalogue.add_module(f"builtin {name}", lambda name=name: importlib.import_module(name))
+        catalogue.add_module(f"builtin {name}", functools.partial(importlib.import_module, name))
     for ep in entry_points:
         catalogue.add_module(f"{ep.name} ({ep.value})", ep.load)
     return catalogue

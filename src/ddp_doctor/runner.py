@@ -17,6 +17,7 @@ from typing import Any
 
 from ddp_doctor import __version__
 from ddp_doctor.facts.snapshot import Facts
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import CheckResult, Finding, Report, Status, status_of
 from ddp_doctor.registry import Catalogue, CheckSpec, Summary
 
@@ -33,11 +34,13 @@ def _blocking_reason(spec: CheckSpec, done: dict[str, CheckResult]) -> str | Non
     return None
 
 
-def run_check(spec: CheckSpec, facts: Facts, done: dict[str, CheckResult]) -> CheckResult:
+def run_check(spec: CheckSpec, facts: Facts | FactsView,
+              done: dict[str, CheckResult]) -> CheckResult:
+    view = FactsView.of(facts)
     base: dict[str, Any] = {"check_id": spec.id, "title": spec.title, "area": spec.area}
-    missing = [name for name in spec.requires if not facts.available(name)]
+    missing = [name for name in spec.requires if not view.available(name)]
     if missing:
-        reason = facts.why_unavailable(missing[0])
+        reason = view.why_unavailable(missing[0])
         return CheckResult(**base, status=Status.SKIP, summary=reason, skip_reason=reason)
     blocked = _blocking_reason(spec, done)
     if blocked:
@@ -47,7 +50,7 @@ def run_check(spec: CheckSpec, facts: Facts, done: dict[str, CheckResult]) -> Ch
     summary: str | None = None
     command: str | None = None
     try:
-        for item in spec.func(facts):
+        for item in spec.func(view):
             if isinstance(item, Summary):
                 summary, command = item.text, item.command
             elif isinstance(item, Finding):
@@ -71,7 +74,9 @@ def run_check(spec: CheckSpec, facts: Facts, done: dict[str, CheckResult]) -> Ch
                        duration_s=time.monotonic() - start, command=command)
 
 
-def run_checks(catalogue: Catalogue, facts: Facts) -> list[CheckResult]:
+def run_checks(catalogue: Catalogue, facts: Facts | FactsView) -> list[CheckResult]:
+    """Every check of CATALOGUE on one view of FACTS, in catalogue order."""
+    view = FactsView.of(facts)
     done: dict[str, CheckResult] = {}
     results = [
         CheckResult(
@@ -85,13 +90,14 @@ def run_checks(catalogue: Catalogue, facts: Facts) -> list[CheckResult]:
         for failure in catalogue.failures
     ]
     for spec in catalogue.specs:
-        result = run_check(spec, facts, done)
+        result = run_check(spec, view, done)
         done[spec.id] = result
         results.append(result)
     return results
 
 
-def build_report(catalogue: Catalogue, facts: Facts, facts_source: str = "live") -> Report:
+def build_report(catalogue: Catalogue, facts: Facts | FactsView,
+                 facts_source: str = "live") -> Report:
     return Report(
         tool_version=__version__,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -102,25 +108,22 @@ def build_report(catalogue: Catalogue, facts: Facts, facts_source: str = "live")
     )
 
 
-def summarize_environment(facts: Facts) -> dict[str, Any]:
+def summarize_environment(facts: Facts | FactsView) -> dict[str, Any]:
     """The few facts a reader of any report wants first, without the whole snapshot."""
-    os_fact = facts.get("os") or {}
-    nvml = facts.get("nvml") or {}
-    torch = facts.get("torch") or {}
-    python = facts.get("python") or {}
-    build = torch.get("build") or {}
-    cuda = torch.get("cuda") or {}
+    view = FactsView.of(facts)
+    os_fact, nvml, python = view.os(), view.nvml(), view.python()
+    build, cuda = view.torch_build(), view.torch_cuda()
     wsl = os_fact.get("wsl") or {}
     return {
-        "os": (os_fact.get("distro") or {}).get("pretty") or os_fact.get("system"),
+        "os": view.distro().get("pretty") or os_fact.get("system"),
         "kernel": os_fact.get("kernel"),
         "wsl": wsl.get("version") if wsl.get("is_wsl") else None,
-        "container": (os_fact.get("container") or {}).get("kind"),
+        "container": view.container().get("kind"),
         "python": python.get("version"),
         "python_executable": python.get("executable"),
         "driver": nvml.get("driver_version"),
         "driver_cuda": nvml.get("cuda_driver_version"),
-        "gpus": [g.get("name") for g in nvml.get("gpus") or []],
+        "gpus": [g.get("name") for g in view.nvml_gpus()],
         "torch": build.get("version"),
         "torch_cuda": build.get("cuda"),
         "cuda_available": cuda.get("available"),

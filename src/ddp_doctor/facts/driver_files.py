@@ -19,9 +19,9 @@ reboot (NVIDIA/ubuntu-packaging-nvidia-driver#3).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ddp_doctor.facts.seam import Env
+from ddp_doctor.facts.shapes import DriverFact, KernelModules, PciGpu
 
 DKMS_TIMEOUT_S = 5.0
 
@@ -39,10 +39,10 @@ NVIDIA_PCI_VENDOR = "0x10de"
 _GPU_CLASSES = ("0x0300", "0x0302")
 
 
-def nvidia_pci_gpus(env: Env) -> list[dict[str, str]]:
+def nvidia_pci_gpus(env: Env) -> list[PciGpu]:
     """NVIDIA display/3D controllers on the PCI bus, found whether or not a driver is bound."""
     base = "/sys/bus/pci/devices"
-    gpus = []
+    gpus: list[PciGpu] = []
     for address in env.listdir(base):
         vendor = (env.read_text(f"{base}/{address}/vendor") or "").strip()
         pci_class = (env.read_text(f"{base}/{address}/class") or "").strip()
@@ -60,7 +60,7 @@ _MODULE_SUBDIRS = ("updates/dkms", "updates", "extra", "extramodules", "kernel/d
 _MODULE_NAMES = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
 
 
-def kernel_module_files(env: Env, release: str) -> dict[str, Any]:
+def kernel_module_files(env: Env, release: str) -> KernelModules:
     """The nvidia.ko files built for kernel ``release`` (none after an un-rebuilt update).
 
     ``modules_dir`` is False when /lib/modules/<release> does not exist at all (containers
@@ -130,7 +130,7 @@ def fabric_manager_running(env: Env) -> bool | None:
     return False
 
 
-def probe_driver_files(env: Env) -> dict[str, Any]:
+def probe_driver_files(env: Env) -> DriverFact:
     version_text = env.read_text("/proc/driver/nvidia/version")
     release = env.platform().get("release", "")
     modules = {line.split()[0] for line in (env.read_text("/proc/modules") or "").splitlines()

@@ -21,12 +21,13 @@ import socket
 from typing import Any, Callable
 
 from ddp_doctor.facts.seam import Env
+from ddp_doctor.facts.shapes import DiskUsage, HostFact, NofileLimit, RendezvousPort
 
 SHM_PATH = "/dev/shm"
 DEFAULT_MASTER_PORT = 29500
 
 
-def _disk(psutil: Any, path: str) -> dict[str, Any] | None:
+def _disk(psutil: Any, path: str) -> DiskUsage | None:
     try:
         usage = psutil.disk_usage(path)
     except OSError:
@@ -65,11 +66,11 @@ def _master_port(environ: dict[str, str]) -> tuple[int, str]:
     return DEFAULT_MASTER_PORT, "torchrun default"
 
 
-def rendezvous_port(env: Env, bind: Callable[[int], bool | None] = bind_test) -> dict[str, Any]:
+def rendezvous_port(env: Env, bind: Callable[[int], bool | None] = bind_test) -> RendezvousPort:
     """Whether the rendezvous port is already listening, and by which process if visible."""
     port, source = _master_port(env.environ())
     psutil = env.psutil()
-    info: dict[str, Any] = {"port": port, "source": source, "in_use": None, "pid": None,
+    info: RendezvousPort = {"port": port, "source": source, "in_use": None, "pid": None,
                             "process": None, "method": None, "error": None}
     try:
         conns = psutil.net_connections(kind="tcp")
@@ -93,11 +94,11 @@ def rendezvous_port(env: Env, bind: Callable[[int], bool | None] = bind_test) ->
     return info
 
 
-def probe_host(env: Env, workdir: str | None = None) -> dict[str, Any]:
+def probe_host(env: Env, workdir: str | None = None) -> HostFact:
     psutil = env.psutil()
     vm = psutil.virtual_memory()
     swap = psutil.swap_memory()
-    nofile = None
+    nofile: NofileLimit | None = None
     try:
         soft, hard = psutil.Process().rlimit(psutil.RLIMIT_NOFILE)
         nofile = {"soft": soft, "hard": hard}

@@ -20,11 +20,14 @@ from __future__ import annotations
 import ctypes
 import json
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ddp_doctor.facts.nvml_topology import safe_topology
 from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord
+
+if TYPE_CHECKING:  # the child process stays light: shapes are for the type checker only
+    from ddp_doctor.facts.shapes import Ecc, Fabric, GpuProcess, NvmlFact, NvmlGpu, RemappedRows
 
 NVML_TIMEOUT_S = 20.0
 
@@ -51,7 +54,7 @@ def decode_cuda_driver_version(value: int | None) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def collect_nvml(nvml: Any, psutil: Any = None) -> dict[str, Any]:
+def collect_nvml(nvml: Any, psutil: Any = None) -> NvmlFact:
     """Query the driver through ``nvml`` (pynvml or a fake) and return plain data.
 
     ``psutil`` (the module or a fake) names the processes NVML lists; without it their
@@ -78,7 +81,7 @@ def collect_nvml(nvml: Any, psutil: Any = None) -> dict[str, Any]:
         _try(nvml.nvmlShutdown)
 
 
-def _collect_gpu(nvml: Any, index: int, psutil: Any = None) -> dict[str, Any]:
+def _collect_gpu(nvml: Any, index: int, psutil: Any = None) -> NvmlGpu:
     try:
         h = nvml.nvmlDeviceGetHandleByIndex(index)
     except Exception as exc:  # a lost GPU: "Unable to determine the device handle"
@@ -116,7 +119,7 @@ def _collect_gpu(nvml: Any, index: int, psutil: Any = None) -> dict[str, Any]:
     }
 
 
-def _process_owner(psutil: Any, pid: int) -> dict[str, str | None]:
+def _process_owner(psutil: Any, pid: int) -> GpuProcess:
     """The process's name and user where psutil can see it (not in another PID namespace)."""
     if psutil is None:
         return {"name": None, "username": None}
@@ -131,7 +134,7 @@ def _process_owner(psutil: Any, pid: int) -> dict[str, str | None]:
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 
 
-def _collect_fabric(nvml: Any, h: Any) -> dict[str, Any] | None:
+def _collect_fabric(nvml: Any, h: Any) -> Fabric | None:
     """The GPU's NVSwitch fabric state; None where the GPU or driver has no fabric to join."""
     struct = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
     if struct is None:  # bindings older than R530
@@ -145,7 +148,7 @@ def _collect_fabric(nvml: Any, h: Any) -> dict[str, Any] | None:
     return {"state": state}
 
 
-def _collect_ecc(nvml: Any, h: Any) -> dict[str, Any] | None:
+def _collect_ecc(nvml: Any, h: Any) -> Ecc | None:
     enabled = _try(lambda: nvml.nvmlDeviceGetEccMode(h))
     if enabled is None:
         return None
@@ -161,7 +164,7 @@ def _collect_ecc(nvml: Any, h: Any) -> dict[str, Any] | None:
     }
 
 
-def _collect_remapped_rows(nvml: Any, h: Any) -> dict[str, Any] | None:
+def _collect_remapped_rows(nvml: Any, h: Any) -> RemappedRows | None:
     rows = _try(lambda: nvml.nvmlDeviceGetRemappedRows(h))
     if rows is None:
         return None

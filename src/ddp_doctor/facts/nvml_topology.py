@@ -20,7 +20,10 @@ Sources:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # runs in the NVML child process: shapes are for the type checker only
+    from ddp_doctor.facts.shapes import Topology
 
 # nvmlGpuTopologyLevel_t -> the word `nvidia-smi topo -m` prints for it. INTERNAL is two
 # GPUs on one board (e.g. a K80), joined by the board's own PCIe switch: PIX.
@@ -41,6 +44,14 @@ def _bus(bus_id: str) -> str:
     return bus_id.strip().lower().split(":", 1)[-1] if bus_id.count(":") == 2 else bus_id.lower()
 
 
+def _query(nvml: Any, name: str, *args: Any) -> Any:
+    """``nvml.NAME(*args)``; None when the query fails or the bindings do not have it."""
+    try:
+        return getattr(nvml, name)(*args)
+    except Exception:
+        return None
+
+
 def _try(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
@@ -58,8 +69,8 @@ def _links(nvml: Any, handle: Any) -> list[dict[str, Any]]:
             break  # no NVLink at all, or past the GPU's last link
         if not state:
             continue
-        remote = _try(lambda k=link: nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(handle, k))
-        kind = _try(lambda k=link: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, k))
+        remote = _query(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", handle, link)
+        kind = _query(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
         links.append({"remote": _bus(_text(remote.busId)) if remote is not None else None,
                       "switch": kind == NVLINK_REMOTE_SWITCH})
     return links
@@ -80,17 +91,17 @@ def _nvlink_count(mine: list[dict[str, Any]], theirs: list[dict[str, Any]],
     return min(mine_sw, theirs_sw)
 
 
-def collect_topology(nvml: Any, count: int) -> dict[str, Any]:
+def collect_topology(nvml: Any, count: int) -> Topology:
     """Per GPU pair the PCIe common ancestor and the NVLink count; per GPU its NUMA node.
 
     Matrices are n x n over NVML indices with None on the diagonal and where the query
     failed. ``link`` is what `nvidia-smi topo -m` prints: "NV<k>" where NVLink joins the
     pair, else the PCIe word.
     """
-    handles = [_try(lambda i=i: nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+    handles = [_query(nvml, "nvmlDeviceGetHandleByIndex", i) for i in range(count)]
     buses = []
     for h in handles:
-        pci = _try(lambda h=h: nvml.nvmlDeviceGetPciInfo(h)) if h is not None else None
+        pci = _query(nvml, "nvmlDeviceGetPciInfo", h) if h is not None else None
         buses.append(_bus(_text(pci.busId)) if pci is not None else None)
     links = [_links(nvml, h) if h is not None else [] for h in handles]
     pcie: list[list[str | None]] = [[None] * count for _ in range(count)]
@@ -99,8 +110,7 @@ def collect_topology(nvml: Any, count: int) -> dict[str, Any]:
         for j in range(count):
             if i == j or handles[i] is None or handles[j] is None:
                 continue
-            level = _try(lambda i=i, j=j: nvml.nvmlDeviceGetTopologyCommonAncestor(
-                handles[i], handles[j]))
+            level = _query(nvml, "nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j])
             pcie[i][j] = TOPOLOGY_WORDS.get(level) if level is not None else None
             nvlinks[i][j] = _nvlink_count(links[i], links[j], buses[j])
     link = [[(f"NV{nvlinks[i][j]}" if nvlinks[i][j] else pcie[i][j]) for j in range(count)]
@@ -131,7 +141,7 @@ def _numa_node(nvml: Any, handle: Any) -> int | None:
     return word.bit_length() - 1
 
 
-def safe_topology(nvml: Any, count: int) -> dict[str, Any]:
+def safe_topology(nvml: Any, count: int) -> Topology:
     """``collect_topology``, where a failure is recorded instead of raised."""
     try:
         return collect_topology(nvml, count)

@@ -35,9 +35,11 @@ def detect_container(env: Env, environ: dict[str, str]) -> dict[str, Any]:
     markers: list[str] = []
     kind = None
     if env.exists("/.dockerenv"):
-        kind, _ = "docker", markers.append("/.dockerenv exists")
+        kind = "docker"
+        markers.append("/.dockerenv exists")
     if env.exists("/run/.containerenv"):
-        kind, _ = "podman", markers.append("/run/.containerenv exists")
+        kind = "podman"
+        markers.append("/run/.containerenv exists")
     cgroup = env.read_text("/proc/1/cgroup") or ""
     for word, name in (("kubepods", "kubernetes"), ("docker", "docker"), ("lxc", "lxc"),
                        ("containerd", "containerd")):

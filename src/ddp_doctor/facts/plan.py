@@ -8,24 +8,23 @@ it so a support engineer replays the customer's plan too.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ddp_doctor.facts.shapes import PlanFact
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 
 DEFAULT_SCRIPT = "train.py"
 
 
 def make_plan(gpus: int | None = None, batch: int | None = None, workers: int | None = None,
-              script: str = DEFAULT_SCRIPT) -> dict[str, Any]:
+              script: str = DEFAULT_SCRIPT) -> PlanFact:
     """The plan fact's value; ``None`` for what the user did not say."""
     return {"gpus": gpus, "batch": batch, "workers": workers, "script": script}
 
 
-def is_empty(plan: dict[str, Any]) -> bool:
+def is_empty(plan: PlanFact) -> bool:
     return all(plan.get(k) is None for k in ("gpus", "batch", "workers"))
 
 
-def apply_plan(facts: Facts, plan: dict[str, Any]) -> None:
+def apply_plan(facts: Facts, plan: PlanFact) -> None:
     """Set the ``plan`` fact. An empty plan keeps a replayed snapshot's own plan, if any."""
     if is_empty(plan) and facts.available("plan"):
         return

@@ -14,6 +14,10 @@ from typing import Any
 
 FACTS_FORMAT = "ddp-doctor-facts"
 FACTS_SCHEMA_VERSION = 1
+# The "format" string of snapshots saved before the tool took its current name. Their
+# schema (version 1) is the same, so ``--facts`` replays them as they are.
+LEGACY_FACTS_FORMAT = "gpu-doctor-facts"
+READABLE_FACTS_FORMATS = (FACTS_FORMAT, LEGACY_FACTS_FORMAT)
 
 
 class FactsFileError(Exception):
@@ -86,7 +90,7 @@ class Facts:
 
     @classmethod
     def from_dict(cls, data: Any) -> Facts:
-        if not isinstance(data, dict) or data.get("format") != FACTS_FORMAT:
+        if not isinstance(data, dict) or data.get("format") not in READABLE_FACTS_FORMATS:
             raise FactsFileError(
                 f"not a ddp-doctor facts file (no \"format\": \"{FACTS_FORMAT}\")"
             )
@@ -99,7 +103,8 @@ class Facts:
         raw = data.get("facts")
         if not isinstance(raw, dict):
             raise FactsFileError("facts file has no \"facts\" object")
-        facts = cls(meta=data.get("meta") if isinstance(data.get("meta"), dict) else {})
+        meta = data.get("meta")
+        facts = cls(meta=meta if isinstance(meta, dict) else {})
         for name, rec in raw.items():
             if not isinstance(rec, dict) or not isinstance(rec.get("ok"), bool):
                 raise FactsFileError(f"fact {name!r} is malformed (expected an object with \"ok\")")

@@ -250,9 +250,10 @@ def compatibility(build_cuda: str | None, driver_version: str | None,
     if supported is None and driver_version:
         supported = parse_cuda(max_cuda_for_driver(driver_version, os))
         derived = supported is not None
-    needed = min_driver(build_cuda, os) if build else None
-    full = toolkit_min_driver(build_cuda, os) if build else None
-    branch = driver_branch_for(build_cuda) if build else None
+    known = build_cuda if build else None  # parsed, so a version string
+    needed = min_driver(known, os) if known else None
+    full = toolkit_min_driver(known, os) if known else None
+    branch = driver_branch_for(known) if known else None
 
     def result(verdict: Verdict) -> Compatibility:
         return Compatibility(verdict, _cuda_text(build) if build else None,

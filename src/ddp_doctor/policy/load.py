@@ -10,8 +10,8 @@ given to ``--config``) they are top-level keys. Keys are kebab-case, as in pypro
 (https://packaging.python.org/en/latest/specifications/pyproject-toml/):
 
 - ``min-gpus`` (int): usable GPUs, counted as the checks count them
-  (``checks/_resources.usable_gpus``: torch.cuda.device_count(), else NVML narrowed by
-  CUDA_VISIBLE_DEVICES), so the policy and the visibility checks never disagree.
+  (``FactsView.usable_gpus`` in ``facts/view.py``: torch.cuda.device_count(), else NVML
+  narrowed by CUDA_VISIBLE_DEVICES), so the policy and the visibility checks never disagree.
 - ``min-driver-version`` (string, e.g. "535.104.05"): compared number by number.
 - ``torch-versions`` (string): a PEP 440 specifier set such as ">=2.3,<2.7"
   (https://packaging.python.org/en/latest/specifications/version-specifiers/).

@@ -17,8 +17,10 @@ included (a nightly is judged by its place in the ordering, and ``<2.7`` still e
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
+from ddp_doctor.facts.snapshot import Facts
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.policy import codes as P
 
@@ -47,13 +49,11 @@ def _not_measured(policy: Policy, key: str, value: Any, what: str, why: str,
                    (*steps, _ignore_step(policy)))
 
 
-def _gpus(policy: Policy, facts: Any) -> Finding | None:
-    from ddp_doctor.checks._resources import usable_gpus
-
+def _gpus(policy: Policy, facts: FactsView) -> Finding | None:
     wanted = policy.min_gpus
     if wanted is None:
         return None
-    count, source = usable_gpus(facts)
+    count, source = facts.usable_gpus()
     if count >= wanted:
         return None
     return Finding(
@@ -78,14 +78,14 @@ def _older(found: tuple[int, ...], wanted: tuple[int, ...]) -> bool:
     return found + (0,) * (width - len(found)) < wanted + (0,) * (width - len(wanted))
 
 
-def _driver(policy: Policy, facts: Any) -> Finding | None:
+def _driver(policy: Policy, facts: FactsView) -> Finding | None:
     wanted = policy.min_driver_version
     if wanted is None:
         return None
-    version = (facts.get("nvml") or {}).get("driver_version")
+    version = facts.nvml().get("driver_version")
     source = "nvmlSystemGetDriverVersion"
     if not version:
-        version = (facts.get("driver") or {}).get("module_version")
+        version = facts.driver().get("module_version")
         source = "/proc/driver/nvidia/version"
     numbers = _version_numbers(str(version)) if version else None
     if numbers is None:
@@ -109,26 +109,14 @@ def _driver(policy: Policy, facts: Any) -> Finding | None:
               f"{policy.path}.")))
 
 
-def _torch_version(facts: Any) -> tuple[str | None, str]:
-    build = (facts.get("torch") or {}).get("build") or {}
-    if build.get("version"):
-        return str(build["version"]), "torch.__version__"
-    packages = (facts.get("python") or {}).get("packages") or {}
-    entries = packages.get("torch") if isinstance(packages, dict) else None
-    for entry in entries or []:
-        if entry.get("version"):
-            return str(entry["version"]), "installed package metadata"
-    return None, ""
-
-
-def _torch(policy: Policy, facts: Any) -> Finding | None:
+def _torch(policy: Policy, facts: FactsView) -> Finding | None:
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     spec = policy.torch_versions
     if spec is None:
         return None
-    version, source = _torch_version(facts)
+    version, source = facts.torch_version_source()
     what = f"torch {spec}"
     if version is None:
         return _not_measured(policy, "torch-versions", spec, what,
@@ -141,14 +129,12 @@ def _torch(policy: Policy, facts: Any) -> Finding | None:
                              f"torch's version {version!r} is not a PEP 440 version", ())
     if SpecifierSet(spec).contains(parsed, prereleases=True):
         return None
-    from ddp_doctor.checks._util import target_pip
-
     return Finding(
         P.TORCH_NOT_ALLOWED, f"torch {version} is not one the policy allows ({spec})",
         (Evidence("torch", version, source), _policy_evidence(policy, "torch-versions", spec)),
         (Step("Install an allowed release from the wheel index of this machine's CUDA "
               "(add --index-url https://download.pytorch.org/whl/cuXXX).",
-              command=f"{target_pip(facts)} install 'torch{spec}'", url=TORCH_VERSIONS_URL),
+              command=f"{facts.target_pip()} install 'torch{spec}'", url=TORCH_VERSIONS_URL),
          Step(f"Or widen torch-versions in {policy.path} once the new release is tested.")))
 
 
@@ -236,10 +222,11 @@ def _scaling(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
          Step("Check that no other job shares the GPUs or CPUs.", command="nvidia-smi")))
 
 
-def requirement_findings(policy: Policy, facts: Any, smoke: dict[str, Any] | None
-                         ) -> list[Finding]:
+def requirement_findings(policy: Policy, facts: Union[Facts, FactsView],
+                         smoke: dict[str, Any] | None) -> list[Finding]:
     """One finding per requirement not met (or not measurable); none when all are met."""
-    judged = (_gpus(policy, facts), _driver(policy, facts), _torch(policy, facts),
+    view = FactsView.of(facts)
+    judged = (_gpus(policy, view), _driver(policy, view), _torch(policy, view),
               _busbw(policy, smoke), _scaling(policy, smoke))
     return [f for f in judged if f is not None]
 
