@@ -26,6 +26,7 @@ from ddp_doctor.facts.shapes import NvmlGpu
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count
 
 from ._util import cuda_device_label, gpu_test_results
 
@@ -142,7 +143,7 @@ def _init_finding(facts: FactsView, error: str) -> Finding:
     gpus = facts.nvml_gpus()
     evidence = [Evidence("torch.cuda.init()", error, "interpreter probe"),
                 Evidence("NVML", f"driver {nvml.get('driver_version')}, "
-                         f"{len(gpus)} GPU(s)", "nvmlInit()")]
+                         f"{count(len(gpus), 'GPU')}", "nvmlInit()")]
     if "busy or unavailable" in low:
         odd = [g for g in gpus if g.get("compute_mode") not in (None, "Default")]
         evidence += [Evidence(f"GPU {g.get('index')} compute mode", str(g.get("compute_mode")),
@@ -158,7 +159,7 @@ def _init_finding(facts: FactsView, error: str) -> Finding:
                                  "not set" if visible is None else repr(visible), "environment"))
         return Finding(
             code=CUDA_NO_DEVICE,
-            title=f"CUDA detects no device although NVML lists {len(gpus)} GPU(s)",
+            title=f"CUDA detects no device although NVML lists {count(len(gpus), 'GPU')}",
             evidence=tuple(evidence),
             remediation=(
                 Step("Unset CUDA_VISIBLE_DEVICES (or list real GPU indices in it).",
@@ -222,8 +223,8 @@ def cuda_init(facts: FactsView) -> Iterator[Finding | Summary]:
         yield Summary("no CUDA build or no driver: nothing to initialise")
         return
     if cuda.get("available") and not cuda.get("init_error"):
-        count = cuda.get("device_count")
-        yield Summary("CUDA available" if count is None else f"{count} CUDA device(s)")
+        devices = cuda.get("device_count")
+        yield Summary("CUDA available" if devices is None else count(devices, "CUDA device"))
         return
     if "available" not in cuda or "init_error" not in cuda:
         # Facts from a pasted report: whether or why CUDA failed was not recorded, and the
@@ -251,7 +252,7 @@ def cuda_functional(facts: FactsView) -> Iterator[Finding | Summary]:
     bad = [r for r in results if not r.get("ok")]
     if not bad:
         slowest = max(float(r.get("duration_s") or 0) for r in results)
-        yield Summary(f"matmul ok on {len(results)} GPU(s), slowest {slowest:.2f}s")
+        yield Summary(f"matmul ok on {count(len(results), 'GPU')}, slowest {slowest:.2f}s")
         return
     for r in bad:
         index = r.get("index")
@@ -304,7 +305,7 @@ def cuda_compute_mode(facts: FactsView) -> Iterator[Finding | Summary]:
     gpus = facts.nvml_gpus()
     odd = [g for g in gpus if g.get("compute_mode") not in (None, "Default")]
     if not odd:
-        yield Summary(f"Default on {len(gpus)} GPU(s)")
+        yield Summary(f"Default on {count(len(gpus), 'GPU')}")
         return
     for g in odd:
         mode = str(g.get("compute_mode"))

@@ -23,6 +23,7 @@ from ddp_doctor.facts.view import FactsView
 from ddp_doctor.knowledge import torch_pairs
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count
 
 from ._util import cuda_device_label, gpu_test_results
 
@@ -167,7 +168,7 @@ def cudnn_conv(facts: FactsView) -> Iterator[Finding | Summary]:
         return
     bad = [r for r in results if not r.get("ok")]
     if not bad:
-        yield Summary(f"Conv2d forward+backward ok on {len(results)} GPU(s)")
+        yield Summary(f"Conv2d forward+backward ok on {count(len(results), 'GPU')}")
         return
     for r in bad:
         index = r.get("index")

@@ -48,6 +48,7 @@ from ddp_doctor.knowledge.cuda_driver import (
 from ddp_doctor.knowledge.wheels import DRIVER_GUIDE, RECOMMENDED_BRANCH, RECOMMENDED_BRANCH_MIN
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count, plural
 
 from ._util import install_steps, recommendation
 
@@ -350,7 +351,8 @@ def fabric_manager(facts: FactsView) -> Iterator[Finding | Summary]:
         title = (f"NVSwitch system ({switches} NVSwitches) without a running Fabric Manager: "
                  "CUDA fails with error 802 'system not yet initialized'")
     else:
-        title = (f"{len(waiting)} GPU(s) have not joined the NVSwitch fabric (state: "
+        title = (f"{count(len(waiting), 'GPU')} {plural('has', len(waiting))} not joined the "
+                 "NVSwitch fabric (state: "
                  f"{_fabric_state(waiting[0]).replace('_', ' ')}): CUDA fails with error "
                  "802 'system not yet initialized'")
     steps = [

@@ -23,6 +23,7 @@ from ddp_doctor.facts.shapes import NvmlGpu
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count
 
 XID_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 PAGE_RETIREMENT = "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
@@ -141,10 +142,11 @@ def _ecc_finding(gpu: NvmlGpu) -> Finding | None:
                  if ecc.get("aggregate_uncorrected") is not None else "unknown", _where(gpu)),
     )
     if volatile:
-        title = f"{_name(gpu)} has {volatile} uncorrectable ECC error(s) since the last reset"
+        title = (f"{_name(gpu)} has {count(volatile, 'uncorrectable ECC error')} since the "
+                 "last reset")
         severity = Severity.ERROR
     else:
-        title = (f"{_name(gpu)} has recorded {aggregate} uncorrectable ECC error(s) in its "
+        title = (f"{_name(gpu)} has recorded {count(aggregate, 'uncorrectable ECC error')} in its "
                  "lifetime")
         severity = Severity.WARNING
     steps = [_XID_LOG, *_reset_steps(gpu),
@@ -231,5 +233,5 @@ def gpu_health(facts: FactsView) -> Iterator[Finding | Summary]:
     yield from found
     if not found:
         ecc_on = sum(1 for g in gpus if (g.get("ecc") or {}).get("enabled"))
-        yield Summary(f"{len(gpus)} GPU(s): no uncorrectable ECC errors, nothing pending a "
+        yield Summary(f"{count(len(gpus), 'GPU')}: no uncorrectable ECC errors, nothing pending a "
                       f"reset (ECC enabled on {ecc_on} of {len(gpus)})")

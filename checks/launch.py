@@ -30,6 +30,7 @@ from ddp_doctor.facts.sizing import FULL_GPU_SHARE, visible_device_ids
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count, plural
 
 from ._util import human_bytes
 
@@ -161,9 +162,9 @@ def _full(facts: FactsView, wanted: int, usable: int, full: list[NvmlGpu],
     names = ", ".join(str(g["index"]) for g in full)
     steps = []
     if room:
-        steps.append(Step(f"Launch on the {room} GPU(s) with memory free.",
+        steps.append(Step(f"Launch on the {count(room, 'GPU')} with memory free.",
                           command=launch_command(facts, room, _fitted(batch, room))))
-    steps.append(Step("Or free the full GPU(s) first: see who holds them (VIS006), then wait "
+    steps.append(Step("Or free the full GPUs first: see who holds them (VIS006), then wait "
                       "for or stop those processes.",
                       command="nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,"
                               "used_memory --format=csv"))
@@ -196,7 +197,7 @@ def _too_few(facts: FactsView, planned: int | None, usable: int, source: str,
                 Evidence("GPUs on the machine", str(nvml_count), "NVML")]
     steps = []
     if usable:
-        steps.append(Step(f"Plan for the {usable} usable GPU(s).",
+        steps.append(Step(f"Plan for the {count(usable, 'usable GPU')}.",
                           command=launch_command(facts, usable, _fitted(batch, usable))))
     if cvd is not None:
         evidence.append(Evidence("CUDA_VISIBLE_DEVICES", repr(cvd), "environment"))
@@ -213,11 +214,12 @@ def _too_few(facts: FactsView, planned: int | None, usable: int, source: str,
         steps.append(Step(f"Ask Slurm for {wanted} GPUs on the node.",
                           command=f"srun --nodes=1 --gpus-per-node={wanted} --pty bash"))
     elif nvml_count < wanted:
-        steps.append(Step(f"This machine has {nvml_count} GPU(s); in a container, pass them "
+        steps.append(Step(f"This machine has {count(nvml_count, 'GPU')}; in a container, pass them "
                           f"all in.", command="docker run --gpus all ..."))
     return Finding(
         code=TOO_FEW_GPUS,
-        title=(f"--gpus {planned} but only {usable} GPU(s) are usable here" if planned
+        title=(f"--gpus {planned} but only {count(usable, 'GPU')} {plural('is', usable)} "
+               "usable here" if planned
                else "No GPU is usable here for the planned job"),
         evidence=tuple(evidence),
         remediation=tuple(steps),

@@ -76,7 +76,15 @@ TORCH_CPU_ONLY = declare(
 
 def _python_evidence(facts: FactsView) -> Evidence:
     python = facts.python()
-    return Evidence("interpreter", f"{python.get('executable')} (Python {python.get('version')})",
+    exe = python.get("executable") or "path not shown"
+    version = python.get("version")
+    return Evidence("interpreter", f"{exe} (Python {version})" if version else exe,
+                    "interpreter probe")
+
+
+def _cuda_build_evidence(cuda: str | None) -> Evidence:
+    """``torch.version.cuda`` as a person reads it: a version, or that there is none."""
+    return Evidence("torch.version.cuda", cuda or "absent: this build has no CUDA",
                     "interpreter probe")
 
 
@@ -154,14 +162,26 @@ def torch_cuda_build(facts: FactsView) -> Iterator[Finding | Summary]:
     gpus_present = facts.nvidia_gpus_present()
     # Whether GPUs are absent is known only when NVML or the PCI scan was looked at.
     gpus_known = facts.available("nvml") or facts.available("driver")
-    steps = [
-        Step("Remove the CPU-only build.",
-             command=f"{facts.target_pip()} uninstall -y torch torchvision torchaudio"),
-        *install_steps(facts),
-        Step("Confirm that torch sees the GPUs.",
-             command=f'{facts.target_python()} -c "import torch; print(torch.version.cuda, '
-                     'torch.cuda.device_count())"'),
-    ]
+    confirm = Step("Confirm that torch sees the GPUs.",
+                   command=f'{facts.target_python()} -c "import torch; '
+                           'print(torch.version.cuda, torch.cuda.device_count())"')
+    if gpus_known and not gpus_present:
+        # No GPU here: swapping the wheel changes nothing until there is a GPU to use.
+        steps = [
+            Step("Nothing to reinstall yet: this machine shows no NVIDIA GPU, so the missing "
+                 "GPU or driver is the cause to fix first (see DRV001). A CPU-only torch is "
+                 "right for a machine without GPUs."),
+            Step("Where the job will train on GPUs, install a CUDA build of torch there.",
+                 url=INSTALL_GUIDE),
+            confirm,
+        ]
+    else:
+        steps = [
+            Step("Remove the CPU-only build.",
+                 command=f"{facts.target_pip()} uninstall -y torch torchvision torchaudio"),
+            *install_steps(facts),
+            confirm,
+        ]
     yield Finding(
         code=TORCH_CPU_ONLY,
         title=f"torch {build.get('version')} is a CPU-only build"
@@ -169,7 +189,7 @@ def torch_cuda_build(facts: FactsView) -> Iterator[Finding | Summary]:
         severity=Severity.ERROR if gpus_present else Severity.WARNING,
         evidence=(
             Evidence("torch.__version__", str(build.get("version")), "interpreter probe"),
-            Evidence("torch.version.cuda", str(build.get("cuda")), "interpreter probe"),
+            _cuda_build_evidence(build.get("cuda")),
             _python_evidence(facts),
         ),
         remediation=tuple(steps),
@@ -280,7 +300,7 @@ def torch_rocm_on_nvidia(facts: FactsView) -> Iterator[Finding | Summary]:
         evidence=(
             Evidence("torch.__version__", str(build.get("version")), "interpreter probe"),
             Evidence("torch.version.hip", str(hip), "interpreter probe"),
-            Evidence("torch.version.cuda", str(build.get("cuda")), "interpreter probe"),
+            _cuda_build_evidence(build.get("cuda")),
             _python_evidence(facts),
         ),
         remediation=(

@@ -36,8 +36,8 @@ def test_healthy_baselines_trigger_none_of_these_codes(name):
 
 def test_healthy_v100_summaries_say_what_was_tested():
     results = run(load_fixture_facts("healthy_8x_v100_pcie"))
-    assert results["cuda.functional"].summary == "matmul ok on 8 GPU(s), slowest 0.91s"
-    assert results["cudnn.conv"].summary == "Conv2d forward+backward ok on 8 GPU(s)"
+    assert results["cuda.functional"].summary == "matmul ok on 8 GPUs, slowest 0.91s"
+    assert results["cudnn.conv"].summary == "Conv2d forward+backward ok on 8 GPUs"
     assert results["cudnn.version"].summary == "cuDNN 8.5.0 (built against 8.5.0)"
     assert results["torch.arch_support"].summary == "kernels for sm_70 in torch 2.0.1+cu117"
 
@@ -70,7 +70,7 @@ def test_no_cuda_capable_device_points_at_cuda_visible_devices():
     finding = only_finding(run(facts)["cuda.init"])
     assert finding.code.id == "CUD002"
     assert finding.category is Category.GPU_NOT_VISIBLE
-    assert finding.title == "CUDA detects no device although NVML lists 8 GPU(s)"
+    assert finding.title == "CUDA detects no device although NVML lists 8 GPUs"
     assert evidence(finding)["CUDA_VISIBLE_DEVICES"] == "'8'"
     assert commands(finding)[0] == "unset CUDA_VISIBLE_DEVICES"
 

@@ -232,7 +232,7 @@ def test_module_not_built_for_the_running_kernel_says_so_and_rebuilds_first():
     assert commands(finding) == [
         "sudo apt install linux-headers-$(uname -r) && sudo dkms autoinstall -k $(uname -r)",
         "sudo modprobe nvidia && nvidia-smi",
-        # A GCP kernel: a server, so Ubuntu's compute (server) driver (review 3 P2-7).
+        # A GCP kernel: a server, so Ubuntu's compute (server) driver.
         "sudo ubuntu-drivers install --gpgpu",
     ]
 

@@ -257,7 +257,7 @@ def test_a100_hgx_without_fabric_state_is_caught_by_the_missing_daemon():
 def test_fabric_manager_running_but_gpus_still_joining():
     """nccl#1488: the service was restarted under running GPUs; they stay 'in progress'."""
     finding = only_finding(run(_h800("in_progress", True))["driver.fabric_manager"])
-    assert finding.title.startswith("8 GPU(s) have not joined the NVSwitch fabric (state: in "
+    assert finding.title.startswith("8 GPUs have not joined the NVSwitch fabric (state: in "
                                     "progress)")
     assert evidence(finding)["nv-fabricmanager process"] == "running"
 

@@ -67,7 +67,7 @@ def test_volatile_uncorrectable_ecc_errors_are_an_error():
     assert result.status is Status.FAIL
     finding = only_finding(result)
     assert finding.code.id == "HWF001"
-    assert finding.title == ("GPU 5 (Tesla V100-PCIE-32GB) has 2 uncorrectable ECC error(s) "
+    assert finding.title == ("GPU 5 (Tesla V100-PCIE-32GB) has 2 uncorrectable ECC errors "
                              "since the last reset")
     assert evidence(finding) == {"uncorrectable ECC errors since the last reset": "2",
                                  "uncorrectable ECC errors, lifetime": "2"}
@@ -85,7 +85,7 @@ def test_lifetime_only_uncorrectable_errors_warn():
     finding = only_finding(run(facts)["gpu.health"])
     assert finding.code.id == "HWF001"
     assert finding.effective_severity is Severity.WARNING
-    assert "recorded 1 uncorrectable ECC error(s) in its lifetime" in finding.title
+    assert "recorded 1 uncorrectable ECC error in its lifetime" in finding.title
 
 
 def test_v100_pages_pending_retirement():

@@ -107,7 +107,7 @@ def test_four_gpus_planned_on_the_two_gpu_workstation():
     assert finding.code.id == "PLN001"
     assert finding.category is Category.GPU_NOT_VISIBLE
     assert finding.effective_severity is Severity.ERROR
-    assert finding.title == "--gpus 4 but only 2 GPU(s) are usable here"
+    assert finding.title == "--gpus 4 but only 2 GPUs are usable here"
     assert evidence(finding) == {"GPUs planned": "4", "GPUs usable": "2",
                                  "GPUs on the machine": "2"}
     # the plan for the GPUs there are keeps the user's --batch (32 splits over 2)
@@ -138,7 +138,7 @@ def test_cuda_visible_devices_hides_gpus_of_the_v100_server():
                                              "env_vars.CUDA_VISIBLE_DEVICES": "0,1",
                                              "torch.cuda.device_count": 2})
     finding = only_finding(run(facts)["launch.plan"])
-    assert finding.title == "--gpus 4 but only 2 GPU(s) are usable here"
+    assert finding.title == "--gpus 4 but only 2 GPUs are usable here"
     assert evidence(finding)["CUDA_VISIBLE_DEVICES"] == "'0,1'"
     assert "export CUDA_VISIBLE_DEVICES=0,1,2,3" in commands(finding)
 

@@ -142,7 +142,7 @@ def test_broken_import_libcudnn_on_almalinux():
     }
     # Driver 580 (CUDA 13.0) and an H100 (9.0): the CUDA 13.2 build.
     # Driver 580 (CUDA 13.0) and an H100 (9.0): the CUDA 13.0 build, fully supported by
-    # R580 (review 3 P2-11: not cu132 through minor-version compatibility).
+    # R580: not cu132 through minor-version compatibility.
     assert commands(finding) == [
         "/home/brain/venv/bin/python -m venv ~/venvs/train && . ~/venvs/train/bin/activate",
         f"python -m pip install --upgrade torch torchvision --index-url {WHL}/cu130",
@@ -195,7 +195,7 @@ def test_cpu_wheel_on_an_rtx_5090_box():
     assert finding.title == "torch 2.6.0+cpu is a CPU-only build"
     assert evidence(finding) == {
         "torch.__version__": "2.6.0+cpu",
-        "torch.version.cuda": "None",
+        "torch.version.cuda": "absent: this build has no CUDA",
         "interpreter": "/home/paul/comic-translate/.venv/bin/python (Python 3.11.9)",
     }
     uninstall, install, confirm = finding.remediation
@@ -212,7 +212,7 @@ def test_cpu_wheel_on_an_rtx_5090_box():
 
 @pytest.mark.parametrize(("name", "driver_cuda", "tag", "how"), [
     ("torch_cpu_wheel_on_gpu_box", "13.2", "cu132", "(it supports CUDA 13.2)"),  # RTX 5090
-    # R580 (13.0): cu130, fully supported, not cu132 through MVC (review 3 P2-11)
+    # R580 (13.0): cu130, fully supported, not cu132 through MVC
     ("torch_cpu_wheel_on_gpu_box", "13.0", "cu130", "(it supports CUDA 13.0)"),
     ("healthy_8x_v100_pcie", "12.2", "cu126", "(CUDA 12.2) through minor-version"),  # R535
     ("healthy_8x_v100_pcie", "13.0", "cu126", "(it supports CUDA 13.0)"),  # cu13x: no sm_70
@@ -259,7 +259,11 @@ def test_cpu_wheel_without_any_gpu_is_only_a_warning():
     assert finding.effective_severity is Severity.WARNING
     assert finding.title == ("torch 2.13.0+cpu is a CPU-only build (this machine has no NVIDIA "
                              "GPU either)")
-    assert evidence(finding)["torch.version.cuda"] == "None"
+    assert evidence(finding)["torch.version.cuda"] == "absent: this build has no CUDA"
+    # No GPU at all: the advice is the missing GPU or driver, never "uninstall torch".
+    steps = [step.text for step in finding.remediation]
+    assert steps[0].startswith("Nothing to reinstall yet: this machine shows no NVIDIA GPU")
+    assert not any("uninstall" in (step.command or "") for step in finding.remediation)
 
 
 def test_cpu_wheel_with_a_gpu_seen_only_on_the_pci_bus_is_an_error():
