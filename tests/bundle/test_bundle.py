@@ -1,8 +1,8 @@
 """The support bundle: contents, MANIFEST, atomic writes, and reading it back.
 
-Round trip (issue 6's quality bar): a bundle written by `check --facts FIXTURE --bundle`
-replays with `check --facts BUNDLE` to the same findings, and `diagnose BUNDLE` names the
-same causes for the facts-based findings.
+Round trip: a bundle written by `check --facts FIXTURE --bundle` replays with
+`check --facts BUNDLE` to the same findings, and `diagnose BUNDLE` names the same causes
+for the facts-based findings.
 """
 
 from __future__ import annotations
