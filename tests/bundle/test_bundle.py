@@ -420,6 +420,8 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 # --- a real smoke run: a passed run's directory is bundled, then removed ----------------
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()

@@ -103,6 +103,7 @@ def test_github_recipe_is_a_workflow_that_installs_checks_keeps_reports_then_tra
     assert "if" not in steps[4]  # training runs only after a passing pre-flight
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("facts, exit_code, codes", [
     (SMALL_SHM, 1, ("HST001",)),
     (HEALTHY, 0, ()),
@@ -273,6 +274,7 @@ def test_gitlab_recipe_reports_junit_and_keeps_artifacts_on_failure():
     assert job["script"][0] == "python -m pip install ./ddp-doctor"
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("facts, exit_code, codes", [
     (NO_DRIVER, 1, ("DRV001",)),
     (HEALTHY, 0, ()),
@@ -370,6 +372,7 @@ def calls(tmp_path: Path) -> list[str]:
     return (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.spawns
 def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     result, work = slurm_job(tmp_path, NO_DRIVER)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -382,6 +385,8 @@ def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     assert result.stdout.count("DRV001") >= 2  # each node's console report
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_path):
     result, work = slurm_job(tmp_path, HEALTHY)
     assert result.returncode == 0, result.stdout + result.stderr
