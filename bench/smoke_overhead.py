@@ -1,7 +1,7 @@
 """The supervisor's overhead: `ddp-doctor smoke` against a bare torchrun of the same job.
 
 Runs both side by side (alternating, so a change in machine load hits both), several
-times, and prints the median wall time of each and their ratio. The issue's budget is a
+times, and prints the median wall time of each and their ratio. The budget is a
 ratio of at most 1.15: supervision (launch, tailing the event files, the verdict and the
 clean-up sweep) may add no more than 15% to the job's own wall time.
 

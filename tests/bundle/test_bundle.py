@@ -1,8 +1,8 @@
 """The support bundle: contents, MANIFEST, atomic writes, and reading it back.
 
-Round trip (issue 6's quality bar): a bundle written by `check --facts FIXTURE --bundle`
-replays with `check --facts BUNDLE` to the same findings, and `diagnose BUNDLE` names the
-same causes for the facts-based findings.
+Round trip: a bundle written by `check --facts FIXTURE --bundle` replays with
+`check --facts BUNDLE` to the same findings, and `diagnose BUNDLE` names the same causes
+for the facts-based findings.
 """
 
 from __future__ import annotations
@@ -420,6 +420,8 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 # --- a real smoke run: a passed run's directory is bundled, then removed ----------------
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()

@@ -413,6 +413,8 @@ def test_the_readme_example_is_a_valid_policy(tmp_path):
     assert policy.ignore and policy.fail_on_warnings
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_the_smoke_command_judges_the_smoke_requirements_only(tmp_path):
     """`ddp-doctor smoke` (the Slurm recipe's cross-node step) applies the bandwidth minimum;
     the machine keys are left to `check`/`doctor`, which gather the facts they need."""

@@ -48,6 +48,8 @@ def test_replayed_facts_never_start_the_smoke_job():
     assert "smoke.train" not in [c["id"] for c in report["checks"]]
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     proc, report = doctor("doctor")
     smoke = report["smoke"]
@@ -60,6 +62,7 @@ def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     assert proc.returncode == report["exit_code"]
 
 
+@pytest.mark.spawns
 def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
     _, plain = doctor("doctor", "--no-smoke")
     assert "smoke" not in plain
@@ -72,6 +75,8 @@ def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
     assert smoke_check["status"] == "skip"
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_smoke_in_dataparallel_mode_writes_markdown():
     result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "20", "--imgsz", "64",
                     "--markdown", "-")
