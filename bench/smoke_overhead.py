@@ -39,8 +39,9 @@ def bare_torchrun(args: argparse.Namespace, env: dict[str, str]) -> float:
 def supervised(args: argparse.Namespace, env: dict[str, str]) -> float:
     """The same job through `ddp-doctor smoke` (import, launch, watch, judge, sweep)."""
     cmd = [sys.executable, "-m", "ddp_doctor", "smoke", "--device", args.device,
-           "--nproc", str(args.nproc), "--steps", str(args.steps), "--batch", str(args.batch),
-           "--imgsz", str(args.imgsz), "--workers", str(args.workers), "--json", os.devnull]
+           "--nproc", str(args.nproc), "--steps", str(args.steps),
+           "--batch-per-process", str(args.batch), "--imgsz", str(args.imgsz),
+           "--workers", str(args.workers), "--json", os.devnull]
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)

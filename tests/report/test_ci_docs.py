@@ -406,6 +406,7 @@ def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_pa
     for node in ("node0", "node1"):
         smoke = json.loads((pre / f"smoke-{node}.json").read_text(encoding="utf-8"))
         assert smoke["exit_code"] == 0, smoke["findings"]
+        assert_reports(pre, f"smoke-{node}.xml", f"smoke-{node}.json", 0)
         data = smoke["smoke"]
         assert data["ok"] and data["ranks"] == 2 and data["params_in_sync"] is True
         ranks += [r["rank"] for r in data["per_rank"]]
