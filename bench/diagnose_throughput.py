@@ -8,7 +8,7 @@ torchrun warnings), then times, side by side on the same file:
 - `grep -c -i -E 'error|fail|...'` with the same gate words, a reader's usual first tool.
 
 It prints MB/s for each, their ratio, and the CLI's peak resident memory (from wait4).
-The issue's aim: at least 50 MB/s, and under 300 MB of memory for a 1 GB log.
+The aim: at least 50 MB/s, and under 300 MB of memory for a 1 GB log.
 
 A second, worst-case scenario (--dense-mb, default 64) is a log in which every line is a
 warning holding "Error"/"Warning" words (eight ranks repeating DDP warnings, each with its

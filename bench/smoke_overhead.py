@@ -1,7 +1,7 @@
 """The supervisor's overhead: `ddp-doctor smoke` against a bare torchrun of the same job.
 
 Runs both side by side (alternating, so a change in machine load hits both), several
-times, and prints the median wall time of each and their ratio. The issue's budget is a
+times, and prints the median wall time of each and their ratio. The budget is a
 ratio of at most 1.15: supervision (launch, tailing the event files, the verdict and the
 clean-up sweep) may add no more than 15% to the job's own wall time.
 
@@ -39,8 +39,9 @@ def bare_torchrun(args: argparse.Namespace, env: dict[str, str]) -> float:
 def supervised(args: argparse.Namespace, env: dict[str, str]) -> float:
     """The same job through `ddp-doctor smoke` (import, launch, watch, judge, sweep)."""
     cmd = [sys.executable, "-m", "ddp_doctor", "smoke", "--device", args.device,
-           "--nproc", str(args.nproc), "--steps", str(args.steps), "--batch", str(args.batch),
-           "--imgsz", str(args.imgsz), "--workers", str(args.workers), "--json", os.devnull]
+           "--nproc", str(args.nproc), "--steps", str(args.steps),
+           "--batch-per-process", str(args.batch), "--imgsz", str(args.imgsz),
+           "--workers", str(args.workers), "--json", os.devnull]
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)

@@ -312,6 +312,20 @@ def host_memory(facts: FactsView) -> Iterator[Finding | Summary]:
     )
 
 
+def _count(n: int, noun: str, plural: str = "s") -> str:
+    """``1 CPU core``, ``8 CPU cores``: the number with its noun, singular for one."""
+    return f"{n} {noun}{'' if n == 1 else plural}"
+
+
+def _workers_advice(workers: int) -> str:
+    """The HST003 step: how many DataLoader workers fit, said for none, one and several."""
+    if workers == 0:
+        return ("Load data in each GPU process itself, with no DataLoader workers "
+                "(--workers 0), and give each process one OpenMP thread.")
+    return (f"Give each GPU process at most {_count(workers, 'DataLoader worker')} "
+            f"(--workers {workers}) and one OpenMP thread.")
+
+
 @check(
     id="host.cpu",
     title="CPU cores",
@@ -340,9 +354,7 @@ def host_cpu(facts: FactsView) -> Iterator[Finding | Summary]:
                  "--workers" if planned else "default"),
     )
     steps = (
-        Step(f"Give each GPU process at most {suggestion} DataLoader workers "
-             f"(--workers {suggestion}), and one OpenMP thread per process.",
-             command="export OMP_NUM_THREADS=1"),
+        Step(_workers_advice(suggestion), command="export OMP_NUM_THREADS=1"),
     ) + (() if facts.is_wsl() else (
         Step("In a container or Slurm job, ask for more CPUs.",
              command="docker run --cpus=16 ...   # Slurm: #SBATCH --cpus-per-task=16"),
@@ -350,15 +362,16 @@ def host_cpu(facts: FactsView) -> Iterator[Finding | Summary]:
     if per_gpu < 2:
         yield Finding(
             code=CPU_STARVED,
-            title=f"{cores} CPU cores for {ranks} GPU processes: {per_gpu:.1f} per GPU, "
-                  f"fewer than 2",
+            title=f"{_count(cores, 'CPU core')} for {_count(ranks, 'GPU process', 'es')}: "
+                  f"{per_gpu:.1f} per GPU, fewer than 2",
             evidence=evidence, remediation=steps)
         return
     if planned and ranks * (workers + 1) > cores:
         yield Finding(
             code=CPU_STARVED,
-            title=f"{ranks} GPU processes with {workers} DataLoader workers each need "
-                  f"{ranks * (workers + 1)} processes on {cores} CPU cores",
+            title=f"{_count(ranks, 'GPU process', 'es')} with "
+                  f"{_count(workers, 'DataLoader worker')} each need "
+                  f"{ranks * (workers + 1)} processes on {_count(cores, 'CPU core')}",
             evidence=evidence, remediation=steps)
         return
     yield Summary(f"{cores} CPU cores, {per_gpu:.0f} per GPU process")

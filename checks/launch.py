@@ -1,6 +1,6 @@
 """The launch plan: can this machine run the job the user is about to start, and how.
 
-``--gpus N`` and ``--batch B`` describe the job. The check compares N with the GPUs a
+``--gpus N`` and ``--global-batch B`` describe the job. The check compares N with the GPUs a
 process here can use (CUDA_VISIBLE_DEVICES included), checks that B splits evenly over
 N processes, and prints the exact launch command: one process per GPU with
 ``torch.distributed.run`` (DDP), not ``nn.DataParallel``.
@@ -110,8 +110,8 @@ def launch_plan(facts: FactsView) -> Iterator[Finding | Summary]:
     plan = facts.plan()
     gpus, batch = plan.get("gpus"), plan.get("batch")
     if gpus is None and batch is None:
-        yield Summary("nothing planned: add --gpus N --batch B to check a job and get its "
-                      "launch command")
+        yield Summary("nothing planned: add --gpus N --global-batch B to check a job and get "
+                      "its launch command")
         return
     usable, source = facts.usable_gpus()
     full = facts.full_gpus()
@@ -119,6 +119,9 @@ def launch_plan(facts: FactsView) -> Iterator[Finding | Summary]:
     # The batch is judged on the GPUs the job can run on. Full GPUs only warn (their memory
     # may be free by launch time), so they do not change that count; their step fits the batch.
     runs_on = min(wanted, usable)
+    # With no GPU usable here the batch is judged on the planned count, so each problem
+    # of the plan is reported on its own, whatever this machine has.
+    divisor = runs_on or (gpus or 0)
     problems = False
     if wanted == 0 or wanted > usable:
         problems = True
@@ -126,22 +129,22 @@ def launch_plan(facts: FactsView) -> Iterator[Finding | Summary]:
     elif full and wanted > usable - len(full):
         problems = True
         yield _full(facts, wanted, usable, full, batch)
-    if batch is not None and runs_on and batch % runs_on:
+    if batch is not None and divisor and batch % divisor:
         problems = True
-        below, above = _nearest(batch, runs_on)
-        on = f"the {runs_on} GPUs it can use" if runs_on < wanted else f"{runs_on} GPUs"
+        below, above = _nearest(batch, divisor)
+        on = f"the {divisor} GPUs it can use" if divisor < wanted else f"{divisor} GPUs"
         yield Finding(
             code=BATCH_NOT_DIVISIBLE,
-            title=f"--batch {batch} on {on}: {batch} is not a multiple of {runs_on}; use "
-                  f"{below} or {above}",
-            evidence=(Evidence("batch", str(batch), "--batch"),
-                      Evidence("GPUs", str(runs_on),
-                               "--gpus" if gpus and runs_on == gpus else source),
-                      Evidence("per GPU", f"{batch / runs_on:.2f}", "batch / GPUs")),
+            title=f"--global-batch {batch} on {on}: {batch} is not a multiple of {divisor}; "
+                  f"use {below} or {above}",
+            evidence=(Evidence("batch", str(batch), "--global-batch"),
+                      Evidence("GPUs", str(divisor),
+                               "--gpus" if gpus and divisor == gpus else source),
+                      Evidence("per GPU", f"{batch / divisor:.2f}", "batch / GPUs")),
             remediation=(
-                Step(f"Use a batch size that splits evenly: {below} ({below // runs_on} per "
-                     f"GPU) or {above} ({above // runs_on} per GPU).",
-                     command=launch_command(facts, runs_on, below)),
+                Step(f"Use a batch size that splits evenly: {below} ({below // divisor} per "
+                     f"GPU) or {above} ({above // divisor} per GPU).",
+                     command=launch_command(facts, divisor, below)),
             ),
         )
     if problems:

@@ -5,9 +5,10 @@ each process reads RANK/LOCAL_RANK/WORLD_SIZE from its environment; with ``--spa
 same program starts N local ranks itself through ``torch.multiprocessing.spawn``; with
 ``--mode dp`` one process drives every visible GPU through ``nn.DataParallel``.
 
-Each phase of the point-4 list is bracketed in the rank's own JSON-lines event file
-(``events.py``), so the supervisor can judge the run and locate a hang without reading
-stdout. Only torch and the standard library are imported: this file runs in the user's
+Each phase (init_process_group, barrier, the checked all-reduce and its bandwidth, data,
+model, train, checksum, destroy_process_group) is bracketed in the rank's own JSON-lines
+event file (``events.py``), so the supervisor can judge the run and locate a hang without
+reading stdout. Only torch and the standard library are imported: this file runs in the user's
 training interpreter, which need not have ddp-doctor's dependencies.
 
 Test hook: ``DDP_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP`` makes one rank misbehave at a step so

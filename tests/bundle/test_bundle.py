@@ -1,8 +1,8 @@
 """The support bundle: contents, MANIFEST, atomic writes, and reading it back.
 
-Round trip (issue 6's quality bar): a bundle written by `check --facts FIXTURE --bundle`
-replays with `check --facts BUNDLE` to the same findings, and `diagnose BUNDLE` names the
-same causes for the facts-based findings.
+Round trip: a bundle written by `check --facts FIXTURE --bundle` replays with
+`check --facts BUNDLE` to the same findings, and `diagnose BUNDLE` names the same causes
+for the facts-based findings.
 """
 
 from __future__ import annotations
@@ -327,6 +327,55 @@ def test_a_full_disk_leaves_no_partial_file(tmp_path, monkeypatch, name):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_bundle_that_fails_to_write_leaves_no_report_claiming_the_run(tmp_path, monkeypatch):
+    """The bundle is written before the reports: when it fails (a full disk), no --json or
+    --junit file is left saying the run finished, and the exit code is 2."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", full)
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
+    line = one_line_error(invoke("check", "--facts", str(SHM), "--json", str(report),
+                                 "--junit", str(junit), "--bundle", str(tmp_path / "b.zip")))
+    assert line.endswith("cannot write: No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (("--bundle", "{tmp}/missing/b.zip"), "--bundle {tmp}/missing/b.zip: directory "
+                                          "{tmp}/missing does not exist"),
+    (("--bundle", "{tmp}/b.txt"), "--bundle {tmp}/b.txt: name a .zip or .tar.gz file"),
+    (("--save-facts", "{tmp}/missing/f.json"), "--save-facts {tmp}/missing/f.json: directory "
+                                               "{tmp}/missing does not exist"),
+    (("--markdown", "{tmp}"), "--markdown {tmp}: is a directory"),
+])
+def test_every_output_is_checked_before_any_work(tmp_path, monkeypatch, bad, message):
+    """A bad --bundle, --save-facts or report path is refused before facts are gathered,
+    and the good outputs named with it are not written."""
+    from ddp_doctor import app
+
+    def no_gather(*args, **kwargs):
+        raise AssertionError("facts were gathered before the outputs were checked")
+
+    monkeypatch.setattr(app, "_facts", no_gather)
+    good = tmp_path / "report.json"
+    args = [a.format(tmp=tmp_path) for a in bad]
+    line = one_line_error(invoke("check", "--json", str(good), *args))
+    assert line == f"ddp-doctor: error: {message.format(tmp=tmp_path)}"
+    assert not good.exists()
+
+
+def test_smoke_checks_its_bundle_before_training(tmp_path, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("the smoke job started before --bundle was checked")
+
+    monkeypatch.setattr("ddp_doctor.smoke.run.run_smoke", never)
+    line = one_line_error(invoke("smoke", "--json", str(tmp_path / "r.json"), "--bundle",
+                                 str(tmp_path / "b.rar")))
+    assert line.endswith("name a .zip or .tar.gz file")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_interrupted_write_leaves_nothing(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -420,6 +469,8 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 # --- a real smoke run: a passed run's directory is bundled, then removed ----------------
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()

@@ -77,6 +77,29 @@ def test_eight_gpus_on_eight_cores():
                                  "docker run --cpus=16 ...   # Slurm: #SBATCH --cpus-per-task=16"]
 
 
+@pytest.mark.parametrize(("cores", "workers", "advice"), [
+    (8, None, "Load data in each GPU process itself, with no DataLoader workers "
+              "(--workers 0), and give each process one OpenMP thread."),
+    (16, 2, "Give each GPU process at most 1 DataLoader worker (--workers 1) and one OpenMP "
+            "thread."),
+    (24, 4, "Give each GPU process at most 2 DataLoader workers (--workers 2) and one OpenMP "
+            "thread."),
+])
+def test_the_workers_advice_reads_right_for_none_one_and_several(cores, workers, advice):
+    """8 GPU processes: 8 cores leave no worker (not "at most 0 workers"), 16 leave one."""
+    facts = variant("healthy_8x_v100_pcie", {"host.cpu_affinity": cores,
+                                             "plan": {**PLAN, "workers": workers}})
+    finding = only_finding(run(facts)["host.cpu"])
+    assert finding.remediation[0].text == advice
+
+
+def test_one_core_for_one_gpu_process_is_said_in_the_singular():
+    facts = variant("workstation_2x_rtx3090_pcie", {"host.cpu_affinity": 1,
+                                                    "plan": {**PLAN, "gpus": 1}})
+    finding = only_finding(run(facts)["host.cpu"])
+    assert finding.title == "1 CPU core for 1 GPU process: 1.0 per GPU, fewer than 2"
+
+
 def test_planned_workers_oversubscribe_the_cores():
     facts = variant("workstation_2x_rtx3090_pcie", {"host.cpu_affinity": 12,
                                                     "plan": {**PLAN, "workers": 8}})

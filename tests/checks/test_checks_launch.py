@@ -20,7 +20,7 @@ def plan(**kw):
 def test_nothing_planned_says_so_and_passes():
     result = run(variant("healthy_8x_v100_pcie"))["launch.plan"]
     assert result.status is Status.PASS
-    assert result.summary.startswith("nothing planned: add --gpus N --batch B")
+    assert result.summary.startswith("nothing planned: add --gpus N --global-batch B")
 
 
 def test_eight_v100s_batch_64_gets_the_torchrun_command():
@@ -87,7 +87,7 @@ def test_batch_30_on_4_gpus():
     finding = only_finding(result)
     assert finding.code.id == "PLN002"
     assert finding.category is Category.DDP_USAGE_ERROR
-    assert finding.title == "--batch 30 on 4 GPUs: 30 is not a multiple of 4; use 28 or 32"
+    assert finding.title == "--global-batch 30 on 4 GPUs: 30 is not a multiple of 4; use 28 or 32"
     assert evidence(finding) == {"batch": "30", "GPUs": "4", "per GPU": "7.50"}
     assert commands(finding) == [
         f"{V100_PY} -m torch.distributed.run --nproc_per_node 4 train.py --batch 28 "
@@ -128,7 +128,7 @@ def test_three_gpus_planned_on_two_judges_the_batch_on_the_two():
     assert [f.code.id for f in odd.findings] == ["PLN001", "PLN002"]
     assert commands(odd.findings[0])[0].endswith("--nproc_per_node 2 train.py --batch 62 "
                                                  "--device 0,1")
-    assert odd.findings[1].title == ("--batch 63 on the 2 GPUs it can use: 63 is not a "
+    assert odd.findings[1].title == ("--global-batch 63 on the 2 GPUs it can use: 63 is not a "
                                      "multiple of 2; use 62 or 64")
     assert "--nproc_per_node 3" not in " ".join(c or "" for c in commands(odd.findings[1]))
 

@@ -16,7 +16,7 @@ V100 = "healthy_8x_v100_pcie"
 
 
 def p2p(n: int, value: bool | None) -> dict:
-    """The torch probe's P2P matrix (helper B's contract): None on the diagonal."""
+    """The P2P matrix as the interpreter probe writes it: None on the diagonal."""
     return {"matrix": [[None if a == b else value for b in range(n)] for a in range(n)],
             "error": None, "timed_out": False}
 

@@ -174,7 +174,7 @@ def test_nccl_version_recorded_as_an_int_is_decoded():
 
 
 def test_wslconfig_processors_below_the_plan():
-    """Issue section 7: .wslconfig [wsl2] processors=4 with 2 GPU processes and 4 DataLoader
+    """.wslconfig [wsl2] processors=4 with 2 GPU processes and 4 DataLoader
     workers each (10 needed)."""
     config = {"path": "/mnt/c/Users/jesse/.wslconfig", "memory": None, "memory_bytes": None,
               "processors": 4, "swap": None, "swap_bytes": None, "error": None}

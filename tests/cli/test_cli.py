@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -203,6 +204,97 @@ def test_unknown_option_is_exit_2():
     assert "Traceback" not in result.output
 
 
+COMMANDS = "check, checks, diagnose, doctor, explain, smoke"
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    # what typer's parser refuses itself
+    (("check", "--jsn", "-"), "check has no option --jsn; did you mean --json?"),
+    (("smoke", "--stps", "3"), "smoke has no option --stps; did you mean --steps?"),
+    (("doctor", "--global_batch", "8"), "doctor has no option --global_batch; did you mean "
+                                        "--global-batch?"),
+    (("check", "--no-such-option"), "check has no option --no-such-option; `ddp-doctor check "
+                                    "--help` lists them"),
+    (("--quite",), "doctor has no option --quite; did you mean --quiet?"),
+    (("check", "--json"), "--json needs a value (PATH|-)"),
+    (("smoke", "--steps"), "--steps needs a value (N)"),
+    (("check", "--strict=yes"), "--strict takes no value (it is a switch)"),
+    (("chek",), f"unknown command 'chek'; did you mean check? (commands: {COMMANDS})"),
+    (("explain",), "explain needs CODE"),
+    (("explain", "DRV001", "extra"), "unexpected argument 'extra': explain takes CODE"),
+    (("check", "now"), "unexpected argument 'now': check takes options only"),
+    # numbers: the option, the value given and what is allowed
+    (("check", "--probe-timeout", "0"), "--probe-timeout 0: must be 1 s or more"),
+    (("check", "--probe-timeout", "soon"), "--probe-timeout 'soon': not a number; use 1 s or "
+                                           "more"),
+    (("check", "--probe-timeout", "nan"), "--probe-timeout 'nan': not a finite number; use 1 s "
+                                          "or more"),
+    (("smoke", "--steps", "abc"), "--steps 'abc': not a whole number; use 2 or more"),
+    (("smoke", "--timeout", "x"), "--timeout 'x': not a number; use 20 s or more"),
+    (("smoke", "--master-port", "http"), "--master-port 'http': not a whole number; use 1 to "
+                                         "65535"),
+    (("smoke", "--imgsz", "big"), "--imgsz 'big': not a whole number; use a multiple of 32, "
+                                  "64 or more"),
+    (("smoke", "--nproc", "1.5"), "--nproc '1.5': not a whole number; use 1 or more"),
+    (("smoke", "--model", "xl"), "--model 'xl': choose one of n, s, m"),
+    # common options that do not apply, or contradict each other
+    (("diagnose", "--bundle", "b.zip", "x.log"), "diagnose: --bundle is written by the commands "
+                                                "that examine a machine (check, doctor, smoke); "
+                                                "attach the log itself to the ticket"),
+    (("diagnose", "--config", "p.toml", "x.log"), "diagnose: --config judges a machine against a "
+                                                 "policy (check, doctor, smoke); a log diagnosis "
+                                                 "uses none"),
+    (("check", "--force", "--facts", SANDBOX), "--force only lets --bundle overwrite an existing "
+                                               "file; add --bundle PATH or leave --force out"),
+    (("smoke", "-q", "-v"), "--quiet and --verbose contradict each other"),
+])
+def test_every_bad_input_is_one_line_naming_the_option(args, line, monkeypatch):
+    """Whoever refuses it, typer's parser or the doctor: one line, exit 2, no usage box."""
+    monkeypatch.setattr("ddp_doctor.smoke.run.run_smoke", _never)
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [f"ddp-doctor: error: {line}"]
+    assert result.stdout == ""
+    assert "Usage:" not in result.output and "Traceback" not in result.output
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("no work may start on bad input")
+
+
+@pytest.mark.parametrize("args", [("smoke", "--steps", "abc"), ("check", "--probe-timeout", "0"),
+                                  ("check", "--jsn", "-"), ("chek",)])
+def test_the_installed_entry_point_prints_the_same_one_line(args):
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", *args], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("ddp-doctor: error: ")
+
+
+def test_common_options_are_declared_once_for_every_report_command():
+    """check, doctor, smoke and diagnose take the same common options, from one table."""
+    from dataclasses import fields
+
+    from ddp_doctor.app import Common
+    from ddp_doctor.cli import COMMON
+
+    assert list(COMMON) == [f.name for f in fields(Common)]
+    common = ("--quiet", "-q", "--verbose", "-v", "--strict", "--json", "--markdown", "--junit",
+              "--bundle", "--force", "--config", "--anonymize")
+    for command in ("check", "doctor", "smoke", "diagnose"):
+        text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
+        for option in common:
+            assert f" {option}" in text, (command, option)
+
+
+def test_the_same_file_for_two_outputs_is_refused(tmp_path):
+    target = str(tmp_path / "r.json")
+    result = invoke("check", "--facts", SANDBOX, "--json", target, "--junit", target)
+    assert_usage_error(result, f"--json and --junit both name {target}")
+
+
 def test_internal_error_is_exit_3_without_traceback(monkeypatch, capsys):
     from ddp_doctor import cli
 
@@ -217,3 +309,19 @@ def test_internal_error_is_exit_3_without_traceback(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "internal error: RuntimeError: simulated bug" in err
     assert "Traceback" not in err
+
+
+def test_the_readme_option_tables_name_every_option():
+    """README's tables are written by hand: every option of the commands is in them, and
+    the retired --batch only as the name it was renamed from."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))
+    for command in ("check", "doctor", "smoke", "diagnose"):
+        text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
+        for option in set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", text)) - {"--help"}:
+            assert re.search(rf"(?<![\w-]){option}(?![\w-])", rows), (command, option)
+    assert "`--batch B`" not in readme
+    assert "--global-batch B" in readme and "--batch-per-process B" in readme

@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 
 import jsonschema
+import pytest
+
+pytestmark = pytest.mark.spawns
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
@@ -30,6 +33,7 @@ def torch_facts_here() -> dict:
     return json.loads(out)
 
 
+@pytest.mark.slow
 def test_check_json_on_this_machine_is_true():
     start = time.monotonic()
     proc = run_doctor("check", "--json", "-")
@@ -53,6 +57,7 @@ def test_check_json_on_this_machine_is_true():
     assert elapsed < 60
 
 
+@pytest.mark.slow
 def test_console_script_and_saved_facts_round_trip(tmp_path):
     script = Path(sys.executable).with_name("ddp-doctor")
     assert script.exists() or shutil.which("ddp-doctor"), "console script not installed"

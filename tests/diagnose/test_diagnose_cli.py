@@ -11,6 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+pytestmark = pytest.mark.spawns
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 

@@ -11,6 +11,7 @@ from collections import Counter
 from functools import cache
 from pathlib import Path
 
+import pytest
 import tomllib
 
 from ddp_doctor.categories import Category
@@ -68,6 +69,7 @@ def _confusion(rows: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_diagnosis_names_the_threads_root_cause_for_90_percent_of_cases() -> None:
     rows = [(case["category"], got) for case, got, _ in outcomes()]
     correct = sum(1 for expected, got in rows if expected == got)
@@ -81,6 +83,7 @@ def test_diagnosis_names_the_threads_root_cause_for_90_percent_of_cases() -> Non
         f"{table}\nmisdiagnosed:\n{misses}")
 
 
+@pytest.mark.slow  # diagnoses the whole corpus, like the test above
 def test_quoted_evidence_is_the_real_line_at_the_stated_number() -> None:
     for case, _, report in outcomes():
         lines = (LOGS / case["file"]).read_text(encoding="utf-8", errors="replace")

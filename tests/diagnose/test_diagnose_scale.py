@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.diagnose.synthetic import synthetic_log
 
 GIB = 1 << 30
@@ -23,6 +25,8 @@ PLANTED = (
 )
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_a_1_gib_log_streams_through_stdin_in_under_300_mb(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     child = subprocess.Popen(

@@ -8,6 +8,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from ddp_doctor import __version__
 from ddp_doctor.facts.gather import GatherOptions, gather
@@ -177,6 +178,7 @@ print(facts.records["host"].error)
 """
 
 
+@pytest.mark.spawns
 def test_a_probe_stuck_for_good_does_not_keep_the_doctor_from_exiting():
     """The stuck thread is a daemon: the interpreter exits without joining it."""
     import subprocess
@@ -223,6 +225,7 @@ def _our_sleepers(since: float, args: list[str]) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.spawns
 def test_run_with_deadline_kills_the_whole_process_group():
     began = time.time()
     start = time.monotonic()
@@ -244,6 +247,7 @@ def test_run_with_deadline_kills_the_whole_process_group():
     assert survivors == []
 
 
+@pytest.mark.spawns
 def test_run_with_deadline_keeps_output_written_before_the_deadline():
     result = run_with_deadline(["bash", "-c", "echo started; echo warn >&2; sleep 60"],
                                timeout=1)
@@ -269,6 +273,7 @@ def test_run_with_deadline_normal_exit_input_and_missing_program():
     assert missing.describe_failure() == "/nonexistent/bin/nvidia-smi: not found"
 
 
+@pytest.mark.spawns
 def test_deadline_holds_when_a_process_outside_the_group_keeps_the_pipes():
     marker = "31.4159"  # an unusual duration, to find exactly our escaped child
     returned = threading.Event()

@@ -365,6 +365,7 @@ def _nvml_library_loads() -> bool:
     return True
 
 
+@pytest.mark.spawns
 def test_real_nvml_child_prints_json():
     result = subprocess.run([sys.executable, "-m", "ddp_doctor.facts.nvml"],
                             capture_output=True, text=True, timeout=60)
@@ -379,6 +380,7 @@ def test_real_nvml_child_prints_json():
                         "error_type": "NVMLError_LibraryNotFound"}
 
 
+@pytest.mark.spawns
 def test_real_probe_nvml_is_an_ok_fact_saying_no_driver():
     record = probe_nvml(RealEnv())
     assert record.ok is True, record.error

@@ -291,6 +291,8 @@ def _torch_dir() -> str:
     return os.path.realpath(next(iter(spec.submodule_search_locations)))
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_real_probe_in_the_dev_interpreter():
     python, torch = probe_python(RealEnv(), sys.executable)
     assert python.ok and torch.ok, (python.error, torch.error)
@@ -332,6 +334,7 @@ def bare_venv(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.spawns
 def test_real_probe_in_a_venv_without_torch(bare_venv):
     interpreter = str(bare_venv / "bin" / "python")
     python, torch = probe_python(RealEnv(), interpreter, timeout=60)
@@ -353,6 +356,7 @@ def _script(path: Path, text: str) -> str:
     return str(path)
 
 
+@pytest.mark.spawns
 def test_real_probe_of_a_hanging_interpreter_is_killed_at_the_deadline(tmp_path):
     hanging = _script(tmp_path / "python", "#!/bin/sh\nsleep 30\n")
     start = time.monotonic()
@@ -491,6 +495,7 @@ def fake_torch_path(tmp_path, monkeypatch):
     return root
 
 
+@pytest.mark.spawns
 def test_real_probe_cuda_path_with_a_stand_in_torch(bare_venv, fake_torch_path):
     interpreter = str(bare_venv / "bin" / "python")
     python, torch = probe_python(RealEnv(), interpreter, timeout=60)
@@ -514,6 +519,7 @@ def test_real_probe_cuda_path_with_a_stand_in_torch(bare_venv, fake_torch_path):
     assert torch.value["exceptions"] == []
 
 
+@pytest.mark.spawns
 def test_real_probe_gpu_hung_in_matmul_is_named_and_the_probe_finishes(
         bare_venv, fake_torch_path, monkeypatch):
     """GPU 1's matmul never returns: its deadline names it, the report still completes,
@@ -535,6 +541,8 @@ def test_real_probe_gpu_hung_in_matmul_is_named_and_the_probe_finishes(
     assert functional[1]["error"] == "no answer within 0.5s"
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_real_probe_hang_in_cuda_init_keeps_partial_results(bare_venv, fake_torch_path,
                                                             monkeypatch):
     monkeypatch.setenv("FAKE_TORCH_MODE", "hang_in_cuda_init")
@@ -552,6 +560,7 @@ def test_real_probe_hang_in_cuda_init_keeps_partial_results(bare_venv, fake_torc
     assert probe["failure"] == f"{interpreter}: no answer within 3s, killed"
 
 
+@pytest.mark.spawns
 def test_real_probe_segfault_on_import(bare_venv, fake_torch_path, monkeypatch):
     monkeypatch.setenv("FAKE_TORCH_MODE", "segv_on_import")
     interpreter = str(bare_venv / "bin" / "python")

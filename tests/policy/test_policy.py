@@ -11,7 +11,8 @@ import jsonschema
 import pytest
 
 from ddp_doctor.model import CheckResult, Report, Status
-from ddp_doctor.policy.load import Policy, PolicyError, apply_policy, find_policy, parse_policy
+from ddp_doctor.policy.apply import apply_policy
+from ddp_doctor.policy.load import Policy, PolicyError, find_policy, parse_policy
 from ddp_doctor.policy.requirements import requirement_findings
 from tests.conftest import FACTS_DIR, load_fixture_facts
 from tests.support.cli import invoke
@@ -231,9 +232,7 @@ def test_an_unmeasured_smoke_requirement_is_a_pol006_warning(smoke, why):
 
 def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, monkeypatch):
     """min-scaling-efficiency needs the 1-rank run: the planned smoke options carry it."""
-    import typer
-
-    from ddp_doctor import cli
+    from ddp_doctor import app
     from ddp_doctor.smoke import plan as smoke_plan
 
     seen = []
@@ -243,11 +242,13 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
         return "not run in this test"
 
     monkeypatch.setattr(smoke_plan, "plan_smoke", plan)
+    # A live run that gathers nothing: "this machine" is the recorded H100 server.
+    monkeypatch.setattr(app, "_facts", lambda machine, probe_timeout, keep_smi_text: (
+        load_fixture_facts("healthy_8x_h100_nvlink"), "live"))
     monkeypatch.chdir(tmp_path)
     for text, scaling in (("min-scaling-efficiency = 0.7\n", True), ("min-gpus = 1\n", False)):
         write(tmp_path, "ddp-doctor.toml", text)
-        with pytest.raises(typer.Exit):
-            cli._run(cli.RunOptions(facts_file=Path(H100), smoke=True, quiet=True))
+        assert app.run_doctor(app.Common(quiet=True), app.MachineRequest()) == 0
         assert seen.pop() is scaling
 
 
@@ -413,6 +414,8 @@ def test_the_readme_example_is_a_valid_policy(tmp_path):
     assert policy.ignore and policy.fail_on_warnings
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_the_smoke_command_judges_the_smoke_requirements_only(tmp_path):
     """`ddp-doctor smoke` (the Slurm recipe's cross-node step) applies the bandwidth minimum;
     the machine keys are left to `check`/`doctor`, which gather the facts they need."""
@@ -430,3 +433,18 @@ def test_the_smoke_command_judges_the_smoke_requirements_only(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "POL004" in codes and "POL001" not in codes and "POL006" not in codes
     assert report["policy"]["file"] == str(tmp_path / "ddp-doctor.toml")
+
+
+def test_loading_a_policy_never_imports_the_requirements():
+    """load.py finds and validates; apply.py judges. requirements.py needs load's Policy, so
+    load importing requirements (or apply) would make a cycle."""
+    import ast
+
+    import ddp_doctor.policy.load as load_module
+
+    tree = ast.parse(Path(load_module.__file__).read_text(encoding="utf-8"))
+    modules = {node.module for node in ast.walk(tree)
+               if isinstance(node, ast.ImportFrom) and node.module}
+    assert not modules & {"ddp_doctor.policy.requirements", "ddp_doctor.policy.apply"}
+    assert not any(isinstance(node, ast.ImportFrom) and node.module == "ddp_doctor.policy"
+                   for node in ast.walk(tree))

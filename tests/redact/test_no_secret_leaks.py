@@ -18,6 +18,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
+
 HF = "hf_" + "Q8rTzLm3VbNx7KpWc2YdHs9JfGa4UeRi6Oq1"
 GHP = "ghp_" + "x7Kq2Lm9Tz4Rb8Nw3Vc6Yh1Jd5Gf0Ps2Ua7E"
 GH_PAT = "github_pat_" + "11ABCDEFG0" + "a" * 30 + "B" * 22
@@ -65,6 +67,8 @@ def _archive_texts(path: Path) -> dict[str, str]:
                 for m in archive.getmembers() if m.isfile()}
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_no_planted_secret_reaches_any_artifact(tmp_path: Path) -> None:
     hooks = tmp_path / "hooks"
     hooks.mkdir()

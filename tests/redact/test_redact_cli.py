@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from tests.conftest import FACTS_DIR
 from tests.support.cli import invoke
 
@@ -68,6 +70,8 @@ def _plant_secrets(monkeypatch):
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", AWS_ID)
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_live_check_leaks_no_secret_in_any_output(tmp_path, monkeypatch):
     _plant_secrets(monkeypatch)
     markdown = tmp_path / "x.md"

@@ -224,6 +224,7 @@ def doctor(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.spawns
 def test_cli_under_github_prints_annotations_and_summary(tmp_path):
     summary = tmp_path / "summary.md"
     result = doctor(tmp_path, "-q", GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
@@ -233,6 +234,7 @@ def test_cli_under_github_prints_annotations_and_summary(tmp_path):
     assert "HST001" in summary.read_text(encoding="utf-8")
 
 
+@pytest.mark.spawns
 def test_cli_with_a_report_on_stdout_sends_annotations_to_stderr(tmp_path):
     """`--json -` stays valid JSON; the runner reads workflow commands on stderr too."""
     result = doctor(tmp_path, "--json", "-", GITHUB_ACTIONS="true")
@@ -242,6 +244,7 @@ def test_cli_with_a_report_on_stdout_sends_annotations_to_stderr(tmp_path):
         ["::error title=HST001 "]
 
 
+@pytest.mark.spawns
 def test_cli_outside_github_prints_no_annotations(tmp_path):
     summary = tmp_path / "summary.md"
     result = doctor(tmp_path, "-q", GITHUB_ACTIONS="false", GITHUB_STEP_SUMMARY=str(summary))
@@ -250,6 +253,7 @@ def test_cli_outside_github_prints_no_annotations(tmp_path):
     assert not summary.exists()
 
 
+@pytest.mark.spawns
 def test_cli_unwritable_summary_keeps_the_exit_code(tmp_path):
     result = doctor(tmp_path, "-q", GITHUB_ACTIONS="true",
                     GITHUB_STEP_SUMMARY=str(tmp_path / "missing" / "summary.md"))

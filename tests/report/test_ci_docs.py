@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -102,6 +103,7 @@ def test_github_recipe_is_a_workflow_that_installs_checks_keeps_reports_then_tra
     assert "if" not in steps[4]  # training runs only after a passing pre-flight
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("facts, exit_code, codes", [
     (SMALL_SHM, 1, ("HST001",)),
     (HEALTHY, 0, ()),
@@ -138,6 +140,124 @@ def test_github_preflight_step_runs_annotates_and_summarises(tmp_path, facts, ex
         assert f"| `{code}` |" in text
 
 
+# --- The ddp-doctor action (action.yml) ------------------------------------------------------
+
+ACTION = Path(__file__).resolve().parents[2] / "action.yml"
+# GitHub runs a composite step's `shell: bash` as `bash --noprofile --norc -eo pipefail {0}`.
+GITHUB_BASH = ("bash", "--noprofile", "--norc", "-eo", "pipefail")
+
+
+def action() -> dict:
+    return yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+
+
+def expand(text: str, context: dict[str, str]) -> str:
+    """Replace ``${{ name }}`` as the runner does; a name this test does not know fails."""
+    def value(found: re.Match[str]) -> str:
+        name = found.group(1)
+        assert name in context, f"action.yml uses ${{{{ {name} }}}}, unknown here"
+        return context[name]
+    return re.sub(r"\$\{\{\s*([\w.-]+)\s*\}\}", value, text)
+
+
+def run_action_steps(steps: list[dict], inputs: dict[str, str], action_path: Path,
+                     work: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Each step's ``run:`` with its ``env:``, in order, stopping at the first failure."""
+    context = {"github.action_path": str(action_path),
+               **{f"inputs.{k}": v for k, v in inputs.items()}}
+    for step in steps:
+        assert step["shell"] == "bash"  # composite run steps must name their shell
+        step_env = {**env, **{k: expand(str(v), context) for k, v in step.get("env", {}).items()}}
+        result = run_script(expand(step["run"], context), work, step_env, GITHUB_BASH,
+                            timeout=300)
+        if result.returncode:
+            break
+    return result
+
+
+def documented_action_inputs() -> dict[str, str]:
+    """The docs' ``uses:`` step's ``with:`` over the action's defaults."""
+    workflow = yaml.safe_load(doc_block("action"))
+    (job,) = workflow["jobs"].values()
+    (step,) = [s for s in job["steps"] if s.get("uses") == "./ddp-doctor"]
+    defaults = {name: str(spec["default"]) for name, spec in action()["inputs"].items()}
+    assert set(step["with"]) <= set(defaults), "the docs pass an input action.yml lacks"
+    return {**defaults, **{k: str(v) for k, v in step["with"].items()}}
+
+
+def test_action_is_a_composite_action_with_the_documented_inputs():
+    spec = action()
+    assert spec["runs"]["using"] == "composite"
+    assert {name: str(i["default"]) for name, i in spec["inputs"].items()} == {
+        "python": "python3", "args": "check --strict", "junit": "ddp-doctor.xml",
+        "json": "ddp-doctor.json"}
+    doc = DOC.read_text(encoding="utf-8")
+    for name, i in spec["inputs"].items():
+        assert f"| `{name}` | `{i['default']}` |" in doc  # the inputs table agrees
+    # The workflow after the action keeps the files the action wrote.
+    workflow = yaml.safe_load(doc_block("action"))
+    (job,) = workflow["jobs"].values()
+    (upload,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith(
+        "actions/upload-artifact@")]
+    assert upload["if"] == "always()"
+    inputs = documented_action_inputs()
+    assert upload["with"]["path"].split() == [inputs["junit"], inputs["json"]]
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+def test_action_installs_its_checkout_into_a_venv_and_runs_the_preflight(tmp_path):
+    """The action's scripts, run as the runner would: the install is real (pip from the
+    configured index), then the documented inputs run the pre-flight on recorded facts."""
+    # The action's own checkout: a copy, as `uses:` gets one (and pip builds in it).
+    checkout = tmp_path / "action"
+    shutil.copytree(ACTION.parent, checkout, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", ".venv*", "__pycache__", ".pytest_cache",
+        ".ruff_cache", ".mypy_cache"))
+    summary = tmp_path / "step_summary.md"
+    env = ci_env(tmp_path, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary),
+                 RUNNER_TEMP=str(tmp_path / "runner_temp"))
+    (tmp_path / "runner_temp").mkdir()
+    work = tmp_path / "workspace"
+    work.mkdir()
+    install, preflight = action()["runs"]["steps"]
+    inputs = documented_action_inputs()
+
+    result = run_action_steps([install], inputs, checkout, work, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    venv = tmp_path / "runner_temp" / "ddp-doctor-venv"
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import ddp_doctor, ddp_doctor.checks; print(ddp_doctor.checks.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, check=True, env=env)
+    assert Path(where.stdout.strip()).is_relative_to(venv)  # installed, not this checkout
+    assert result.stdout.strip().endswith(f"ddp-doctor {ddp_version()}")
+
+    for facts, exit_code, codes in ((SMALL_SHM, 1, ("HST001",)), (HEALTHY, 0, ())):
+        replayed = {**inputs, "args": f"{inputs['args']} --facts {facts}"}
+        result = run_action_steps([preflight], replayed, checkout, work, env)
+        assert result.returncode == exit_code, result.stdout + result.stderr
+        assert_reports(work, inputs["junit"], inputs["json"], exit_code, *codes)
+        annotations = [line for line in result.stdout.splitlines() if line.startswith("::")]
+        assert [line.split(" title=")[1].split()[0] for line in annotations] == list(codes)
+    assert summary.read_text(encoding="utf-8").count("ddp-doctor: ") == 2
+
+    # Without --facts, the `python` input is the interpreter diagnosed (--python).
+    not_python = tmp_path / "not-python"
+    not_python.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    not_python.chmod(stat.S_IRWXU)
+    result = run_action_steps([preflight], {**inputs, "python": str(not_python)}, checkout,
+                              work, env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"--python {not_python}: not a Python interpreter" in result.stderr
+
+
+def ddp_version() -> str:
+    from ddp_doctor import __version__
+
+    return __version__
+
+
 # --- GitLab CI ------------------------------------------------------------------------------
 
 def gitlab_job() -> dict:
@@ -154,6 +274,7 @@ def test_gitlab_recipe_reports_junit_and_keeps_artifacts_on_failure():
     assert job["script"][0] == "python -m pip install ./ddp-doctor"
 
 
+@pytest.mark.spawns
 @pytest.mark.parametrize("facts, exit_code, codes", [
     (NO_DRIVER, 1, ("DRV001",)),
     (HEALTHY, 0, ()),
@@ -251,6 +372,7 @@ def calls(tmp_path: Path) -> list[str]:
     return (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.spawns
 def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     result, work = slurm_job(tmp_path, NO_DRIVER)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -263,6 +385,8 @@ def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     assert result.stdout.count("DRV001") >= 2  # each node's console report
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_path):
     result, work = slurm_job(tmp_path, HEALTHY)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -282,6 +406,7 @@ def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_pa
     for node in ("node0", "node1"):
         smoke = json.loads((pre / f"smoke-{node}.json").read_text(encoding="utf-8"))
         assert smoke["exit_code"] == 0, smoke["findings"]
+        assert_reports(pre, f"smoke-{node}.xml", f"smoke-{node}.json", 0)
         data = smoke["smoke"]
         assert data["ok"] and data["ranks"] == 2 and data["params_in_sync"] is True
         ranks += [r["rank"] for r in data["per_rank"]]

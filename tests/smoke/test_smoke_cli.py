@@ -48,6 +48,8 @@ def test_replayed_facts_never_start_the_smoke_job():
     assert "smoke.train" not in [c["id"] for c in report["checks"]]
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     proc, report = doctor("doctor")
     smoke = report["smoke"]
@@ -64,6 +66,7 @@ def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     assert proc.returncode == report["exit_code"]
 
 
+@pytest.mark.spawns
 def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
     _, plain = doctor("doctor", "--no-smoke")
     assert "smoke" not in plain
@@ -76,6 +79,8 @@ def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
     assert smoke_check["status"] == "skip"
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_smoke_in_dataparallel_mode_writes_markdown():
     result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "20", "--imgsz", "64",
                     "--markdown", "-")
@@ -84,3 +89,43 @@ def test_smoke_in_dataparallel_mode_writes_markdown():
     assert ("| Ranks | 1 (1 on this node), cpu, one process (DataParallel needs more than one "
             "GPU) |") in result.stdout
     assert "Parameters across ranks" not in result.stdout  # one replica: nothing to compare
+
+
+def test_smoke_takes_quiet_and_strict_like_every_report_command(tmp_path, monkeypatch):
+    """-q: only the findings and the verdict; --strict: a warning fails the run (exit 1).
+
+    The run is a judged two-rank gloo run (no job started); the policy asks for a scaling
+    efficiency the run did not measure, which is a POL006 warning."""
+    from tests.support.smoke_reports import passing_run
+
+    monkeypatch.setattr("ddp_doctor.smoke.run.run_smoke",
+                        lambda options, progress=None: passing_run())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ddp-doctor.toml").write_text("min-scaling-efficiency = 0.5\n")
+    plain = invoke("smoke")
+    assert plain.exit_code == 0, plain.output
+    assert "Smoke training" in plain.stdout and "Median step time" in plain.stdout
+    quiet = invoke("smoke", "-q")
+    assert quiet.exit_code == 0, quiet.output
+    assert "Smoke training" not in quiet.stdout and "Median step time" not in quiet.stdout
+    assert "POL006" in quiet.stdout and "Ready for training (exit code 0)" in quiet.stdout
+    strict = invoke("smoke", "--strict", "-q")
+    assert strict.exit_code == 1, strict.output
+    assert "Not ready: problems found (exit code 1)" in strict.stdout
+    as_json = invoke("smoke", "--strict", "--json", "-")
+    assert as_json.exit_code == 1 and json.loads(as_json.stdout)["exit_code"] == 1
+
+
+def test_smoke_batch_per_process_reaches_the_job(monkeypatch):
+    seen = []
+
+    def fake_run(options, progress=None):
+        seen.append(options.batch)
+        from tests.support.smoke_reports import passing_run
+
+        return passing_run()
+
+    monkeypatch.setattr("ddp_doctor.smoke.run.run_smoke", fake_run)
+    assert invoke("smoke", "--batch-per-process", "4", "--device", "cpu").exit_code == 0
+    assert invoke("smoke", "--device", "cpu").exit_code == 0
+    assert seen == [4, 8]  # 8: the default

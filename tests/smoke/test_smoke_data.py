@@ -66,6 +66,8 @@ def test_items_do_not_depend_on_the_thread_count():
     assert single == several
 
 
+@pytest.mark.slow
+@pytest.mark.spawns
 def test_items_are_identical_in_a_fresh_process():
     data = SyntheticDetection(8, IMGSZ, seed=11)
     script = (
@@ -83,6 +85,7 @@ def test_items_are_identical_in_a_fresh_process():
     assert proc.stdout.strip() == _digest(*data[6])
 
 
+@pytest.mark.spawns
 def test_dataloader_workers_and_pickling_give_the_same_batches():
     data = SyntheticDetection(6, IMGSZ, seed=2)
     clone = pickle.loads(pickle.dumps(data))

@@ -13,9 +13,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.smoke.launch import SmokeOptions
 from ddp_doctor.smoke.run import run_smoke
 from tests.support.smoke import assert_nothing_left, run_tag
+
+pytestmark = pytest.mark.spawns
 
 WALL_S = 60.0
 
@@ -36,6 +40,7 @@ def only(result, code: str):
     return next(f for f in result.findings if f.code.id == code)
 
 
+@pytest.mark.slow
 def test_a_rank_killed_by_sigkill(monkeypatch, tmp_path):
     result, elapsed = run_with_fault(monkeypatch, "kill:1:4", tmp_path)
     finding = only(result, "LOG007")
@@ -50,6 +55,7 @@ def test_a_rank_killed_by_sigkill(monkeypatch, tmp_path):
     assert_nothing_left(run_tag(result.data["command"]))
 
 
+@pytest.mark.slow
 def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
     result, elapsed = run_with_fault(monkeypatch, "hang:1:4", tmp_path)
     finding = only(result, "SMK002")
@@ -62,6 +68,7 @@ def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
     assert_nothing_left(run_tag(result.data["command"]))
 
 
+@pytest.mark.slow
 def test_a_rank_that_exits_with_an_nccl_error(monkeypatch, tmp_path):
     result, elapsed = run_with_fault(monkeypatch, "nccl:1:2", tmp_path)
     # NCCL's "Last error" names the shared-memory segment: that specific code, not the
@@ -89,6 +96,7 @@ def test_the_given_master_port_is_already_bound():
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
     tag = "ddp-doctor-smoke-sigtermtest"
     script = textwrap.dedent(f"""

@@ -42,7 +42,7 @@ def _box(image: int, cls: int, cx_px: float, cy_px: float, w_px: float, h_px: fl
 # ---- model -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("size", ["n", "s", "m"])
+@pytest.mark.parametrize("size", ["n", "s", pytest.param("m", marks=pytest.mark.slow)])
 def test_output_layout_for_each_size(size):
     model = build_model(size, num_classes=3)
     assert model.strides == (8, 16, 32)
@@ -73,6 +73,7 @@ def test_objectness_starts_at_the_prior():
     assert 0.001 < mean_obj < 0.05
 
 
+@pytest.mark.slow
 def test_loss_falls_on_a_fixed_batch():
     torch.manual_seed(0)
     images, targets = _batch()

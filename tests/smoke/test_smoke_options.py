@@ -34,8 +34,8 @@ def _never_run(*args, **kwargs):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--batch", "1"), "--batch 1: must be 2 or more (BatchNorm in training needs more than "
-                       "one image per process)"),
+    (("--batch-per-process", "1"), "--batch-per-process 1: must be 2 or more (BatchNorm in "
+                                   "training needs more than one image per process)"),
     (("--imgsz", "100"), "--imgsz 100: must be a multiple of 32 (the model's largest stride) "
                          "and 64 or more; use 96 or 128"),
     (("--imgsz", "32"), "--imgsz 32: must be a multiple of 32 (the model's largest stride) "

@@ -18,6 +18,8 @@ from ddp_doctor.smoke.monitor import PHASES
 from ddp_doctor.smoke.run import run_smoke
 from tests.support.smoke import assert_nothing_left, run_tag
 
+pytestmark = [pytest.mark.spawns, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text(encoding="utf-8"))
 FAST = ("--steps", "20", "--imgsz", "64")

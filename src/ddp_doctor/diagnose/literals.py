@@ -16,7 +16,7 @@ from typing import Any
 try:  # the parser behind ``re``; public as sre_parse before Python 3.11
     from re import _parser as sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_parse  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef,unused-ignore]  # needed only below 3.11
 
 _LITERAL = sre_parse.LITERAL
 _SUBPATTERN = sre_parse.SUBPATTERN

@@ -45,11 +45,15 @@ _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 
 
 class RuleLike(Protocol):
-    """What the scan needs of a log rule (``ddp_doctor.logrules.Rule``)."""
+    """What the scan needs of a log rule (``ddp_doctor.logrules.Rule``): read-only, so a
+    frozen dataclass satisfies it."""
 
-    code: Any
-    pattern: re.Pattern[str]
-    anchors: tuple[str, ...]
+    @property
+    def code(self) -> Any: ...
+    @property
+    def pattern(self) -> re.Pattern[str]: ...
+    @property
+    def anchors(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory flat
 SNIFF = 8192
@@ -160,7 +160,8 @@ def _open_stream(stream: IO[bytes], label: str, name: str) -> Opened:
         raise InputError(f"{label}: looks compressed but cannot be decompressed: "
                          f"{exc}") from None
     if _is_tar(head):
-        return _tar_opened(_Chained(head, stream), label)
+        # A raw stream reads like IO[bytes], which is all tarfile's stream mode uses.
+        return _tar_opened(cast("IO[bytes]", _Chained(head, stream)), label)
     encoding = _encoding(head)
     if encoding is None:
         raise InputError(f"{label}: looks like a binary file, not a text log (pass the log "

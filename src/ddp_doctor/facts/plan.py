@@ -1,6 +1,6 @@
 """The launch plan: the job the user is about to run, as a fact the checks can read.
 
-``--gpus N``, ``--batch B`` and ``--workers W`` describe the training, not the machine,
+``--gpus N``, ``--global-batch B`` and ``--workers W`` describe the training, not the machine,
 so they are not probed: the CLI turns them into the ``plan`` fact before the checks run,
 for a live run and for a replayed ``--facts`` snapshot alike, and ``--save-facts`` keeps
 it so a support engineer replays the customer's plan too.

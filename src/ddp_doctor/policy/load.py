@@ -24,6 +24,8 @@ given to ``--config``) they are top-level keys. Keys are kebab-case, as in pypro
   and the checks that report them are marked failed, so JUnit and annotations agree.
 
 Anything else is an error naming the file and the key (exit 2), never a silent default.
+Applying a policy to a finished Report is ``policy.apply``; this module only finds and
+validates the file, so the requirements (which need ``Policy``) never import it back.
 TOML is read with ``tomllib`` (Python 3.11+) or its backport ``tomli``
 (https://docs.python.org/3/library/tomllib.html).
 """
@@ -34,20 +36,15 @@ import difflib
 import re
 import sys
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from ddp_doctor.model import CheckResult, Report, Status, status_of
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-CHECK_ID = "policy.requirements"
-CHECK_TITLE = "Policy requirements"
-AREA = "policy"
 POLICY_FILE = "ddp-doctor.toml"
 KEYS = ("min-gpus", "min-driver-version", "torch-versions", "min-allreduce-busbw-gbps",
         "min-scaling-efficiency", "ignore", "fail-on-warnings")
@@ -258,36 +255,3 @@ def parse_policy(path: Path, table: dict[str, Any], known_codes: Collection[str]
     if "fail-on-warnings" in table:
         values["fail_on_warnings"] = reader.fail_on_warnings(table["fail-on-warnings"])
     return Policy(path, dict(table), **values)
-
-
-def _judged_status(result: CheckResult, fails: bool | tuple[str, ...]) -> Status:
-    """The check's status once ignored findings no longer count and listed warnings fail."""
-    if result.status not in (Status.PASS, Status.WARN, Status.FAIL):
-        return result.status  # skipped and crashed checks stay as the runner left them
-    return status_of(result.findings, fails)
-
-
-def _with_ignores(result: CheckResult, policy: Policy) -> CheckResult:
-    findings = tuple(replace(f, ignored=policy.ignore[f.code.id])
-                     if f.code.id in policy.ignore and f.ignored is None else f
-                     for f in result.findings)
-    marked = replace(result, findings=findings)
-    ignored = [f.code.id for f in findings if f.ignored is not None]
-    summary = result.summary
-    if ignored:
-        summary += f" ({', '.join(dict.fromkeys(ignored))} ignored by policy)"
-    return replace(marked, status=_judged_status(marked, policy.fail_on_warnings),
-                   summary=summary)
-
-
-def apply_policy(report: Report, policy: Policy, facts: Any) -> Report:
-    """The report judged by the policy: its requirements as one more check, ignored codes
-    marked (still shown), warnings that fail counted, and where the policy came from."""
-    from ddp_doctor.policy.requirements import requirement_findings, requirements_summary
-
-    findings = requirement_findings(policy, facts, report.smoke)
-    own = CheckResult(CHECK_ID, CHECK_TITLE, AREA, status_of(findings),
-                      requirements_summary(policy, findings), findings=tuple(findings))
-    results = tuple(_with_ignores(r, policy) for r in (*report.results, own))
-    return replace(report, results=results, policy_file=str(policy.path),
-                   fail_on_warnings=policy.fail_on_warnings)

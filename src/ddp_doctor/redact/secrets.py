@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from enum import Enum
 from typing import Any
 
+from ddp_doctor.model import Report
+
 REDACTED = "<redacted>"
 
 # Kinds counted by Redactor.summary() (the bundle's MANIFEST lists them).
@@ -448,9 +450,12 @@ class Redactor:
             self.learn(value)
         return self._map(value, "")
 
-    def report(self, report: object) -> object:
+    def report(self, report: Report) -> Report:
         """The whole Report, every string in it redacted (a new Report)."""
-        return self.value(report)
+        redacted = self.value(report)
+        if not isinstance(redacted, Report):  # _map rebuilds a dataclass as its own type
+            raise TypeError(f"redacting a Report gave a {type(redacted).__name__}")
+        return redacted
 
     def facts(self, facts: object) -> dict[str, Any]:
         """A facts snapshot (``Facts`` or its dict form) as a redacted dict, for writing."""
@@ -620,9 +625,9 @@ def _looks_like_ip(value: str) -> bool:
 
 def _facts_values(facts: object) -> dict[str, Any]:
     """The facts as a plain dict (``Facts.to_dict()`` form), whatever was passed."""
-    if hasattr(facts, "to_dict"):
-        return facts.to_dict()  # type: ignore[no-any-return]
-    return facts if isinstance(facts, dict) else {}
+    to_dict = getattr(facts, "to_dict", None)
+    data = to_dict() if callable(to_dict) else facts
+    return data if isinstance(data, dict) else {}
 
 
 def _walk_pairs(value: object, key: str) -> Iterator[tuple[str, str]]:

@@ -179,7 +179,7 @@ def emit_github(report: Report, strict: bool = False, environ: Mapping[str, str]
                 out: TextIO | None = None) -> None:
     """Print the annotations to ``out`` (stdout by default) and append the step summary.
 
-    ``report`` is the run's redacted Report (``cli._render`` calls this after redaction).
+    ``report`` is the run's redacted Report (``app.emit`` calls this after redaction).
     ``environ`` defaults to the process environment; the summary is written only when
     ``GITHUB_STEP_SUMMARY`` names a file.
     """

@@ -66,13 +66,10 @@ def _ignored(finding: Finding) -> str | None:
 
 class _Judge:
     """--strict plus the report's own rule (``Report.is_problem``: ignored findings never
-    fail, the policy's fail-on-warnings do), passed where a bare ``strict`` flag was."""
+    fail, the policy's fail-on-warnings do), passed to whatever decides a test case."""
 
     def __init__(self, report: Report | None, strict: bool) -> None:
         self.report, self.strict = report, strict
-
-    def __bool__(self) -> bool:
-        return self.strict
 
     def fails(self, finding: Finding) -> bool:
         if self.report is not None:
@@ -83,10 +80,9 @@ class _Judge:
         return severity is Severity.ERROR or (self.strict and severity is Severity.WARNING)
 
 
-def _fails(finding: Finding, strict: bool | _Judge) -> bool:
-    """Whether a finding fails its test case: the same rule as ``Report.exit_code``."""
-    judge = strict if isinstance(strict, _Judge) else _Judge(None, bool(strict))
-    return judge.fails(finding)
+def _judge(strict: bool | _Judge) -> _Judge:
+    """A bare --strict flag judged without a report's policy, or the judge given."""
+    return strict if isinstance(strict, _Judge) else _Judge(None, strict)
 
 
 def finding_text(finding: Finding) -> str:
@@ -174,7 +170,8 @@ def _out(summary: str, command: str | None, others: Iterable[Finding], strict: b
     return "\n".join(parts)
 
 
-def _check_case(result: CheckResult, strict: bool) -> _Case:
+def _check_case(result: CheckResult, judge: _Judge) -> _Case:
+    strict = judge.strict
     case = _Case(f"{PACKAGE}.{result.area}", result.check_id, result.duration_s)
     if result.status is Status.SKIP:
         case.skipped = result.skip_reason or result.summary or "skipped"
@@ -188,7 +185,7 @@ def _check_case(result: CheckResult, strict: bool) -> _Case:
         # them here too would count each problem twice on a CI dashboard.
         case.out = _out(result.summary, result.command, result.findings, strict)
         return case
-    case.failing = tuple(f for f in result.findings if _fails(f, strict))
+    case.failing = tuple(f for f in result.findings if judge.fails(f))
     others = [f for f in result.findings if f not in case.failing]
     case.out = _out("" if case.failing else result.summary, result.command, others, strict)
     return case
@@ -263,8 +260,11 @@ def _passed_text(name: str, data: dict[str, Any]) -> str:
     return "\n".join(f"{label}: {value}" for label, value in smoke_rows(data))
 
 
-def smoke_cases(data: dict[str, Any], findings: tuple[Finding, ...], strict: bool) -> list[_Case]:
+def smoke_cases(data: dict[str, Any], findings: tuple[Finding, ...],
+                strict: bool | _Judge) -> list[_Case]:
     """One test case per pass criterion of the smoke job (all skipped when it did not run)."""
+    judge = _judge(strict)
+    strict = judge.strict
     classname = f"{PACKAGE}.{SMOKE_AREA}"
     if data.get("skipped"):
         return [_Case(classname, c.name, skipped=f"smoke job not run: {data['skipped']}")
@@ -275,7 +275,7 @@ def smoke_cases(data: dict[str, Any], findings: tuple[Finding, ...], strict: boo
         mine = [f for f in findings if (f.code.id in criterion.codes if criterion.codes
                                         else criterion.name == _RAN
                                         and f.code.id not in _CLAIMED)]
-        failing = tuple(f for f in mine if _fails(f, strict))
+        failing = tuple(f for f in mine if judge.fails(f))
         others = [f for f in mine if f not in failing]
         case = _Case(classname, criterion.name)  # the time is the smoke.train case's
         reason = _not_judged(criterion.name, data, codes)
@@ -330,7 +330,7 @@ def _suite(report: Report, area: str, cases: list[_Case], time: float,
 
 def render_junit(report: Report, strict: bool = False) -> str:
     """The report as a JUnit XML document (UTF-8, with its XML declaration)."""
-    strict = _Judge(report, strict)  # type: ignore[assignment]
+    judge = _Judge(report, strict)
     by_area: dict[str, list[CheckResult]] = {}
     for result in report.results:
         by_area.setdefault(result.area, []).append(result)
@@ -338,11 +338,11 @@ def render_junit(report: Report, strict: bool = False) -> str:
         by_area.setdefault(SMOKE_AREA, [])
     root = ET.Element("testsuites", name="ddp-doctor")
     for area, results in by_area.items():
-        cases = [_check_case(r, strict) for r in results]
+        cases = [_check_case(r, judge) for r in results]
         if area == SMOKE_AREA and report.smoke is not None:
             smoke_findings = tuple(f for r in results if r.check_id == SMOKE_CHECK_ID
                                    for f in r.findings)
-            cases += smoke_cases(report.smoke, smoke_findings, strict)
+            cases += smoke_cases(report.smoke, smoke_findings, judge)
         root.append(_suite(report, area, cases, sum(r.duration_s for r in results), strict))
     suites = list(root)
     for attr in ("tests", "failures", "errors"):

@@ -12,6 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from ddp_doctor.model import Report
+from ddp_doctor.report.blocks import finding_block, print_block, verdict_line
 from ddp_doctor.smoke.monitor import RankState
 
 
@@ -129,17 +131,20 @@ def smoke_markdown(data: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def render_smoke_console(report: Any, console: Console, verbose: bool = False) -> None:
-    """`ddp-doctor smoke` on the terminal: the summary table, findings, the verdict."""
-    from ddp_doctor.report.console import _finding_block, _print, verdict_line
+def render_smoke_console(report: Report, console: Console, *, verbose: bool = False,
+                         quiet: bool = False, strict: bool = False) -> None:
+    """`ddp-doctor smoke` on the terminal: the summary table, findings, the verdict.
 
-    console.print(Text("Smoke training", style="bold underline"))
-    _print(console, smoke_table(report.smoke or {}))
-    console.print()
-    for finding in report.findings:
-        _print(console, _finding_block(finding, verbose))
+    ``quiet`` keeps only the findings and the verdict, as for the full report.
+    """
+    if not quiet:
+        console.print(Text("Smoke training", style="bold underline"))
+        print_block(console, smoke_table(report.smoke or {}))
         console.print()
-    _print(console, verdict_line(report, False))
+    for finding in report.findings:
+        print_block(console, finding_block(finding, verbose))
+        console.print()
+    print_block(console, verdict_line(report, strict))
 
 
 def _dp_label(data: dict[str, Any]) -> str:

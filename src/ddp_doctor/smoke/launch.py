@@ -9,6 +9,7 @@ torch but not ddp-doctor itself.
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import re
 import shutil
@@ -18,6 +19,8 @@ import sys
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from ddp_doctor.usage import Limit
 
 WORKER_MODULE = "ddp_doctor.train_smoke.worker"
 
@@ -86,6 +89,30 @@ MIN_BATCH = 2
 MIN_STALL_S = 10.0  # building the model alone takes several seconds on a CPU
 MIN_TIMEOUT_S = 20.0
 
+# Every numeric option of `ddp-doctor smoke`, keyed by its SmokeOptions field: the CLI
+# parses the typed text with these, and check_options judges SmokeOptions built in code
+# with the same bounds and words. (--imgsz has its own rule below: a multiple of a stride.)
+LIMITS: dict[str, Limit] = {
+    "nproc": Limit("--nproc", 1),
+    "steps": Limit("--steps", 2),
+    "batch": Limit("--batch-per-process", MIN_BATCH,
+                   why=" (BatchNorm in training needs more than one image per process)"),
+    "imgsz": Limit("--imgsz", MIN_IMGSZ),
+    "workers": Limit("--workers", 0),
+    "timeout": Limit("--timeout", MIN_TIMEOUT_S, whole=False, unit=" s"),
+    "stall_timeout": Limit("--stall-timeout", MIN_STALL_S, whole=False, unit=" s",
+                           why=" (building the model alone can take several seconds)"),
+    "nnodes": Limit("--nnodes", 1),
+    "node_rank": Limit("--node-rank", 0),
+    "master_port": Limit("--master-port", 1, 65535),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "device": ("auto", "cuda", "cpu"),
+    "model": ("n", "s", "m"),
+    "launcher": ("torchrun", "spawn"),
+    "mode": ("ddp", "dp"),
+}
+
 
 def _nearest_imgsz(imgsz: int) -> str:
     stride = max(MODEL_STRIDES)
@@ -97,33 +124,24 @@ def _nearest_imgsz(imgsz: int) -> str:
 def check_options(options: SmokeOptions, device: str | None = None) -> None:
     """Refuse values that cannot work, with the reason; ``device`` is the resolved one."""
     device = device or options.device
-    least = (("--steps", options.steps, 2), ("--nproc", options.nproc, 1),
-             ("--workers", options.workers, 0), ("--nnodes", options.nnodes, 1),
-             ("--node-rank", options.node_rank, 0))
-    for option, value, minimum in least:
-        if value is not None and value < minimum:
-            raise OptionsError(f"{option} {value}: must be {minimum} or more")
-    if options.batch < MIN_BATCH:
-        raise OptionsError(f"--batch {options.batch}: must be {MIN_BATCH} or more (BatchNorm "
-                           "in training needs more than one image per process)")
+    for name, allowed in CHOICES.items():
+        value = getattr(options, name)
+        if value not in allowed:
+            raise OptionsError(f"--{name} {value!r}: choose one of {', '.join(allowed)}")
+    for name, limit in LIMITS.items():
+        value = getattr(options, name)
+        problem = None if value is None or name == "imgsz" else limit.problem(value)
+        if problem is not None:
+            raise OptionsError(problem)
     stride = max(MODEL_STRIDES)
     if options.imgsz < MIN_IMGSZ or options.imgsz % stride:
         raise OptionsError(f"--imgsz {options.imgsz}: must be a multiple of {stride} (the "
                            f"model's largest stride) and {MIN_IMGSZ} or more; use "
                            f"{_nearest_imgsz(options.imgsz)}")
-    if options.master_port is not None and not 1 <= options.master_port <= 65535:
-        raise OptionsError(f"--master-port {options.master_port}: must be 1 to 65535")
-    if options.timeout < MIN_TIMEOUT_S:
-        raise OptionsError(f"--timeout {options.timeout:g}: must be {MIN_TIMEOUT_S:g} s or more")
-    if options.stall_timeout is not None:
-        if options.stall_timeout < MIN_STALL_S:
-            raise OptionsError(f"--stall-timeout {options.stall_timeout:g}: must be "
-                               f"{MIN_STALL_S:g} s or more (building the model alone can "
-                               "take several seconds)")
-        if options.stall_timeout >= options.timeout:
-            raise OptionsError(f"--stall-timeout {options.stall_timeout:g} must be shorter "
-                               f"than --timeout {options.timeout:g} (a hang is detected "
-                               "before the wall-clock deadline)")
+    if options.stall_timeout is not None and options.stall_timeout >= options.timeout:
+        raise OptionsError(f"--stall-timeout {options.stall_timeout:g} must be shorter "
+                           f"than --timeout {options.timeout:g} (a hang is detected "
+                           "before the wall-clock deadline)")
     if options.sync_bn and options.mode == "dp":
         raise OptionsError("--sync-bn needs --mode ddp (SyncBatchNorm syncs statistics "
                            "across DDP processes)")
@@ -173,9 +191,9 @@ def expand_first_host(nodelist: str) -> str:
         try:
             out = subprocess.run(["scontrol", "show", "hostnames", nodelist],
                                  capture_output=True, text=True, timeout=10, check=False)
-            first = out.stdout.split()
-            if out.returncode == 0 and first:
-                return first[0]
+            hosts = out.stdout.split()
+            if out.returncode == 0 and hosts:
+                return hosts[0]
         except (OSError, subprocess.SubprocessError):
             pass
     head = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
@@ -243,8 +261,11 @@ def shim_dir(run_dir: Path) -> Path:
     The worker package imports torch and the standard library only, so linking it under
     an empty ``ddp_doctor`` package is all the target interpreter needs.
     """
-    import ddp_doctor.train_smoke as package
-
+    # By name: the build maps the top-level train_smoke/ folder to this package, a mapping
+    # static analysis cannot follow.
+    package = importlib.import_module("ddp_doctor.train_smoke")
+    if package.__file__ is None:
+        raise RuntimeError("ddp_doctor.train_smoke is not installed as files on disk")
     root = run_dir / "pkg"
     (root / "ddp_doctor").mkdir(parents=True, exist_ok=True)
     (root / "ddp_doctor" / "__init__.py").write_text('"""Shim for the smoke job."""\n')

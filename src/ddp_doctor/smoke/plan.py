@@ -4,7 +4,7 @@ The checks come first; the smoke job is only worth running when nothing they fou
 makes it certain to fail (torch missing, or GPUs asked for that are not usable), or
 pointless: on a machine whose GPUs NVML lists but CUDA cannot use, a CPU run would say
 nothing about them, so it is skipped naming the finding that blocks CUDA. Then it is
-sized from the launch plan (--gpus, --batch, --workers) when one was given.
+sized from the launch plan (--gpus, --global-batch, --workers) when one was given.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ TAIL_LINES = 8
 # SmokeOptions field -> the smoke command's flag, for rerun commands that keep the user's
 # own options. Booleans: (flag when True, flag when False).
 _FLAGS: dict[str, Any] = {
-    "device": "--device", "nproc": "--nproc", "steps": "--steps", "batch": "--batch",
+    "device": "--device", "nproc": "--nproc", "steps": "--steps", "batch": "--batch-per-process",
     "imgsz": "--imgsz", "model": "--model", "workers": "--workers",
     "launcher": "--launcher", "mode": "--mode", "sync_bn": ("--sync-bn", None),
     "amp": ("--amp", "--no-amp"), "scaling": ("--scaling", None), "timeout": "--timeout",

@@ -81,7 +81,7 @@ def _error(message: str, error_type: str, library: str | None, summary: str) -> 
 
 
 def _lost(text: list[str]) -> Parsed:
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for line in text:
         match = LOST.search(line)
         if not match:
