@@ -221,9 +221,10 @@ def _too_few(facts: FactsView, planned: int | None, usable: int, source: str,
                           f"all in.", command="docker run --gpus all ..."))
     return Finding(
         code=TOO_FEW_GPUS,
-        title=(f"--gpus {planned} but only {count(usable, 'GPU')} {plural('is', usable)} "
-               "usable here" if planned
-               else "No GPU is usable here for the planned job"),
+        title=("No GPU is usable here for the planned job" if not planned else
+                f"--gpus {planned} but no GPU is usable here" if not usable else
+                f"--gpus {planned} but only {count(usable, 'GPU')} {plural('is', usable)} "
+                "usable here"),
         evidence=tuple(evidence),
         remediation=tuple(steps),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -49,7 +49,7 @@ from ddp_doctor.report.github import emit_github
 from ddp_doctor.report.json import render_json
 from ddp_doctor.report.junit import render_junit
 from ddp_doctor.report.markdown import render_markdown
-from ddp_doctor.report.smoke import RichProgress, render_smoke_console
+from ddp_doctor.report.smoke import render_smoke_console
 from ddp_doctor.smoke import plan as smoke_plan
 from ddp_doctor.smoke import run as smoke_run
 from ddp_doctor.smoke.launch import (
@@ -61,6 +61,7 @@ from ddp_doctor.smoke.launch import (
     check_options,
     node_layout,
 )
+from ddp_doctor.smoke.progress import LineProgress, RichProgress
 from ddp_doctor.usage import (
     EXIT_INTERNAL,
     EXIT_PROBLEMS,
@@ -312,7 +313,7 @@ def _facts(machine: MachineRequest, probe_timeout: float, keep_smi_text: bool
     return facts, "live"
 
 
-def _with_smoke(report: Report, facts: Facts, plan: dict[str, Any], common: Common,
+def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: Common,
                 scaling: bool) -> tuple[Report, Optional[str]]:
     """The checks' report plus the smoke job (or why it was skipped), and the run directory
     kept for --bundle. ``scaling`` (a policy's min-scaling-efficiency) adds the 1-rank run."""
@@ -329,6 +330,8 @@ def _with_smoke(report: Report, facts: Facts, plan: dict[str, Any], common: Comm
             result = smoke_run.run_smoke(planned, _progress(common))
         except (smoke_run.SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
+        # A CPU fallback (SMK017) names the checks' findings that explain it.
+        result.findings = smoke_plan.with_check_causes(result.findings, report)
     report = replace(report, results=(*report.results, result.check_result()),
                      smoke=result.data)
     return report, result.kept_run_dir
@@ -390,12 +393,13 @@ def _smoke_policy(config: Optional[Path]) -> Optional[Policy]:
     return replace(policy, min_gpus=None, min_driver_version=None, torch_versions=None)
 
 
-def _progress(common: Common) -> Optional[RichProgress]:
-    """Live per-rank bars on a terminal, unless a report goes to stdout or --quiet is given."""
-    if common.to_stdout or common.quiet:
+def _progress(common: Common) -> Optional[smoke_run.ProgressSink]:
+    """Where the smoke job's progress goes, always stderr (stdout may carry a report): live
+    per-rank bars on a terminal, plain lines in a pipe or CI log, nothing with --quiet."""
+    if common.quiet:
         return None
-    console = Console(highlight=False)
-    return RichProgress(console) if console.is_terminal else None
+    console = Console(stderr=True, highlight=False)
+    return RichProgress(console) if console.is_terminal else LineProgress(sys.stderr)
 
 
 def _remove(kept: Optional[str]) -> None:

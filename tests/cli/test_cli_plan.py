@@ -97,7 +97,7 @@ def test_each_plan_problem_is_reported_on_a_machine_without_gpus(facts):
     report = json.loads(result.stdout)
     [plan] = [r for r in report["checks"] if r["id"] == "launch.plan"]
     assert [f["code"] for f in plan["findings"]] == ["PLN001", "PLN002"]
-    assert plan["findings"][0]["title"] == "--gpus 2 but only 0 GPU(s) are usable here"
+    assert plan["findings"][0]["title"] == "--gpus 2 but no GPU is usable here"
     assert plan["findings"][1]["title"] == ("--global-batch 63 on 2 GPUs: 63 is not a multiple "
                                             "of 2; use 62 or 64")
 

@@ -162,8 +162,8 @@ def _busbw(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
     if gap is None and measured is None:
         gap = ("the smoke job measured no all-reduce bandwidth (one process, or it failed "
                "before that phase)")
-    if gap is not None:
-        return _not_measured(policy, key, wanted, what, gap, (_RUN_SMOKE,))
+    if gap is not None or measured is None:
+        return _not_measured(policy, key, wanted, what, gap or "no measurement", (_RUN_SMOKE,))
     if measured >= wanted:
         return None
     size = ((smoke or {}).get("measurements") or {}).get("allreduce_bytes")
@@ -197,8 +197,8 @@ def _scaling(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
         gap = ("the smoke job did not measure scaling (it ran without --scaling, or a run "
                "failed before its throughput was known)" if not scaling else
                "the smoke job could not measure throughput on 1 rank and on all ranks")
-    if gap is not None:
-        return _not_measured(policy, key, wanted, what, gap,
+    if gap is not None or efficiency is None:
+        return _not_measured(policy, key, wanted, what, gap or "no measurement",
                              (Step("Run the checks and the smoke job (with this policy it "
                                    "also runs on 1 rank, for the efficiency).",
                                    command="ddp-doctor doctor"),))
@@ -222,10 +222,11 @@ def _scaling(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
          Step("Check that no other job shares the GPUs or CPUs.", command="nvidia-smi")))
 
 
-def requirement_findings(policy: Policy, facts: Union[Facts, FactsView],
+def requirement_findings(policy: Policy, facts: Union[Facts, FactsView, None],
                          smoke: dict[str, Any] | None) -> list[Finding]:
     """One finding per requirement not met (or not measurable); none when all are met."""
-    view = FactsView.of(facts)
+    # `smoke` judges only the smoke requirements and gathers no facts: an empty snapshot.
+    view = FactsView.of(facts if facts is not None else Facts())
     judged = (_gpus(policy, view), _driver(policy, view), _torch(policy, view),
               _busbw(policy, smoke), _scaling(policy, smoke))
     return [f for f in judged if f is not None]

@@ -8,48 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from ddp_doctor.model import Report
 from ddp_doctor.report.blocks import finding_block, print_block, verdict_line
-from ddp_doctor.smoke.monitor import RankState
-
-
-class RichProgress:
-    """One bar per rank: steps done of the total and the phase it is in."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.progress: Progress | None = None
-        self.tasks: dict[int, Any] = {}
-
-    def note(self, text: str) -> None:
-        """A phase before the bars (the torch probe), as one dim line that stays."""
-        self.console.print(Text(f"· {text}", style="dim"), crop=False)
-
-    def begin(self, label: str, ranks: list[int], steps: int) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TextColumn("{task.fields[phase]}"),
-                                 TimeElapsedColumn(), console=self.console, transient=True)
-        prefix = f"{label}: " if label else ""
-        self.tasks = {r: self.progress.add_task(f"{prefix}rank {r}", total=steps,
-                                                phase="starting") for r in ranks}
-        self.progress.start()
-
-    def update(self, states: list[RankState]) -> None:
-        if self.progress is None:
-            return
-        for state in states:
-            task = self.tasks.get(state.rank)
-            if task is not None:
-                self.progress.update(task, completed=state.steps_done, phase=state.where)
-
-    def end(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
 
 
 def _seconds(value: Any) -> str | None:

@@ -9,6 +9,7 @@ sized from the launch plan (--gpus, --global-batch, --workers) when one was give
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +31,7 @@ def _blocking(report: Report, areas: tuple[str, ...], codes: tuple[str, ...] = (
     return list(dict.fromkeys(found))
 
 
-def plan_smoke(report: Report, facts_torch: dict[str, Any] | None, plan: dict[str, Any],
+def plan_smoke(report: Report, facts_torch: Mapping[str, Any] | None, plan: Mapping[str, Any],
                base: SmokeOptions, nvml_gpus: int = 0) -> SmokeOptions | str:
     """The options for the smoke run, or the reason it is skipped.
 

@@ -171,9 +171,11 @@ def _ask_torch(options: SmokeOptions) -> dict[str, Any] | Finding:
     result = run_with_deadline([options.python, "-c", _PROBE], timeout=90)
     if result.ok:
         try:
-            return json.loads(result.stdout.strip().splitlines()[-1])
+            answer = json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            pass
+            answer = None
+        if isinstance(answer, dict):
+            return answer
     return Finding(C.LAUNCH_FAILED, f"torch cannot be imported by {options.python}",
                    (Evidence("import torch", result.describe_failure(), options.python),),
                    (Step("Install torch in the interpreter you train with, or point the "

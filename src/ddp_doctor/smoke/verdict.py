@@ -497,6 +497,8 @@ def phase_timings(state: RankState, started: float) -> dict[str, dict[str, float
     out: dict[str, dict[str, float | None]] = {}
     for event in state.events:
         kind, phase = event.get("kind"), event.get("phase")
+        if not isinstance(phase, str):
+            continue  # every begin/end event names its phase; anything else is not one
         if kind == "begin":
             out[phase] = {"start_s": _rel(event["t_start"], started), "end_s": None,
                           "duration_s": None}

@@ -1,10 +1,12 @@
-"""Progress of the smoke job as plain lines, for a CI log or any output that is not a terminal.
+"""Where the live progress of a smoke run goes: bars on a terminal, plain lines elsewhere.
 
 A CI log shows nothing between a command's start and its end unless the command prints:
 a slow or stuck run would look frozen until its deadline. So when stderr is not a
 terminal, each phase is one line as the slowest rank reaches it (rendezvous, the first
 step, ...), and while the ranks train, one line every few seconds says how far they are.
-The terminal gets live bars instead (``report.smoke.RichProgress``); ``-q`` gets neither.
+The terminal gets live per-rank bars instead (``RichProgress``); ``-q`` gets neither.
+These follow a running job, so they live with the smoke job, not with the renderers of a
+finished Report (``report/``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from ddp_doctor.smoke.monitor import RankState
 
@@ -81,3 +87,38 @@ class LineProgress:
     def end(self) -> None:
         self._line("ranks exited")
         self.started = 0.0
+
+
+class RichProgress:
+    """One bar per rank: steps done of the total and the phase it is in."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.tasks: dict[int, Any] = {}
+
+    def note(self, text: str) -> None:
+        """A phase before the bars (the torch probe), as one dim line that stays."""
+        self.console.print(Text(f"· {text}", style="dim"), crop=False)
+
+    def begin(self, label: str, ranks: list[int], steps: int) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[phase]}"),
+                                 TimeElapsedColumn(), console=self.console, transient=True)
+        prefix = f"{label}: " if label else ""
+        self.tasks = {r: self.progress.add_task(f"{prefix}rank {r}", total=steps,
+                                                phase="starting") for r in ranks}
+        self.progress.start()
+
+    def update(self, states: list[RankState]) -> None:
+        if self.progress is None:
+            return
+        for state in states:
+            task = self.tasks.get(state.rank)
+            if task is not None:
+                self.progress.update(task, completed=state.steps_done, phase=state.where)
+
+    def end(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from ddp_doctor.report.progress import LineProgress
 from ddp_doctor.smoke.monitor import RankState
+from ddp_doctor.smoke.progress import LineProgress
 
 
 class Clock:
