@@ -410,7 +410,7 @@ def test_the_readme_example_is_a_valid_policy(tmp_path):
     assert example, "README lost its policy example"
     write(tmp_path, "pyproject.toml", example.group(1))
     policy = find_policy(None, tmp_path)
-    assert policy is not None and policy.requirements == 5
+    assert policy is not None and policy.requirements == 6  # every requirement key of the example
     assert policy.ignore and policy.fail_on_warnings
 
 
@@ -448,3 +448,64 @@ def test_loading_a_policy_never_imports_the_requirements():
     assert not modules & {"ddp_doctor.policy.requirements", "ddp_doctor.policy.apply"}
     assert not any(isinstance(node, ast.ImportFrom) and node.module == "ddp_doctor.policy"
                    for node in ast.walk(tree))
+
+
+# --- require-gpu-training: a CPU fallback never passes a GPU pre-flight ----------------
+
+PROVED_GPU = {"gpu_training": True, "device": "cuda", "backend": "nccl",
+              "launcher": "torchrun", "world_size": 8, "mixed_precision": True,
+              "cpu_fallback": False}
+PROVED_CPU = {**PROVED_GPU, "gpu_training": False, "device": "cpu", "backend": "gloo",
+              "world_size": 2, "mixed_precision": False, "cpu_fallback": True}
+
+
+@pytest.mark.parametrize(("smoke", "code", "severity", "why"), [
+    ({**SMOKE_OK, "proved": PROVED_GPU}, None, None, None),
+    ({**SMOKE_OK, "device": "cpu", "proved": PROVED_CPU}, "POL007", "error",
+     "no GPU was usable, so the smoke job trained on the CPU (SMK017)"),
+    ({**SMOKE_OK, "ok": False, "proved": {**PROVED_GPU, "gpu_training": False}}, "POL007",
+     "error", "the smoke job did not pass on the GPUs (it ran on cuda and failed)"),
+    ({"ok": None, "skipped": "blocked by DRV001: no usable GPU"}, "POL007", "error",
+     "the smoke job was skipped: blocked by DRV001"),
+    (None, "POL006", "warning", "the smoke job did not run"),
+])
+def test_require_gpu_training(smoke, code, severity, why):
+    policy = Policy(Path("ddp-doctor.toml"), require_gpu_training=True)
+    report = apply_policy(_report(smoke), policy, load_fixture_facts("healthy_8x_h100_nvlink"))
+    found = report.results[-1].findings
+    if code is None:
+        assert found == () and report.exit_code() == 0
+        return
+    [finding] = found
+    assert (finding.code.id, finding.effective_severity.value) == (code, severity)
+    assert why in finding.title
+    assert ("policy", "require-gpu-training = true") in [(e.label, e.value)
+                                                        for e in finding.evidence]
+
+
+def test_require_gpu_training_is_read_and_validated(tmp_path):
+    path = tmp_path / "ddp-doctor.toml"
+    path.write_text("require-gpu-training = true\n")
+    assert parse_policy(path, {"require-gpu-training": True}, ()).require_gpu_training is True
+    path.write_text("require-gpu-training = 'yes'\n")
+    result = invoke("check", "--config", str(path), "--facts",
+                    str(FACTS_DIR / "healthy_8x_h100_nvlink.json"))
+    assert result.exit_code == 2
+    assert "require-gpu-training: expected true or false, got a string ('yes')" in result.stderr
+
+
+@pytest.mark.spawns
+def test_a_smoke_run_that_fell_back_to_the_cpu_fails_a_gpu_policy(tmp_path):
+    """This machine has no GPU: with the policy, the CPU fallback is a failed pre-flight."""
+    import subprocess
+    import sys
+
+    (tmp_path / "ddp-doctor.toml").write_text("require-gpu-training = true\n")
+    done = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--steps", "4",
+                           "--imgsz", "64", "--json", "-"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr
+    assert report["smoke"]["proved"]["cpu_fallback"] is True
+    codes = [f["code"] for f in report["findings"]]
+    assert codes[0] == "POL007" and "SMK017" in codes

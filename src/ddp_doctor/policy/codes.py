@@ -88,3 +88,14 @@ NOT_MEASURED = declare(
         "requirements, fix the finding that kept the value from being read, or ignore "
         "POL006 in the policy with a reason when this step deliberately runs no smoke job.",
     severity=Severity.WARNING)
+# The run trained, but not on the GPUs it was meant to prove: the GPUs were not usable.
+GPU_TRAINING_NOT_PROVEN = declare(
+    "POL007", Category.GPU_NOT_VISIBLE, "The policy requires GPU training, the run proved none",
+    what="The policy's `require-gpu-training = true` asks that the smoke job trained on the "
+         "GPUs with NCCL; it fell back to the CPU (SMK017: no usable GPU), failed before it "
+         "trained, or did not run.",
+    why="A GPU pre-flight that passes on the CPU lets the real job start on a machine whose "
+        "GPUs cannot be used, and fail there after the pre-flight said yes.",
+    fix="Make the GPUs usable (the checks' findings name the cause: driver, torch build, "
+        "CUDA_VISIBLE_DEVICES), then run `ddp-doctor doctor` (or `ddp-doctor smoke`) again.",
+    docs_url="https://pytorch.org/docs/stable/notes/cuda.html")

@@ -15,6 +15,9 @@ given to ``--config``) they are top-level keys. Keys are kebab-case, as in pypro
 - ``min-driver-version`` (string, e.g. "535.104.05"): compared number by number.
 - ``torch-versions`` (string): a PEP 440 specifier set such as ">=2.3,<2.7"
   (https://packaging.python.org/en/latest/specifications/version-specifiers/).
+- ``require-gpu-training`` (true/false): the smoke job must have trained on the GPUs with
+  NCCL. A run that fell back to the CPU (no usable GPU: SMK017) fails it (POL007), so a CI
+  pre-flight on a GPU runner whose driver broke can never pass on the CPU.
 - ``min-allreduce-busbw-gbps`` (number) and ``min-scaling-efficiency`` (0 to 1): read
   from the smoke job; ``ddp-doctor doctor`` runs it with ``--scaling`` when the second is
   set. A requirement the run did not measure is a POL006 warning, never a silent pass.
@@ -46,8 +49,8 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 POLICY_FILE = "ddp-doctor.toml"
-KEYS = ("min-gpus", "min-driver-version", "torch-versions", "min-allreduce-busbw-gbps",
-        "min-scaling-efficiency", "ignore", "fail-on-warnings")
+KEYS = ("min-gpus", "min-driver-version", "torch-versions", "require-gpu-training",
+        "min-allreduce-busbw-gbps", "min-scaling-efficiency", "ignore", "fail-on-warnings")
 _DRIVER_VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
 
 
@@ -66,6 +69,7 @@ class Policy:
     torch_versions: str | None = None
     min_allreduce_busbw_gbps: float | None = None
     min_scaling_efficiency: float | None = None
+    require_gpu_training: bool | None = None
     ignore: dict[str, str] = field(default_factory=dict)
     fail_on_warnings: bool | tuple[str, ...] = False
 
@@ -78,7 +82,8 @@ class Policy:
     def requirements(self) -> int:
         return sum(v is not None for v in (self.min_gpus, self.min_driver_version,
                                            self.torch_versions, self.min_allreduce_busbw_gbps,
-                                           self.min_scaling_efficiency))
+                                           self.min_scaling_efficiency)) + bool(
+            self.require_gpu_training)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -175,6 +180,11 @@ class _Reader:
             raise self.fail(key, f"expected {wanted} {bounds}, got {value!r}")
         return value
 
+    def boolean(self, key: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"expected true or false, got {_kind(value)}")
+        return value
+
     def text(self, key: str, value: Any, example: str) -> str:
         if not isinstance(value, str) or not value.strip():
             got = _kind(value) if not isinstance(value, str) else "an empty string"
@@ -250,6 +260,9 @@ def parse_policy(path: Path, table: dict[str, Any], known_codes: Collection[str]
     if "min-scaling-efficiency" in table:
         number = reader.number("min-scaling-efficiency", table["min-scaling-efficiency"], 0, 1)
         values["min_scaling_efficiency"] = float(number)
+    if "require-gpu-training" in table:
+        values["require_gpu_training"] = reader.boolean("require-gpu-training",
+                                                        table["require-gpu-training"])
     if "ignore" in table:
         values["ignore"] = reader.ignore(table["ignore"])
     if "fail-on-warnings" in table:

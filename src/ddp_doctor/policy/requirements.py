@@ -33,7 +33,8 @@ ACS_URL = ("https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troublesho
 
 
 def _policy_evidence(policy: Policy, key: str, value: Any) -> Evidence:
-    shown = f'"{value}"' if isinstance(value, str) else f"{value:g}"
+    shown = (f'"{value}"' if isinstance(value, str) else str(value).lower()
+             if isinstance(value, bool) else f"{value:g}")
     return Evidence("policy", f"{key} = {shown}", str(policy.path))
 
 
@@ -151,6 +152,32 @@ def _smoke_gap(smoke: dict[str, Any] | None) -> str | None:
 _RUN_SMOKE = Step("Run the checks and the smoke job.", command="ddp-doctor doctor")
 
 
+def _gpu_training(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
+    """``require-gpu-training``: the smoke job trained on the GPUs (not on a CPU fallback)."""
+    if not policy.require_gpu_training:
+        return None
+    key, what = "require-gpu-training", "a smoke job that trained on the GPUs"
+    if smoke is None:  # `check`, --no-smoke, --facts: not measured, not disproved
+        return _not_measured(policy, key, True, what, _smoke_gap(smoke) or "", (_RUN_SMOKE,))
+    gap = _smoke_gap(smoke)
+    proved = smoke.get("proved") or {}
+    if proved.get("gpu_training"):
+        return None
+    if gap is None and proved.get("cpu_fallback"):
+        gap = "no GPU was usable, so the smoke job trained on the CPU (SMK017)"
+    elif gap is None:
+        device = (smoke or {}).get("device") or "no device"
+        gap = (f"the smoke job did not pass on the GPUs (it ran on {device}"
+               + (" and failed)" if not (smoke or {}).get("ok") else ")"))
+    return Finding(P.GPU_TRAINING_NOT_PROVEN, f"The policy requires {what}, but {gap}",
+                   (_policy_evidence(policy, key, True),
+                    Evidence("smoke job", gap, "this run's smoke job")),
+                   (Step("See why no GPU was usable: the checks name the cause.",
+                         command="ddp-doctor check"),
+                    Step("Prove GPU training once the GPUs are usable.",
+                         command="ddp-doctor smoke --device cuda")))
+
+
 def _busbw(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
     wanted = policy.min_allreduce_busbw_gbps
     if wanted is None:
@@ -228,7 +255,7 @@ def requirement_findings(policy: Policy, facts: Union[Facts, FactsView, None],
     # `smoke` judges only the smoke requirements and gathers no facts: an empty snapshot.
     view = FactsView.of(facts if facts is not None else Facts())
     judged = (_gpus(policy, view), _driver(policy, view), _torch(policy, view),
-              _busbw(policy, smoke), _scaling(policy, smoke))
+              _gpu_training(policy, smoke), _busbw(policy, smoke), _scaling(policy, smoke))
     return [f for f in judged if f is not None]
 
 
