@@ -20,20 +20,10 @@ from ddp_doctor.knowledge.wheels import (
 )
 from ddp_doctor.model import Step
 from ddp_doctor.registry import Summary
+from ddp_doctor.wording import human_bytes
 
 __all__ = ["GIB", "MIB", "cuda_device_label", "gpu_test_results", "human_bytes",
            "install_steps", "recommendation", "workers_phrase"]
-
-
-def human_bytes(n: int | float | None) -> str:
-    """1.5 GiB / 64 MiB / 512 B: the units `df -h` users recognise."""
-    if n is None:
-        return "unknown"
-    for unit, size in (("TiB", 1024**4), ("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
-        if n >= size:
-            value = n / size
-            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
-    return f"{int(n)} B"
 
 
 def workers_phrase(workers: int, planned: bool) -> str:

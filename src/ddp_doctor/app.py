@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -73,6 +75,7 @@ from ddp_doctor.usage import (
     check_outputs,
     one_of,
 )
+from ddp_doctor.wording import human_bytes
 
 __all__ = ["EXIT_INTERNAL", "EXIT_PROBLEMS", "EXIT_READY", "EXIT_USAGE", "Common",
            "MachineRequest", "SmokeRequest", "UsageError", "emit", "run_check", "run_diagnose",
@@ -247,11 +250,15 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
                          strict=strict, smoke_dir=smoke_dir)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
-    for target, render, option in ((outputs.json, render_json, "--json"),
-                                   (outputs.markdown, render_markdown, "--markdown"),
-                                   (outputs.junit, render_junit, "--junit")):
+        _confirm(outputs, "support bundle", outputs.bundle)
+    for target, render, option, what in (
+            (outputs.json, render_json, "--json", "JSON report"),
+            (outputs.markdown, render_markdown, "--markdown", "Markdown report"),
+            (outputs.junit, render_junit, "--junit", "JUnit report")):
         if target:
             _write(target, render(report, strict), option)
+            if target != "-":
+                _confirm(outputs, what, target)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         # A report on stdout stays parseable: the annotations go to stderr, which the
         # runner also reads for workflow commands (see ddp_doctor.report.github, docs/ci.md).
@@ -276,7 +283,12 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
     probe_timeout = PROBE_TIMEOUT.number(machine.probe_timeout) or TORCH_PROBE_TIMEOUT_S
     policy = _policy(common.config)
     catalogue = load_catalogue()
-    facts, source = _facts(machine, probe_timeout, keep_smi_text=common.bundle is not None)
+    # A bad --python is a one-line error before anything is shown or gathered.
+    python = _interpreter(machine.python) if machine.python else sys.executable
+    with _phase(common, f"gathering facts (driver, CUDA, torch, host; the torch probe has "
+                        f"{probe_timeout:.0f} s)", live=machine.facts is None):
+        facts, source = _facts(machine, python, probe_timeout,
+                               keep_smi_text=common.bundle is not None)
     apply_plan(facts, plan)
     if machine.save_facts is not None:
         try:
@@ -285,6 +297,7 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
         except OSError as exc:
             raise UsageError(f"--save-facts {machine.save_facts}: cannot write: "
                              f"{exc.strerror or exc}") from None
+        _confirm(common, "facts snapshot", str(machine.save_facts))
     report = runner.build_report(catalogue, facts, facts_source=source)
     kept: Optional[str] = None
     try:
@@ -299,7 +312,27 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
     return report.exit_code(common.strict)
 
 
-def _facts(machine: MachineRequest, probe_timeout: float, keep_smi_text: bool
+@contextmanager
+def _phase(common: Common, what: str, live: bool = True) -> Iterator[None]:
+    """A slow phase shown while it runs, on stderr: a spinner on a terminal, a line before
+    and after in a pipe or CI log (so a stuck probe is visible), nothing with --quiet."""
+    if common.quiet or not live:
+        yield
+        return
+    console = Console(stderr=True, highlight=False)
+    if console.is_terminal:
+        with console.status(what):
+            yield
+        return
+    started = time.monotonic()
+    sys.stderr.write(f"ddp-doctor: {what}\n")
+    sys.stderr.flush()
+    yield
+    sys.stderr.write(f"ddp-doctor: done in {time.monotonic() - started:.1f} s\n")
+    sys.stderr.flush()
+
+
+def _facts(machine: MachineRequest, python: str, probe_timeout: float, keep_smi_text: bool
            ) -> tuple[Facts, str]:
     """This machine's facts (in ``--python``'s interpreter), or the saved ones replayed."""
     if machine.facts is not None:
@@ -307,7 +340,6 @@ def _facts(machine: MachineRequest, probe_timeout: float, keep_smi_text: bool
             return load_facts(machine.facts), str(machine.facts)
         except FactsFileError as exc:
             raise UsageError(str(exc)) from None
-    python = _interpreter(machine.python) if machine.python else sys.executable
     facts = gather(RealEnv(), GatherOptions(python=python, torch_timeout_s=probe_timeout,
                                             nvidia_smi_text=keep_smi_text))
     return facts, "live"
@@ -431,6 +463,19 @@ def _interpreter(python: str) -> str:
         return validate_interpreter(RealEnv(), python)
     except InterpreterError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _confirm(common: Common, what: str, target: str) -> None:
+    """Say on stderr where a file went (stdout may carry a report), unless --quiet."""
+    if common.quiet:
+        return
+    path = Path(target)
+    try:
+        size = f", {human_bytes(path.stat().st_size)}"
+    except OSError:
+        size = ""
+    sys.stderr.write(f"ddp-doctor: wrote the {what} to {path.resolve()}{size}\n")
+    sys.stderr.flush()
 
 
 def _write(target: str, text: str, option: str) -> None:

@@ -20,3 +20,14 @@ def plural(noun: str, n: int) -> str:
 def count(n: int, noun: str) -> str:
     """"1 GPU", "2 GPUs", "0 GPUs"."""
     return f"{n} {plural(noun, n)}"
+
+
+def human_bytes(n: int | float | None) -> str:
+    """1.5 GiB / 64 MiB / 512 B: the units `df -h` users recognise."""
+    if n is None:
+        return "unknown"
+    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            value = n / size
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{int(n)} B"

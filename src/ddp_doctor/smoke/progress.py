@@ -24,7 +24,6 @@ from ddp_doctor.smoke.monitor import RankState
 
 # What each phase of the job means to a person watching a log (train_smoke/worker.py).
 PHASE_WORDS = {
-    "startup": "starting Python and importing torch",
     "init_process_group": "rendezvous: init_process_group",
     "barrier": "all ranks joined; first barrier",
     "all_reduce_check": "checking all_reduce",
@@ -34,7 +33,6 @@ PHASE_WORDS = {
     "train": "training",
     "checksum": "comparing parameters across ranks",
     "destroy_process_group": "shutting down the process group",
-    "done": "finished",
 }
 STEP_EVERY_S = 5.0
 
@@ -48,7 +46,7 @@ class LineProgress:
         self.every_s, self.clock = every_s, clock
         self.prefix, self.steps = "smoke", 0
         self.started = self.last_step_line = 0.0
-        self.phase: str | None = None
+        self.shown, self.finished = 0, False  # phases of the slowest rank already printed
 
     def _line(self, text: str) -> None:
         elapsed = self.clock() - self.started if self.started else 0.0
@@ -61,7 +59,7 @@ class LineProgress:
 
     def begin(self, label: str, ranks: list[int], steps: int) -> None:
         self.prefix = label or "smoke"
-        self.steps, self.phase = steps, None
+        self.steps, self.shown, self.finished = steps, 0, False
         self.started = self.last_step_line = self.clock()
         self._line(f"launched {len(ranks)} rank{'s' * (len(ranks) != 1)} "
                    f"(ranks {ranks[0]}-{ranks[-1]}), {steps} steps each"
@@ -71,18 +69,23 @@ class LineProgress:
         if not states:
             return
         slowest = min(states, key=lambda s: s.progress())
-        phase = slowest.where
-        if phase != self.phase:
-            self.phase = phase
-            words = PHASE_WORDS.get(phase, phase)
-            self._line(words if len(states) == 1 else f"{words} (slowest: rank {slowest.rank})")
+        # Every phase the slowest rank has begun, in order, even one that came and went
+        # between two polls (a rendezvous on one node takes milliseconds).
+        begun = [e["phase"] for e in slowest.events
+                 if e.get("kind") == "begin" and isinstance(e.get("phase"), str)]
+        who = "" if len(states) == 1 else f" (slowest: rank {slowest.rank})"
+        for phase in begun[self.shown:]:
+            self._line(PHASE_WORDS.get(phase, phase) + who)
             if phase == "train":
                 self.last_step_line = self.clock()
-        if phase == "train" and self.clock() - self.last_step_line >= self.every_s:
+        self.shown = max(self.shown, len(begun))
+        if all(s.done for s in states) and not self.finished:
+            self.finished = True
+            self._line("every rank finished")
+        if slowest.where == "train" and self.clock() - self.last_step_line >= self.every_s:
             self.last_step_line = self.clock()
             done = min(s.steps_done for s in states)
-            self._line(f"step {done}/{self.steps}"
-                       + ("" if len(states) == 1 else f" (slowest: rank {slowest.rank})"))
+            self._line(f"step {done}/{self.steps}{who}")
 
     def end(self) -> None:
         self._line("ranks exited")

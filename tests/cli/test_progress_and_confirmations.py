@@ -1,0 +1,68 @@
+"""Where a person or a CI log is watching: phases on stderr, every written file confirmed.
+
+In a pipe (as CI runs it) the slow phases print plain lines on stderr as they happen, so a
+stuck run is visible before its deadline; every file written is named with its path;
+``-q`` silences both. stdout stays the report's alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FACTS_DIR
+from tests.support.cli import invoke
+
+HEALTHY = str(FACTS_DIR / "healthy_8x_h100_nvlink.json")
+
+
+def test_every_file_written_is_confirmed_with_its_path(tmp_path):
+    out = tmp_path / "r.json"
+    junit = tmp_path / "r.xml"
+    bundle = tmp_path / "b.zip"
+    result = invoke("check", "--facts", HEALTHY, "--json", str(out), "--junit", str(junit),
+                    "--bundle", str(bundle), "--markdown", "-")
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    for what, path in (("support bundle", bundle), ("JSON report", out),
+                       ("JUnit report", junit)):
+        assert any(line.startswith(f"ddp-doctor: wrote the {what} to {path.resolve()}, ")
+                   for line in lines), lines
+    assert not any("Markdown" in line for line in lines)  # stdout is no file
+    assert result.stdout.startswith("## ddp-doctor report")
+
+
+def test_quiet_confirms_nothing(tmp_path):
+    result = invoke("check", "--facts", HEALTHY, "-q", "--json", str(tmp_path / "r.json"))
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+@pytest.mark.spawns
+def test_gathering_facts_in_a_pipe_says_so_before_and_after():
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "check", "--json", "-"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("ddp-doctor: gathering facts (driver, CUDA, torch, host; the "
+                               "torch probe has 190 s)")
+    assert lines[1].startswith("ddp-doctor: done in ")
+    json.loads(proc.stdout)  # stdout is the report alone
+
+
+@pytest.mark.spawns
+def test_the_smoke_job_in_a_pipe_prints_its_phases_and_steps():
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
+                           "--steps", "20", "--imgsz", "64", "--json", "-"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("ddp-doctor: smoke: ")]
+    text = "\n".join(lines)
+    assert lines[0].startswith("ddp-doctor: smoke: launched 2 ranks (ranks 0-1), 20 steps each")
+    for phase in ("rendezvous: init_process_group", "training", "ranks exited"):
+        assert phase in text, text
+    assert json.loads(proc.stdout)["smoke"]["ok"] is True
+    quiet = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
+                            "--mode", "dp", "--steps", "10", "--imgsz", "64", "-q"],
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert "ddp-doctor: smoke:" not in quiet.stderr
