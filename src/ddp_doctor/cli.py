@@ -21,16 +21,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ddp_doctor import __version__
 from ddp_doctor import app as flows
-from ddp_doctor.app import EXIT_INTERNAL, EXIT_READY, Common, UsageError
-from ddp_doctor.codes import all_codes, render_code_text
+from ddp_doctor.app import EXIT_INTERNAL, EXIT_READY, Common
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.parse_errors import DoctorCommand, DoctorGroup
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.smoke.launch import SmokeOptions
 
 app = typer.Typer(
@@ -264,33 +260,37 @@ def smoke(
         master_addr=master_addr, master_port=master_port, python=python))
 
 
-@app.command("checks", cls=DoctorCommand)
+@app.command("checks", cls=DoctorCommand,
+             short_help="List every check and the codes it reports.")
 def list_checks() -> None:
-    """List every check and the codes it can report."""
-    catalogue = load_catalogue()
-    table = Table(title="ddp-doctor checks", show_lines=False)
-    for column in ("Area", "Check", "Title", "Needs facts", "Codes"):
-        table.add_column(column)
-    for spec in catalogue.specs:
-        table.add_row(spec.area, spec.id, spec.title, ", ".join(spec.requires),
-                      ", ".join(f"{c.id} ({c.category.value})" for c in spec.codes))
-    console = Console()
-    console.print(table)
-    for failure in catalogue.failures:
-        console.print(f"[magenta]plugin {failure.plugin} failed to load[/magenta]")
-    raise typer.Exit(EXIT_INTERNAL if catalogue.failures else EXIT_READY)
+    """List every check and the codes it can report (`ddp-doctor codes` lists every code)."""
+    raise typer.Exit(flows.run_checks())
 
 
-@app.command(cls=DoctorCommand)
-def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code, e.g. DRV001.")
-            ) -> None:
-    """Explain a finding code: what it means, why it matters, how to fix it."""
-    codes = all_codes(load_catalogue())
-    found = codes.get(code.strip().upper())
-    if found is None:
-        raise UsageError(f"unknown code {code!r}; `ddp-doctor checks` lists them all "
-                         f"({', '.join(sorted(codes))})")
-    typer.echo(render_code_text(found))
+@app.command("codes", cls=DoctorCommand, short_help="List every code of every family.")
+def list_codes(
+    family: Optional[str] = typer.Option(
+        None, "--family", metavar="FAMILY",
+        help="Only the codes of one family: check, plan, smoke, log, diagnose or policy."),
+    category: Optional[str] = typer.Option(
+        None, "--category", metavar="CATEGORY",
+        help="Only the codes of one failure category, e.g. nccl_p2p "
+             "(`ddp-doctor explain CATEGORY` describes it)."),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="Print the listing as a JSON array on stdout."),
+) -> None:
+    """List every finding code of every family: the checks, the launch plan, the smoke job,
+    the log rules, diagnose and the CI policy, with severity, category and summary."""
+    raise typer.Exit(flows.run_codes(family, category, as_json))
+
+
+@app.command(cls=DoctorCommand, short_help="Explain a finding code or a failure category.")
+def explain(topic: str = typer.Argument(
+        ..., metavar="CODE|CATEGORY",
+        help="A finding code (DRV001) or a failure category (nccl_p2p).")) -> None:
+    """Explain a finding code (what it means, why it matters, how to fix it), or a failure
+    category (what went wrong, and every code that reports it)."""
+    raise typer.Exit(flows.run_explain(topic))
 
 
 _ROOT_FLAGS = {"-h", "--help", "--version"}

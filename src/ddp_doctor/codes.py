@@ -40,6 +40,7 @@ __all__ = [
     "render_code_text",
     "render_codes_markdown",
     "suggest",
+    "suggest_categories",
 ]
 
 _BUILTIN_CHECKS = "ddp_doctor.checks.BUILTIN_MODULES"
@@ -162,6 +163,17 @@ def category_named(text: str) -> Category | None:
         return Category(key)
     except ValueError:
         return None
+
+
+def suggest_categories(text: str, limit: int = 3) -> list[Category]:
+    """The categories closest to TEXT, for "did you mean": those containing it as a part of
+    their id ("p2p" -> nccl_p2p, "nccl" -> the NCCL ones) first, then the similar ones
+    ("ncclp2p", "driver_to_old")."""
+    key = text.strip().lower().replace("-", "_").replace(" ", "_")
+    ids = [category.value for category in Category]
+    parts = [i for i in ids if len(key) >= 3 and key in i.split("_")]
+    close = difflib.get_close_matches(key, ids, n=limit, cutoff=0.6)
+    return [Category(i) for i in dict.fromkeys([*parts, *close])][:limit]
 
 
 def foreign(code_id: str, category: str | None, summary: str, severity: str | None) -> Code:

@@ -134,7 +134,10 @@ def test_explain_prints_the_fixed_sections():
 
 
 def test_explain_unknown_code():
-    assert_usage_error(invoke("explain", "XYZ999"), "unknown code 'XYZ999'", "DRV001")
+    # One line pointing to `ddp-doctor codes`, not every id crammed into it.
+    result = invoke("explain", "XYZ999")
+    assert_usage_error(result, "unknown code 'XYZ999'", "`ddp-doctor codes` lists every code")
+    assert "DRV001" not in result.stderr
 
 
 def test_checks_lists_every_check_with_codes():
@@ -204,7 +207,7 @@ def test_unknown_option_is_exit_2():
     assert "Traceback" not in result.output
 
 
-COMMANDS = "check, checks, diagnose, doctor, explain, smoke"
+COMMANDS = "check, checks, codes, diagnose, doctor, explain, smoke"
 
 
 @pytest.mark.parametrize(("args", "line"), [
@@ -220,8 +223,10 @@ COMMANDS = "check, checks, diagnose, doctor, explain, smoke"
     (("smoke", "--steps"), "--steps needs a value (N)"),
     (("check", "--strict=yes"), "--strict takes no value (it is a switch)"),
     (("chek",), f"unknown command 'chek'; did you mean check? (commands: {COMMANDS})"),
-    (("explain",), "explain needs CODE"),
-    (("explain", "DRV001", "extra"), "unexpected argument 'extra': explain takes CODE"),
+    (("explain",), "explain needs CODE|CATEGORY"),
+    (("explain", "DRV001", "extra"), "unexpected argument 'extra': explain takes CODE|CATEGORY"),
+    (("codes", "--family"), "--family needs a value (FAMILY)"),
+    (("codes", "--json", "-"), "unexpected argument '-': codes takes options only"),
     (("check", "now"), "unexpected argument 'now': check takes options only"),
     # numbers: the option, the value given and what is allowed
     (("check", "--probe-timeout", "0"), "--probe-timeout 0: must be 1 s or more"),

@@ -88,3 +88,11 @@ def test_doc_stands_alone():
     text = CATEGORIES_DOC.read_text(encoding="utf-8")
     assert "shared/" not in text and "failure-categories.md" not in text
 
+
+
+def test_every_category_describes_itself_as_the_doc_table_does():
+    """``explain CATEGORY`` prints Category.description: it is the table's text, word for word."""
+    documented = dict(documented_categories())
+    for category in Category:
+        assert category.description == documented[category.value], category.value
+    assert len({c.description for c in Category}) == len(Category), "two categories share text"
