@@ -187,7 +187,7 @@ def test_system_cudnn_8_shadows_the_wheels_cudnn_9():
                              "cuDNN 8.9.7")
     assert evidence(finding)["LD_LIBRARY_PATH"] == "/usr/local/cuda/lib64"
     assert "unset LD_LIBRARY_PATH" in commands(finding)
-    # Review 3 P2-10: reinstall the same torch from its own index, never PyPI's newest.
+    # Reinstall the same torch from its own index, never PyPI's newest.
     assert ("/home/jesse/miniconda3/envs/cuda/bin/python -m pip install --force-reinstall "
             "torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124") in commands(finding)
 
@@ -223,7 +223,7 @@ def test_laptop_rtx5090_has_no_kernels_in_the_cu121_wheel():
 
 
 def test_v100_on_a_cu130_wheel_names_the_range_it_lacks():
-    """Review 3 P2-17: a too-old GPU is not 'past the end' of the arch list."""
+    """A too-old GPU is not 'past the end' of the arch list."""
     facts = variant("healthy_8x_v100_pcie", {
         "torch.build.version": "2.9.0+cu130", "torch.build.cuda": "13.0",
         "torch.build.arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120",

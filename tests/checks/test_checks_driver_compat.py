@@ -64,7 +64,7 @@ def test_cu121_torch_on_an_r470_driver_fails_with_the_branch_to_install():
         "torch": "2.1.0+cu121 (built with CUDA 12.1)",
     }
     steps = finding.remediation
-    # Review 3 P2-7: not R530 (a short-lived feature branch, long end-of-life) but R580, the
+    # Not R530 (a short-lived feature branch, long end-of-life) but R580, the
     # long-term branch; on a datacenter GPU (V100), Ubuntu's -server package. The build's
     # own minimum and its full-feature driver stay in the text.
     assert steps[0].text == (
@@ -234,7 +234,7 @@ def test_h800_without_fabric_manager_from_the_dcgm_capture():
     assert ev["GPU fabric state"].startswith("GPU 0: in progress, GPU 1: in progress")
     assert "Error 802" in ev["torch CUDA init"]
     assert finding.affects == tuple(f"gpu:{i}" for i in range(8))
-    # Review 3 P2-8: the version string differs per repository (NVIDIA's -1, Ubuntu's
+    # The version string differs per repository (NVIDIA's -1, Ubuntu's
     # -0ubuntu...): pick the listed one that starts with the driver's version.
     assert commands(finding) == [
         'sudo apt install "nvidia-fabricmanager-535=$(apt-cache madison '
@@ -281,7 +281,7 @@ def test_in_a_container_the_daemon_is_not_judged_by_the_process_list():
 
 
 def test_fabric_manager_on_rhel_is_installed_with_dnf():
-    """Review 3 P2-8: RHEL-family hosts have no apt; NVIDIA's RHEL repository names the
+    """RHEL-family hosts have no apt; NVIDIA's RHEL repository names the
     package nvidia-fabric-manager-{driver version}."""
     facts = _h800("in_progress", False)
     facts.records["os"].value["distro"]["id"] = "rocky"
@@ -290,7 +290,7 @@ def test_fabric_manager_on_rhel_is_installed_with_dnf():
 
 
 def test_wsl2_r580_windows_driver_with_cuda_err_is_not_too_old():
-    """Review 3 P1-1: WSL2, Windows driver 581.57, nvidia-smi 'CUDA Version: ERR!' (NVML
+    """WSL2, Windows driver 581.57, nvidia-smi 'CUDA Version: ERR!' (NVML
     gives no CUDA version), torch cu130: R580 runs CUDA 13.0, so no DRV002."""
     facts = variant("wsl2_rtx4070", {"nvml.driver_version": "581.57",
                                      "nvml.cuda_driver_version": None,

@@ -69,7 +69,7 @@ def test_torch_not_installed_on_the_v100_server():
         "import torch": "ModuleNotFoundError: No module named 'torch'",
     }
     install, upgrade, which_python = finding.remediation
-    # Review 3 P1-3. Driver 470 supports CUDA 11.4 and this is Python 3.8: current torch
+    # Driver 470 supports CUDA 11.4 and this is Python 3.8: current torch
     # fits neither. The build that runs here (the healthy V100 fixture's), exact versions,
     # with this interpreter's pip; never an unpinned install that pulls a cu12x torch.
     assert install.command == ("/usr/bin/python3 -m pip install torch==2.0.1 torchvision==0.15.2 "
@@ -236,7 +236,7 @@ def test_no_wheel_without_kernels_for_the_gpu_is_recommended():
     facts = variant("torch_cpu_wheel_on_gpu_box", {"nvml.cuda_driver_version": "12.8",
                                                    "nvml.driver_version": "570.133.07"})
     _, install, upgrade, _ = only_finding(run(facts)["torch.cuda_build"]).remediation
-    # Review 3 P1-2: say which constraint fails, and both ways out with exact values.
+    # Say which constraint fails, and both ways out with exact values.
     exe = "/home/paul/comic-translate/.venv/bin/python"
     assert install.command == (f"{exe} -m pip install torch==2.11.0 torchvision==0.26.0 "
                                f"torchaudio==2.11.0 --index-url {WHL}/cu128")

@@ -58,7 +58,7 @@ def _rec(driver_cuda, caps, python, driver=None):
 
 
 def test_recommend_prefers_full_support_over_minor_version_compat():
-    """Review 3 P2-11: driver 590 (CUDA 13.1) with an RTX 4070: cu130, not cu132 (MVC)."""
+    """Driver 590 (CUDA 13.1) with an RTX 4070: cu130, not cu132 (MVC)."""
     rec = _rec("13.1", [(8, 9)], "3.11.9", "590.48.01")
     assert (rec.install.tag, rec.install.torch, rec.install.minor_compat) == ("cu130", None, False)
     assert rec.blocked == ()
@@ -66,7 +66,7 @@ def test_recommend_prefers_full_support_over_minor_version_compat():
 
 
 def test_recommend_blackwell_on_r570_names_the_driver_and_the_older_release():
-    """Review 3 P1-2: sm_120 on R570 (CUDA 12.8): no current build has both; torch 2.11
+    """Sm_120 on R570 (CUDA 12.8): no current build has both; torch 2.11
     cu128 runs now, R580 (580.65.06) for the current cu130 build."""
     rec = _rec("12.8", [(12, 0)], "3.11.9", "570.133.07")
     assert rec.blocked == ("driver",)
@@ -80,7 +80,7 @@ def test_recommend_blackwell_on_r570_names_the_driver_and_the_older_release():
 
 
 def test_recommend_v100_on_r470_with_python_38():
-    """Review 3 P1-3: the torch_missing machine: torch 2.0.1 cu117 (what the healthy V100
+    """The torch_missing machine: torch 2.0.1 cu117 (what the healthy V100
     fixture runs on the same driver); current torch needs 525.60.13 and Python 3.10+."""
     rec = _rec("11.4", [(7, 0)], "3.8.10", "470.129.06")
     assert set(rec.blocked) == {"driver", "python"}
@@ -103,7 +103,7 @@ def test_recommend_checks_every_gpu_and_python(driver_cuda, caps, python, tag, t
 
 
 def test_recommend_never_offers_a_build_without_kernels_for_jetson_thor():
-    """Review 3 P2-19: CC 11.0 has no x86 cu13x kernels."""
+    """CC 11.0 has no x86 cu13x kernels."""
     rec = _rec("13.0", [(11, 0)], "3.11")
     assert "gpu" in rec.blocked
 

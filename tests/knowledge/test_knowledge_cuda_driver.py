@@ -171,7 +171,7 @@ def test_compatibility_names_what_to_install():
 
 
 def test_wsl2_r580_windows_driver_without_nvml_cuda_is_not_called_too_old():
-    """Review 3 P1-1: 13.x rows have no Windows build, only the branch; a Windows 581.57
+    """13.x rows have no Windows build, only the branch; a Windows 581.57
     driver (WSL2, 'CUDA Version: ERR!') supports CUDA 13.0, not 12.9."""
     assert max_cuda_for_driver("581.57", "windows") == "13.0"
     assert max_cuda_for_driver("596.10", "windows") == "13.2"
