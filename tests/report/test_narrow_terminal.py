@@ -253,3 +253,14 @@ def test_a_narrow_terminal_puts_the_summary_under_a_long_title():
     lines = console_output(render_console, full_report(), 60).splitlines()
     row = lines.index("  ‼ Load plugin broken (broken_checks)")
     assert lines[row + 1].startswith("      plugin failed to load:")
+
+
+def test_a_long_run_directory_in_the_smoke_table_gets_a_line_of_its_own():
+    report = smoke_view_report("failing_run")
+    run_dir = "/scratch/team-vision/ddp-doctor-runs/2026-01-01/smoke-3f9a1c-node07"
+    report = Report(report.tool_version, report.created_at, report.results,
+                    smoke={**(report.smoke or {}), "run_dir": run_dir})
+    lines = console_output(render_smoke_console, report, 60).splitlines()
+    row = lines.index("Rank logs kept in")
+    assert lines[row + 1] == "  " + run_dir
+    assert_readable("\n".join(lines), report_data(report), 60, verbose=False, checks=False)
