@@ -7,21 +7,16 @@ the other's internals.
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Optional
 
+from rich.cells import cell_len
 from rich.console import Console, Group
-from rich.padding import Padding
 from rich.segment import Segment
-from rich.table import Table
 from rich.text import Text
 
 from ddp_doctor.model import Finding, Report, Severity, Status
 from ddp_doctor.report.glyphs import SEVERITY_GLYPH, SEVERITY_STYLE
-
-
-def indent(renderable: Any, spaces: int) -> Padding:
-    """Indent without padding lines out to the terminal width (copy-paste stays clean)."""
-    return Padding(renderable, (0, 0, 0, spaces), expand=False)
 
 
 class Trimmed:
@@ -56,7 +51,87 @@ class Line:
         yield Segment.line()
 
 
+# What a line may never be broken inside: a run of non-blanks, or a `code span` with the
+# characters around it (a command quoted in prose copies whole, spaces and all).
+_PIECE = re.compile(r"(?:[^\s`]*`[^`\n]*`)+[^\s`]*|\S+")
+
+
+def wrap(text: Text, width: int, first: int, hang: int,
+         fallback: Optional[int] = None) -> list[tuple[int, Text]]:
+    """``text`` as (column, line) pairs, broken only between words.
+
+    The first line starts at column ``first``, later ones at ``hang``. A word that does not
+    fit at ``hang`` (a long path, URL, command) gets a line of its own at ``fallback`` and
+    is left longer than ``width``: the terminal soft-wraps it and a copy gives it whole,
+    where folding it would put a newline inside the path a reader pastes. An explicit
+    newline starts a new line at ``hang``.
+    """
+    fallback = hang if fallback is None else fallback
+    lines: list[tuple[int, Text]] = []
+    column = first
+    for paragraph in text.split("\n", allow_blank=True):
+        lines.extend(_wrap_paragraph(paragraph, width, column, hang, fallback))
+        column = hang
+    return lines
+
+
+def _wrap_paragraph(para: Text, width: int, first: int, hang: int,
+                    fallback: int) -> list[tuple[int, Text]]:
+    plain = para.plain
+    spans: list[tuple[int, int, int]] = []  # (column, start, end) of each line
+    column, start, end, used, empty = first, 0, 0, first, True
+    for match in _PIECE.finditer(plain):
+        size = cell_len(match.group())
+        if empty and spans:  # a fresh continuation line: no gap before its first word
+            start = match.start()
+        gap = cell_len(plain[end:match.start()]) if not (empty and spans) else 0
+        if used + gap + size <= width:
+            end, used, empty = match.end(), used + gap + size, False
+            continue
+        if not empty or not spans:  # a first line may keep only what precedes the text
+            spans.append((column, start, end))
+        if hang + size <= width:
+            column, start, end, used, empty = hang, match.start(), match.end(), hang + size, False
+        else:
+            spans.append((fallback, match.start(), match.end()))
+            column, start, end, used, empty = hang, match.end(), match.end(), hang, True
+    if not empty or not spans:
+        spans.append((column, start, end))
+    return [(col, para[a:b]) for col, a, b in spans]
+
+
+class Wrapped:
+    """Prose at an indent, wrapped between words only (see ``wrap``), never cropped.
+
+    ``prefix`` (a check's glyph and title, a step's number) is printed before the first
+    line instead of the indent and sets where that line's text begins; continuation lines
+    start at ``hang`` (by default where the first line's text began).
+    """
+
+    def __init__(self, text: Text, indent: int = 0, *, prefix: Optional[Text] = None,
+                 hang: Optional[int] = None, fallback: Optional[int] = None) -> None:
+        self.text, self.indent, self.prefix = text, indent, prefix
+        self.hang, self.fallback = hang, fallback
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        first = cell_len(self.prefix.plain) if self.prefix is not None else self.indent
+        hang = first if self.hang is None else self.hang
+        text = self.text.copy()
+        text.expand_tabs()
+        for number, (column, line) in enumerate(
+                wrap(text, options.max_width, first, hang, self.fallback)):
+            if number == 0 and self.prefix is not None:
+                yield from self.prefix.render(console, end="")
+            elif column:
+                yield Segment(" " * column)
+            yield from line.render(console, end="")
+            yield Segment.line()
+
+
 def print_block(console: Console, renderable: Any) -> None:
+    """Print without trailing spaces or cropping; bare text is wrapped between words only."""
+    if isinstance(renderable, Text):
+        renderable = Wrapped(renderable)
     console.print(Trimmed(renderable), crop=False)
 
 
@@ -67,11 +142,7 @@ def _steps(finding: Finding, verbose: bool) -> list[Any]:
     """
     parts: list[Any] = []
     for number, step in enumerate(finding.remediation, 1):
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(width=8, justify="right")
-        grid.add_column()
-        grid.add_row(f"{number}.", Text(step.text))
-        parts.append(grid)
+        parts.append(Wrapped(Text(step.text), prefix=Text(f"{number}.".rjust(8) + " ")))
         if step.command:
             parts.append(Line(Text("$ " + step.command, style="cyan"), 9))
         if step.url and (verbose or not step.command):
@@ -86,24 +157,24 @@ def finding_block(finding: Finding, verbose: bool) -> Group:
                 style="dim" if finding.ignored is not None else SEVERITY_STYLE[sev])
     head.append(f" [{finding.category.value}] ", style="dim")
     head.append(finding.title, style="bold")
-    parts: list[Any] = [head]
+    parts: list[Any] = [Wrapped(head)]
     if finding.ignored is not None:
-        parts.append(indent(Text(f"ignored by policy: {finding.ignored}", style="yellow"), 4))
+        parts.append(Wrapped(Text(f"ignored by policy: {finding.ignored}", style="yellow"), 4))
     if finding.affects:
-        parts.append(indent(Text(f"affects: {', '.join(finding.affects)}", style="dim"), 4))
+        parts.append(Wrapped(Text(f"affects: {', '.join(finding.affects)}", style="dim"), 4))
     for ev in finding.evidence:
         line = Text()
         line.append(f"{ev.label}: ", style="dim")
         line.append(ev.value)
         if verbose and ev.source:
             line.append(f"  ({ev.source})", style="dim")
-        parts.append(indent(line, 4))
+        parts.append(Wrapped(line, 4))
     if finding.remediation:
-        parts.append(indent(Text("How to fix:", style="bold"), 4))
+        parts.append(Line(Text("How to fix:", style="bold"), 4))
         parts.extend(_steps(finding, verbose))
     docs = finding.docs_url or finding.code.docs_url
     more = f"More: ddp-doctor explain {finding.code.id}" + (f" · {docs}" if docs else "")
-    parts.append(Line(Text(more, style="dim"), 4))
+    parts.append(Wrapped(Text(more, style="dim"), 4))
     return Group(*parts)
 
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console, Group
 from rich.text import Text
 
 from ddp_doctor.model import CheckResult, Report, Status
-from ddp_doctor.report.blocks import Line, finding_block, indent, print_block, verdict_line
+from ddp_doctor.report.blocks import Line, Wrapped, finding_block, print_block, verdict_line
 from ddp_doctor.report.glyphs import STATUS_GLYPH, STATUS_STYLE, area_title
 from ddp_doctor.report.smoke import smoke_table
 
 
-def _header(report: Report, width: int) -> Text:
+def _header(report: Report, width: int) -> Group:
     env = report.environment
     gpus = env.get("gpus") or []
     if gpus:
@@ -47,42 +47,66 @@ def _header(report: Report, width: int) -> Text:
                  f"driver {env['driver']}" if env.get("driver") else None,
                  gpu_text if gpus else None]
         parts = [part for part in known if part]
-    text = Text()
-    text.append(f"ddp-doctor {report.tool_version}", style="bold")
-    line_len = len(text) + 2
+    lines: list[Any] = []
+    text = Text(f"ddp-doctor {report.tool_version}", style="bold")
     text.append("  ")
+    used = cell_len(text.plain)
     for number, part in enumerate(parts):  # wrap between parts, never inside one
         sep = " · " if number else ""
-        if number and line_len + len(sep) + len(part) > width:
-            text.append(" ·\n  ")
-            sep, line_len = "", 2
+        tail = 2 if number < len(parts) - 1 else 0  # room for the " ·" a break leaves
+        if number and used + cell_len(sep + part) + tail > width:
+            text.append(" ·")
+            lines.append(Line(text, 0))
+            text, sep, used = Text("  "), "", 2
         text.append(sep + part)
-        line_len += len(sep) + len(part)
+        used += cell_len(sep + part)
+    lines.append(Line(text, 0))
     if from_log:
-        text.append(f"\ndiagnosis of the {report.facts_source}", style="dim")
+        lines.append(Wrapped(Text(f"diagnosis of the {report.facts_source}", style="dim")))
     elif report.facts_source != "live":
-        text.append(f"\nreplaying facts saved in {report.facts_source}", style="dim")
-    return text
+        lines.append(Wrapped(Text(f"replaying facts saved in {report.facts_source}",
+                                  style="dim")))
+    return Group(*lines)
 
 
-def _checks_grid(title_width: int) -> Table:
-    """One grid per area; the shared title width keeps summaries aligned across areas."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=1)  # the indent
-    grid.add_column(width=1)  # the status glyph
-    grid.add_column(no_wrap=True, min_width=title_width)  # the check title
-    grid.add_column(overflow="fold")  # the summary, wrapped (paths folded, never cut)
-    return grid
+# The summary column needs this much room beside the titles, or it goes under the title.
+_MIN_SUMMARY_WIDTH = 24
 
 
-def _add_check_row(grid: Table, result: CheckResult, verbose: bool) -> None:
+class _CheckRow:
+    """A check: glyph, title padded to the shared title width, summary wrapped beside it.
+
+    Summaries wrap between words only; a path longer than the summary column gets a line
+    of its own under the title, whole. Where the terminal leaves the summary too little
+    room, it goes on the lines under the title instead.
+    """
+
+    def __init__(self, glyph: Text, title: Text, summary: Text, title_width: int) -> None:
+        self.glyph, self.title, self.summary = glyph, title, summary
+        self.title_width = title_width
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        head = Text("  ")
+        head.append_text(self.glyph)
+        head.append(" ")
+        head.append_text(self.title)
+        column = 4 + self.title_width + 1
+        if options.max_width - column >= _MIN_SUMMARY_WIDTH:
+            head.append(" " * (column - cell_len(head.plain)))
+            yield Wrapped(self.summary, prefix=head, fallback=4)
+        else:
+            yield Line(head, 0)
+            yield Wrapped(self.summary, 6, fallback=4)
+
+
+def _check_row(result: CheckResult, verbose: bool, title_width: int) -> _CheckRow:
     summary = Text(result.summary, style="dim" if result.status is Status.SKIP else "")
     if verbose:
         timing = "" if result.status is Status.SKIP else f", {result.duration_s * 1000:.0f} ms"
         summary.append(f"  [{result.check_id}{timing}]", style="dim")
-    grid.add_row("", Text(STATUS_GLYPH[result.status], style=STATUS_STYLE[result.status]),
-                 Text(result.title, style="bold" if result.status is not Status.PASS else ""),
-                 summary)
+    return _CheckRow(Text(STATUS_GLYPH[result.status], style=STATUS_STYLE[result.status]),
+                     Text(result.title, style="bold" if result.status is not Status.PASS else ""),
+                     summary, title_width)
 
 
 def _checks_section(report: Report, verbose: bool) -> list[Any]:
@@ -90,11 +114,12 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
     for result in report.results:
         by_area[result.area].append(result)
     out: list[Any] = []
-    title_width = max((len(r.title) for r in report.results), default=10)
+    # One title width for every area keeps the summaries aligned down the whole report.
+    title_width = max((cell_len(r.title) for r in report.results), default=10)
     title_width = max(title_width, len("99 checks skipped"))
     for area, results in by_area.items():
         out.append(Text(area_title(area), style="bold underline"))
-        grid = _checks_grid(title_width)
+        rows: list[Any] = []
         skipped: dict[str, list[str]] = defaultdict(list)
         tracebacks: list[Any] = []
         commands: list[Any] = []
@@ -102,7 +127,7 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
             if result.status is Status.SKIP and not verbose:
                 skipped[result.skip_reason or "skipped"].append(result.title)
                 continue
-            _add_check_row(grid, result, verbose)
+            rows.append(_check_row(result, verbose, title_width))
             if result.command:
                 commands.append(Line(Text("$ " + result.command, style="cyan"), 4))
             if result.status is Status.ERROR and verbose and result.error:
@@ -110,10 +135,11 @@ def _checks_section(report: Report, verbose: bool) -> list[Any]:
                                   for line in result.error.rstrip().splitlines())
         for reason, titles in skipped.items():
             noun = "check" if len(titles) == 1 else "checks"
-            grid.add_row("", Text(STATUS_GLYPH[Status.SKIP], style="dim"),
-                         Text(f"{len(titles)} {noun} skipped", style="dim"),
-                         Text(f"{', '.join(titles)} — {reason}", style="dim"))
-        out.append(grid)
+            rows.append(_CheckRow(Text(STATUS_GLYPH[Status.SKIP], style="dim"),
+                                  Text(f"{len(titles)} {noun} skipped", style="dim"),
+                                  Text(f"{', '.join(titles)} — {reason}", style="dim"),
+                                  title_width))
+        out.extend(rows)
         out.extend(commands)
         out.extend(tracebacks)
     return out
@@ -132,7 +158,7 @@ def render_console(
         console.print()
         if report.smoke is not None:
             console.print(Text("Smoke training", style="bold underline"))
-            print_block(console, indent(smoke_table(report.smoke), 2))
+            print_block(console, smoke_table(report.smoke, indent=2))
             console.print()
     findings = report.findings
     if findings:
@@ -143,6 +169,7 @@ def render_console(
     if verbose and report.probe_errors:
         console.print(Text("Probes that could not gather their facts", style="bold underline"))
         for name, error in report.probe_errors.items():
-            console.print(Text(f"  {name}: {error}", style="magenta"))
+            print_block(console, Wrapped(Text(f"{name}: {error}", style="magenta"), 2,
+                                         hang=4))
         console.print()
     print_block(console, verdict_line(report, strict))

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console, Group
 from rich.text import Text
 
 from ddp_doctor.model import Report
-from ddp_doctor.report.blocks import finding_block, print_block, verdict_line
+from ddp_doctor.report.blocks import Wrapped, finding_block, print_block, verdict_line
 
 
 def _seconds(value: Any) -> str | None:
@@ -75,14 +75,22 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     return [(label, str(value)) for label, value in rows if value is not None]
 
 
-def smoke_table(data: dict[str, Any]) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="dim", no_wrap=True)
-    table.add_column(overflow="fold")
-    for label, value in smoke_rows(data):
+def smoke_table(data: dict[str, Any], indent: int = 0) -> Group:
+    """Labels in a column, values wrapped beside them between words only.
+
+    A value too long for its column (the run directory's path) gets a line of its own
+    under the label, whole, rather than folded where a reader copies it.
+    """
+    rows = smoke_rows(data)
+    label_width = max((cell_len(label) for label, _ in rows), default=0)
+    lines: list[Any] = []
+    for label, value in rows:
         style = "bold red" if value in ("FAILED", "DIFFERENT", "WRONG") else ""
-        table.add_row(label, Text(value, style=style))
-    return table
+        prefix = Text(" " * indent)
+        prefix.append(label, style="dim")
+        prefix.append(" " * (label_width - cell_len(label) + 2))
+        lines.append(Wrapped(Text(value, style=style), prefix=prefix, fallback=indent + 2))
+    return Group(*lines)
 
 
 def smoke_markdown(data: dict[str, Any]) -> list[str]:
