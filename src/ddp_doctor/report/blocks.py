@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from rich.cells import cell_len
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.segment import Segment
 from rich.text import Text
 
@@ -126,6 +127,15 @@ class Wrapped:
                 yield Segment(" " * column)
             yield from line.render(console, end="")
             yield Segment.line()
+
+
+def indent(renderable: Any, spaces: int) -> Padding:
+    """Indent without padding lines out to the terminal width (copy-paste stays clean).
+
+    For listings whose words are short (codes, categories, summaries); a finding's text,
+    where a path or URL may be longer than the line, goes through ``Wrapped`` instead.
+    """
+    return Padding(renderable, (0, 0, 0, spaces), expand=False)
 
 
 def print_block(console: Console, renderable: Any) -> None:
