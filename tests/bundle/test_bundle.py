@@ -352,12 +352,12 @@ def test_a_bundle_that_fails_to_write_leaves_no_report_claiming_the_run(tmp_path
 def test_every_output_is_checked_before_any_work(tmp_path, monkeypatch, bad, message):
     """A bad --bundle, --save-facts or report path is refused before facts are gathered,
     and the good outputs named with it are not written."""
-    from ddp_doctor import app
+    from ddp_doctor.app import examine
 
     def no_gather(*args, **kwargs):
         raise AssertionError("facts were gathered before the outputs were checked")
 
-    monkeypatch.setattr(app, "_facts", no_gather)
+    monkeypatch.setattr(examine, "gather_facts", no_gather)
     good = tmp_path / "report.json"
     args = [a.format(tmp=tmp_path) for a in bad]
     line = one_line_error(invoke("check", "--json", str(good), *args))

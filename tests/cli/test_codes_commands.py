@@ -269,7 +269,7 @@ def with_plugin(monkeypatch):
         loaded.failures.append(PluginFailure("broken (broken_checks)", "ImportError: nope"))
         return loaded
 
-    monkeypatch.setattr("ddp_doctor.app.load_catalogue", catalogue)
+    monkeypatch.setattr("ddp_doctor.app.catalogue.load_catalogue", catalogue)
 
 
 def test_a_plugins_codes_are_listed_and_explained_and_a_failed_plugin_is_exit_3(with_plugin):

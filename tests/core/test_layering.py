@@ -61,7 +61,8 @@ LAYERS: tuple[tuple[str, str, str, str, str], ...] = (
      "it runs in the training interpreter, where ddp-doctor's dependencies may be absent"),
     ("typer", IMPORTED_ONLY_BY, "ddp_doctor.cli, ddp_doctor.parse_errors", "",
      "the command-line framework stays at the edge; the rest is usable as a library"),
-    ("ddp_doctor.app", IMPORTED_ONLY_BY, "ddp_doctor.cli, ddp_doctor.__main__", "",
+    ("ddp_doctor.app", IMPORTED_ONLY_BY, "ddp_doctor.cli, ddp_doctor.__main__, ddp_doctor.app",
+     "",
      "the application flow is driven from the command line alone"),
 )
 

@@ -233,6 +233,7 @@ def test_an_unmeasured_smoke_requirement_is_a_pol006_warning(smoke, why):
 def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, monkeypatch):
     """min-scaling-efficiency needs the 1-rank run: the planned smoke options carry it."""
     from ddp_doctor import app
+    from ddp_doctor.app import examine
     from ddp_doctor.smoke import plan as smoke_plan
 
     seen = []
@@ -243,7 +244,8 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
 
     monkeypatch.setattr(smoke_plan, "plan_smoke", plan)
     # A live run that gathers nothing: "this machine" is the recorded H100 server.
-    monkeypatch.setattr(app, "_facts", lambda machine, python, probe_timeout, keep_smi_text: (
+    monkeypatch.setattr(examine, "gather_facts", lambda machine, python, probe_timeout,
+                        keep_smi_text: (
         load_fixture_facts("healthy_8x_h100_nvlink"), "live"))
     monkeypatch.chdir(tmp_path)
     for text, scaling in (("min-scaling-efficiency = 0.7\n", True), ("min-gpus = 1\n", False)):

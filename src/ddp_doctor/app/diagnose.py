@@ -1,0 +1,33 @@
+"""``diagnose``: a failure log, a pasted ticket or a support bundle in, causes and fixes out.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ddp_doctor.app.outputs import emit
+from ddp_doctor.app.requests import Common, check_common
+from ddp_doctor.diagnose import InputError, diagnose
+from ddp_doctor.usage import (
+    UsageError,
+)
+
+
+def run_diagnose(common: Common, source: str) -> int:
+    """Read a failure log (a file, stdin, a .gz, a support bundle) and name the causes."""
+    if common.bundle is not None:
+        raise UsageError("diagnose: --bundle is written by the commands that examine a "
+                         "machine (check, doctor, smoke); attach the log itself to the ticket")
+    if common.config is not None:
+        raise UsageError("diagnose: --config judges a machine against a policy (check, "
+                         "doctor, smoke); a log diagnosis uses none")
+    check_common(common)
+    if source == "-" and sys.stdin.isatty():
+        raise UsageError("diagnose: give a log file, or pipe one in "
+                         "(e.g. `ddp-doctor diagnose train.log`)")
+    try:
+        diagnosis = diagnose(source)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    emit(diagnosis.report, common, facts=diagnosis.facts)
+    return diagnosis.report.exit_code(common.strict)

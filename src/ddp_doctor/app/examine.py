@@ -1,0 +1,137 @@
+"""``check`` and ``doctor``: gather this machine's facts (or replay saved ones), run the
+checks, add the smoke job for ``doctor``, apply the policy, emit.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Optional
+
+from ddp_doctor import runner
+from ddp_doctor.app.outputs import confirm, emit, phase, progress_sink, remove_kept
+from ddp_doctor.app.requests import (
+    GLOBAL_BATCH,
+    GPUS,
+    PLAN_WORKERS,
+    PROBE_TIMEOUT,
+    Common,
+    MachineRequest,
+    check_common,
+    interpreter,
+    load_policy,
+)
+from ddp_doctor.facts.gather import GatherOptions, gather
+from ddp_doctor.facts.plan import apply_plan, make_plan
+from ddp_doctor.facts.seam import RealEnv
+from ddp_doctor.facts.snapshot import (
+    Facts,
+    FactsFileError,
+    load_facts,
+    save_facts,
+)
+from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+from ddp_doctor.model import Report
+from ddp_doctor.policy.apply import apply_policy
+from ddp_doctor.redact.secrets import Redactor
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.smoke import plan as smoke_plan
+from ddp_doctor.smoke import run as smoke_run
+from ddp_doctor.smoke.launch import (
+    OptionsError,
+    SmokeOptions,
+)
+from ddp_doctor.usage import (
+    OutputPath,
+    UsageError,
+)
+
+
+def run_check(common: Common, machine: MachineRequest) -> int:
+    """Gather facts (or load saved ones) and run the checks: the CI pre-flight."""
+    return _examine(common, machine, smoke=False)
+
+
+def run_doctor(common: Common, machine: MachineRequest, *, smoke: bool = True) -> int:
+    """The checks, then the smoke job unless ``smoke`` is off or saved facts are replayed."""
+    return _examine(common, machine, smoke=smoke and machine.facts is None)
+
+
+def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
+    save_path = str(machine.save_facts) if machine.save_facts is not None else None
+    check_common(common, OutputPath("--save-facts", save_path))
+    if machine.facts is not None and machine.python:
+        raise UsageError("--facts replays saved facts; it cannot be combined with --python")
+    if machine.facts is not None and machine.save_facts is not None:
+        raise UsageError("--facts replays saved facts; there is nothing new to --save-facts")
+    plan = make_plan(gpus=GPUS.whole_number(machine.gpus),
+                     batch=GLOBAL_BATCH.whole_number(machine.global_batch),
+                     workers=PLAN_WORKERS.whole_number(machine.workers))
+    probe_timeout = PROBE_TIMEOUT.number(machine.probe_timeout) or TORCH_PROBE_TIMEOUT_S
+    policy = load_policy(common.config)
+    catalogue = load_catalogue()
+    # A bad --python is a one-line error before anything is shown or gathered.
+    python = interpreter(machine.python) if machine.python else sys.executable
+    with phase(common, f"gathering facts (driver, CUDA, torch, host; the torch probe has "
+                        f"{probe_timeout:.0f} s)", live=machine.facts is None):
+        facts, source = gather_facts(machine, python, probe_timeout,
+                               keep_smi_text=common.bundle is not None)
+    apply_plan(facts, plan)
+    if machine.save_facts is not None:
+        try:
+            save_facts(facts, machine.save_facts,
+                       Redactor.for_run(facts, anonymize=common.anonymize))
+        except OSError as exc:
+            raise UsageError(f"--save-facts {machine.save_facts}: cannot write: "
+                             f"{exc.strerror or exc}") from None
+        confirm(common, "facts snapshot", str(machine.save_facts))
+    report = runner.build_report(catalogue, facts, facts_source=source)
+    kept: Optional[str] = None
+    try:
+        if smoke:
+            report, kept = _with_smoke(report, facts, plan, common,
+                                       scaling=policy is not None and policy.wants_scaling)
+        if policy is not None:
+            report = apply_policy(report, policy, facts)
+        emit(report, common, facts=facts, smoke_dir=kept)
+    finally:
+        remove_kept(kept)
+    return report.exit_code(common.strict)
+
+
+def gather_facts(machine: MachineRequest, python: str, probe_timeout: float, keep_smi_text: bool
+           ) -> tuple[Facts, str]:
+    """This machine's facts (in ``--python``'s interpreter), or the saved ones replayed."""
+    if machine.facts is not None:
+        try:
+            return load_facts(machine.facts), str(machine.facts)
+        except FactsFileError as exc:
+            raise UsageError(str(exc)) from None
+    facts = gather(RealEnv(), GatherOptions(python=python, torch_timeout_s=probe_timeout,
+                                            nvidia_smi_text=keep_smi_text))
+    return facts, "live"
+
+
+def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: Common,
+                scaling: bool) -> tuple[Report, Optional[str]]:
+    """The checks' report plus the smoke job (or why it was skipped), and the run directory
+    kept for --bundle. ``scaling`` (a policy's min-scaling-efficiency) adds the 1-rank run."""
+    python = (facts.get("python") or {}).get("executable") or sys.executable
+    nvml_gpus = len((facts.get("nvml") or {}).get("gpus") or [])
+    planned = smoke_plan.plan_smoke(report, facts.get("torch"), plan,
+                                    SmokeOptions(python=python, scaling=scaling),
+                                    nvml_gpus=nvml_gpus)
+    if isinstance(planned, str):
+        result = smoke_run.skipped(planned)
+    else:
+        planned = replace(planned, keep_run_dir=common.bundle is not None)
+        try:
+            result = smoke_run.run_smoke(planned, progress_sink(common))
+        except (smoke_run.SmokeUsageError, OptionsError) as exc:
+            raise UsageError(str(exc)) from None
+        # A CPU fallback (SMK017) names the checks' findings that explain it.
+        result.findings = smoke_plan.with_check_causes(result.findings, report)
+    report = replace(report, results=(*report.results, result.check_result()),
+                     smoke=result.data)
+    return report, result.kept_run_dir
