@@ -27,7 +27,7 @@ from ddp_doctor.bundle.archive import TOP
 from ddp_doctor.bundle.write import BundleError, write_bundle
 from ddp_doctor.diagnose import scan_input
 from ddp_doctor.facts.snapshot import FactRecord, Facts, FactsFileError, load_facts
-from ddp_doctor.redact.secrets import Redactor
+from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import build_report
 from ddp_doctor.smoke.launch import SmokeOptions

@@ -22,7 +22,7 @@ from ddp_doctor.categories import Category
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import CheckResult, Code, Evidence, Finding, Report, Status, Step
-from ddp_doctor.redact.secrets import Redactor
+from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.json import render_json
 from ddp_doctor.report.junit import render_junit

@@ -34,7 +34,7 @@ from ddp_doctor.facts.snapshot import (
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.model import Report
 from ddp_doctor.policy.apply import apply_policy
-from ddp_doctor.redact.secrets import Redactor
+from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.registry import load_catalogue
 from ddp_doctor.smoke import plan as smoke_plan
 from ddp_doctor.smoke import run as smoke_run

@@ -25,7 +25,7 @@ from ddp_doctor.facts.snapshot import (
     write_text_atomic,
 )
 from ddp_doctor.model import Report
-from ddp_doctor.redact.secrets import Redactor
+from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.report.console import render_console
 from ddp_doctor.report.github import emit_github
 from ddp_doctor.report.json import render_json

@@ -23,7 +23,8 @@ from ddp_doctor.bundle.archive import TOP, BundleError, Member, archive_kind, wr
 from ddp_doctor.facts.environment_variables import is_relevant
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.model import Report
-from ddp_doctor.redact.secrets import REDACTED, Redactor, is_secret_name
+from ddp_doctor.redact.redactor import Redactor
+from ddp_doctor.redact.secrets import REDACTED, is_secret_name
 
 __all__ = ["BundleError", "bundle_members", "write_bundle"]
 

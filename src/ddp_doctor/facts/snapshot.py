@@ -124,10 +124,10 @@ def save_facts(facts: Facts, path: Path, redactor: Any = None) -> None:
     """Write the snapshot atomically, so an interrupted save never leaves half a file.
 
     The snapshot is an artifact like any report: it goes through the run's redactor
-    (``ddp_doctor.redact.secrets.Redactor``; a secrets-only one when none is given), so a token
-    in a probe's stderr or a path never reaches the file.
+    (``ddp_doctor.redact.redactor.Redactor``; a secrets-only one when none is given), so a
+    token in a probe's stderr or a path never reaches the file.
     """
-    from ddp_doctor.redact.secrets import Redactor
+    from ddp_doctor.redact.redactor import Redactor
 
     data = (redactor or Redactor()).facts(facts)
     text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
