@@ -26,17 +26,10 @@ from ddp_doctor.smoke.launch import (
 from ddp_doctor.smoke.monitor import Outcome, RankState, stall_deadline, supervise
 from ddp_doctor.smoke.plan import plan_smoke
 from ddp_doctor.smoke.run import run_once, summarize
-from ddp_doctor.smoke.verdict import (
-    LOSS_DROP_MIN,
-    LOSS_MIN_STEPS,
-    RunContext,
-    criteria_findings,
-    failure_findings,
-    order_failed,
-    rank_exit_codes,
-    rerun_command,
-    stall_findings,
-)
+from ddp_doctor.smoke.verdict import RunContext, criteria_findings, failure_findings
+from ddp_doctor.smoke.verdict.context import rerun_command
+from ddp_doctor.smoke.verdict.criteria import LOSS_DROP_MIN, LOSS_MIN_STEPS
+from ddp_doctor.smoke.verdict.failures import order_failed, rank_exit_codes, stall_findings
 from tests.conftest import load_fixture_facts
 
 # torchrun's failure report as knowledge.md §8.2 records it (pytorch/pytorch

@@ -1,93 +1,24 @@
-"""Judging a finished smoke run: failure findings, the pass criteria, and measurements.
+"""Why a smoke run that did not end cleanly failed: failed, killed and stalled ranks.
 
-Pure functions of what the run left behind (rank events, the launcher's and ranks'
-stderr, the exit code and which deadline fired), so they can be tested on recorded runs.
+A run stopped by the stall watchdog or the deadline, or ended by a rank that died, is
+turned into findings: the rank that caused it named first (torchrun's root cause, a
+signal death) rather than the survivors that only saw a peer disappear, with the error
+in its stderr matched against the same log rules ``diagnose`` uses, and the steps that
+tell the likely causes apart.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import signal
-import statistics
-from dataclasses import dataclass, fields, replace
-from typing import Any
 
 from ddp_doctor.logrules import match_text
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.smoke import codes as C
-from ddp_doctor.smoke.launch import SmokeOptions
-from ddp_doctor.smoke.monitor import Outcome, RankState
+from ddp_doctor.smoke.verdict.context import RunContext, phase_of
 
-# "Loss fell": the mean of the last few steps must be at least 10% below the mean of the
-# first few. The job repeats a small fixed data set, so a working setup memorises it and
-# falls far more than that within 30 steps, while batch-to-batch noise on repeated
-# batches is much smaller; a broken gradient path (no update, no averaging) stays flat.
-LOSS_DROP_MIN = 0.10
-# Below this many steps the first and last windows are single noisy batches: the
-# loss-fell criterion is skipped (SMK016, an INFO note) instead of failing by chance.
-LOSS_MIN_STEPS = 10
 TAIL_LINES = 8
-
-# SmokeOptions field -> the smoke command's flag, for rerun commands that keep the user's
-# own options. Booleans: (flag when True, flag when False).
-_FLAGS: dict[str, Any] = {
-    "device": "--device", "nproc": "--nproc", "steps": "--steps", "batch": "--batch-per-process",
-    "imgsz": "--imgsz", "model": "--model", "workers": "--workers",
-    "launcher": "--launcher", "mode": "--mode", "sync_bn": ("--sync-bn", None),
-    "amp": ("--amp", "--no-amp"), "scaling": ("--scaling", None), "timeout": "--timeout",
-    "stall_timeout": "--stall-timeout", "nnodes": "--nnodes", "node_rank": "--node-rank",
-    "master_addr": "--master-addr", "master_port": "--master-port",
-}
-
-
-def rerun_command(options: SmokeOptions | None, env: str = "", **changes: Any) -> str:
-    """``ddp-doctor smoke`` with the user's non-default options, ``changes`` applied."""
-    words = ["ddp-doctor", "smoke"]
-    if options is not None:
-        options = replace(options, **changes)
-        default = SmokeOptions(python=options.python)
-        for f in fields(SmokeOptions):
-            flag, value = _FLAGS.get(f.name), getattr(options, f.name)
-            if flag is None or value is None or value == getattr(default, f.name):
-                continue
-            if isinstance(flag, tuple):
-                chosen = flag[0] if value else flag[1]
-                words += [chosen] if chosen else []
-            else:
-                shown = f"{value:g}" if isinstance(value, float) else str(value)
-                words += [flag, shown]
-    else:
-        for name, value in changes.items():
-            words += [str(_FLAGS[name]), f"{value:g}" if isinstance(value, float) else str(value)]
-    command = " ".join(shlex.quote(w) for w in words)
-    return f"{env} {command}" if env else command
-
-
-@dataclass
-class RunContext:
-    """What the verdict needs to know about the run."""
-
-    ranks: list[RankState]
-    outcome: Outcome
-    steps: int
-    world: int
-    launcher_text: str
-    rank_stderr: dict[int, str]
-    stall_s: float
-    wall_s: float
-    mode: str = "ddp"
-    backend: str | None = None  # nccl | gloo | None (dp)
-    options: SmokeOptions | None = None  # for rerun commands with the user's options
-    master: tuple[str, int] | None = None  # the rendezvous address and port actually used
-
-    def rerun(self, env: str = "", **changes: Any) -> str:
-        return rerun_command(self.options, env, **changes)
-
-    @property
-    def nccl(self) -> bool:
-        return self.backend == "nccl"
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -143,16 +74,6 @@ def order_failed(exits: dict[int, int], launcher_text: str) -> list[int]:
                                         exits[r] == -signal.SIGTERM, r))
 
 
-def _where(state: RankState, steps: int) -> str:
-    if not state.events:
-        return "start-up (no event yet)"
-    if state.where == "train" and state.open_phase == "train":
-        return f"train (after step {state.steps_done} of {steps})"
-    if state.open_phase:
-        return state.open_phase
-    return f"after {state.where}"
-
-
 def _stderr_evidence(ctx: RunContext, rank: int) -> list[Evidence]:
     text = tail(ctx.rank_stderr.get(rank, ""))
     return [Evidence(f"rank {rank} stderr (last lines)", text, "rank stderr")] if text else []
@@ -162,7 +83,7 @@ def not_started_findings(ctx: RunContext, waited: float) -> list[Finding]:
     """Ranks that never wrote an event: still starting (importing torch) after ``waited`` s."""
     silent = [s for s in ctx.ranks if not s.events]
     names = ", ".join(str(s.rank) for s in silent)
-    evidence = [Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}", "event file")
+    evidence = [Evidence(f"rank {s.rank}", f"in {phase_of(s, ctx.steps)}", "event file")
                 for s in ctx.ranks]
     launcher = tail(ctx.launcher_text)
     evidence.append(Evidence("launcher stderr and stdout (last lines)", launcher or "(empty)",
@@ -220,7 +141,7 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
                  and not any(s.ended("init_process_group") for s in ctx.ranks))
     code = C.RENDEZVOUS if never_met else C.RANK_STALLED
     names = ", ".join(str(s.rank) for s in behind)
-    phase = _where(behind[0], ctx.steps)
+    phase = phase_of(behind[0], ctx.steps)
     title = (f"Rank {names} stopped making progress in {phase}: no event for "
              f"{limit:.0f} s" if code is C.RANK_STALLED else
              f"The ranks never met: rank {names} still in {phase} after {limit:.0f} s")
@@ -228,7 +149,7 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
     for state in ctx.ranks:
         quiet = now - ((state.last_seen or ctx.outcome.started) - ctx.outcome.started)
         evidence.append(Evidence(f"rank {state.rank}",
-                                 f"in {_where(state, ctx.steps)}, last event {quiet:.1f} s ago"
+                                 f"in {phase_of(state, ctx.steps)}, last event {quiet:.1f} s ago"
                                  + (" (done)" if state.done else ""), "event file"))
     for state in behind:
         evidence += _stderr_evidence(ctx, state.rank)
@@ -257,10 +178,10 @@ def _rule_findings(ctx: RunContext, ranks: list[int], exits: dict[int, int]) -> 
             if rank in exits:
                 evidence.append(Evidence("exit code", describe_exit(exits[rank]), "launcher"))
             if state is not None:
-                evidence.append(Evidence("phase", _where(state, ctx.steps), "event file"))
+                evidence.append(Evidence("phase", phase_of(state, ctx.steps), "event file"))
             evidence.append(Evidence("matched", match.line, "log rule"))
             evidence += _stderr_evidence(ctx, rank)
-            phase = _where(state, ctx.steps) if state else "start-up"
+            phase = phase_of(state, ctx.steps) if state else "start-up"
             found[code.id] = Finding(code, f"Rank {rank} failed in {phase}: {code.summary}",
                                      tuple(evidence), match.rule.steps,
                                      affects=(f"rank:{rank}",))
@@ -280,11 +201,11 @@ def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]
             names = ", ".join(str(s.rank) for s in waiting)
             return [Finding(C.RENDEZVOUS, f"The ranks never met: rank {names} still in "
                             f"init_process_group at the {ctx.wall_s:.0f} s deadline",
-                            tuple(Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}",
+                            tuple(Evidence(f"rank {s.rank}", f"in {phase_of(s, ctx.steps)}",
                                            "event file") for s in ctx.ranks),
                             (_rendezvous_step(ctx),),
                             affects=tuple(f"rank:{s.rank}" for s in waiting))]
-        evidence = tuple(Evidence(f"rank {s.rank}", f"in {_where(s, ctx.steps)}", "event file")
+        evidence = tuple(Evidence(f"rank {s.rank}", f"in {phase_of(s, ctx.steps)}", "event file")
                          for s in ctx.ranks)
         return [Finding(C.DEADLINE, f"The smoke job was still running after its "
                         f"{ctx.wall_s:.0f} s deadline and was stopped", evidence,
@@ -359,7 +280,7 @@ def _generic_failure(ctx: RunContext, failed: list[int], exits: dict[int, int]) 
     rank = failed[0]
     by_rank = {s.rank: s for s in ctx.ranks}
     state = by_rank.get(rank)
-    phase = _where(state, ctx.steps) if state else "start-up"
+    phase = phase_of(state, ctx.steps) if state else "start-up"
     code = describe_exit(exits[rank]) if rank in exits else "non-zero"
     evidence = [Evidence("rank", str(rank), ""), Evidence("exit code", code, "launcher"),
                 Evidence("phase", phase, "event file"), *_stderr_evidence(ctx, rank)]
@@ -367,142 +288,3 @@ def _generic_failure(ctx: RunContext, failed: list[int], exits: dict[int, int]) 
         evidence.append(Evidence("launcher stderr", tail(ctx.launcher_text), "launcher"))
     return [Finding(C.RANK_FAILED, f"Rank {rank} exited with code {code} in {phase}",
                     tuple(evidence), affects=(f"rank:{rank}",))]
-
-
-def _window(steps: int) -> int:
-    return max(1, min(5, steps // 5))
-
-
-def loss_curve(ranks: list[RankState]) -> list[float]:
-    """Mean loss over ranks, per step."""
-    per_step: dict[int, list[float]] = {}
-    for state in ranks:
-        for event in state.steps():
-            per_step.setdefault(int(event["step"]), []).append(float(event["loss"]))
-    return [statistics.fmean(per_step[k]) for k in sorted(per_step)]
-
-
-def criteria_findings(ctx: RunContext) -> list[Finding]:
-    """The pass criteria of a run that ended cleanly."""
-    found: list[Finding] = []
-    short = [s for s in ctx.ranks if s.steps_done < ctx.steps or not s.done]
-    if short:
-        found.append(Finding(C.STEPS_MISSING, "Ranks " + ", ".join(
-            f"{s.rank} ({s.steps_done}/{ctx.steps} steps)" for s in short)
-            + " did not finish the job", tuple(Evidence(f"rank {s.rank}", f"stopped in "
-                                                  f"{_where(s, ctx.steps)}", "event file")
-                                         for s in short)))
-    curve = loss_curve(ctx.ranks)
-    bad = [(i + 1, v) for i, v in enumerate(curve) if not math.isfinite(v)]
-    if bad:
-        found.append(Finding(C.LOSS_NOT_FINITE, f"The loss was {bad[0][1]} at step {bad[0][0]}",
-                             (Evidence("first non-finite step", str(bad[0][0]), "event file"),),
-                             (Step("Rerun without mixed precision.",
-                                   command=ctx.rerun(amp=False)),)))
-    elif curve and len(curve) < LOSS_MIN_STEPS:
-        found.append(Finding(
-            C.LOSS_NOT_JUDGED, f"Loss not judged: {len(curve)} steps are fewer than the "
-            f"{LOSS_MIN_STEPS} needed to tell a falling loss from batch noise",
-            (Evidence("loss per step", ", ".join(f"{v:.3g}" for v in curve), "event file"),),
-            (Step("Rerun with enough steps to judge the loss.",
-                  command=ctx.rerun(steps=max(30, LOSS_MIN_STEPS))),)))
-    elif curve:
-        first, last = loss_first_last(curve)
-        if not last <= (1 - LOSS_DROP_MIN) * first:
-            found.append(Finding(
-                C.LOSS_FLAT, f"The loss did not fall: {first:.4g} over the first steps, "
-                f"{last:.4g} over the last", (Evidence("loss per step", ", ".join(
-                    f"{v:.3g}" for v in curve), "event file"),
-                    Evidence("required drop", f"{LOSS_DROP_MIN:.0%}", "")),
-                (Step("Rerun with more steps.", command=ctx.rerun(steps=100)),)))
-    if ctx.mode == "ddp":
-        found += _sync_findings(ctx)
-    return found
-
-
-def loss_first_last(curve: list[float]) -> tuple[float, float]:
-    k = _window(len(curve))
-    return statistics.fmean(curve[:k]), statistics.fmean(curve[-k:])
-
-
-def _sync_findings(ctx: RunContext) -> list[Finding]:
-    found = []
-    p2p = (Step("Rerun without peer-to-peer transport.",
-                command=ctx.rerun("NCCL_P2P_DISABLE=1")),) if ctx.nccl else (
-           Step("Rerun the smoke job to see whether it repeats.", command=ctx.rerun()),)
-    mismatched = sorted({r for s in ctx.ranks
-                         for r in ((s.ended("checksum") or {}).get("mismatched_ranks") or [])})
-    if mismatched:
-        digests = ", ".join(f"rank {s.rank}: {(s.ended('checksum') or {}).get('digest')}"
-                            for s in ctx.ranks)
-        found.append(Finding(C.PARAMS_DIFFER if ctx.nccl else C.PARAMS_DIFFER_GLOO,
-                             "Parameters of rank " + ", ".join(map(str, mismatched))
-                             + " differ from rank 0 after training",
-                             (Evidence("parameter fingerprints", digests, "event file"),), p2p,
-                             affects=tuple(f"rank:{r}" for r in mismatched)))
-    for state in ctx.ranks:
-        check = state.ended("all_reduce_check")
-        if check is not None and not check.get("ok"):
-            found.append(Finding(C.ALLREDUCE_WRONG if ctx.nccl else C.ALLREDUCE_WRONG_GLOO,
-                                 f"All-reduce on rank {state.rank} returned "
-                                 f"{check.get('value')} instead of {check.get('expected')}",
-                                 (Evidence("wrong elements", str(check.get("wrong_elements")),
-                                           "event file"),), p2p,
-                                 affects=(f"rank:{state.rank}",)))
-            break
-    return found
-
-
-def _rel(value: Any, started: float) -> float | None:
-    return round(float(value) - started, 4) if isinstance(value, (int, float)) else None
-
-
-def measurements(ranks: list[RankState], started: float) -> dict[str, Any]:
-    """Rendezvous and first-step times, step time, throughput, memory and bus bandwidth."""
-    rdzv = [e["t_end"] for s in ranks if (e := s.ended("init_process_group"))]
-    first = [s.steps()[0]["t_end"] for s in ranks if s.steps()]
-    durations: list[float] = []
-    per_rank = []
-    for state in ranks:
-        steps = state.steps()
-        timed = steps[1:] if len(steps) > 1 else steps
-        rank_durations = [e["t_end"] - e["t_start"] for e in timed]
-        durations += rank_durations
-        median = statistics.median(rank_durations) if rank_durations else None
-        images = steps[-1]["images"] if steps else 0
-        train = state.ended("train") or {}
-        per_rank.append({
-            "rank": state.rank,
-            "median_step_s": round(median, 5) if median else None,
-            "images_per_s": round(images / median, 2) if median else None,
-            "peak_gpu_mem_bytes": train.get("peak_mem_bytes"),
-        })
-    bw = next((e for s in sorted(ranks, key=lambda s: s.rank)
-               if (e := s.ended("all_reduce_bandwidth"))), None)
-    rates = [r["images_per_s"] for r in per_rank if r["images_per_s"]]
-    return {
-        "rendezvous_s": _rel(max(rdzv), started) if rdzv else None,
-        "first_step_s": _rel(max(first), started) if first else None,
-        "median_step_s": round(statistics.median(durations), 5) if durations else None,
-        "images_per_s_total": round(sum(rates), 2) if rates else None,
-        "per_rank": per_rank,
-        "allreduce_bytes": bw.get("bytes") if bw else None,
-        "allreduce_algbw_gbps": round(bw["algbw_gbps"], 4) if bw else None,
-        "allreduce_busbw_gbps": round(bw["busbw_gbps"], 4) if bw else None,
-    }
-
-
-def phase_timings(state: RankState, started: float) -> dict[str, dict[str, float | None]]:
-    """Each phase the rank began, relative to launch; an unfinished phase has no end."""
-    out: dict[str, dict[str, float | None]] = {}
-    for event in state.events:
-        kind, phase = event.get("kind"), event.get("phase")
-        if not isinstance(phase, str):
-            continue  # every begin/end event names its phase; anything else is not one
-        if kind == "begin":
-            out[phase] = {"start_s": _rel(event["t_start"], started), "end_s": None,
-                          "duration_s": None}
-        elif kind == "end" and phase in out:
-            out[phase]["end_s"] = _rel(event["t_end"], started)
-            out[phase]["duration_s"] = round(event["t_end"] - event["t_start"], 4)
-    return out
