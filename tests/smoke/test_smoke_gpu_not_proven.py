@@ -123,8 +123,14 @@ def run_smoke_stub():
 
 
 @pytest.mark.spawns
-def test_auto_on_this_cpu_machine_trains_but_is_not_ready():
+def test_auto_on_this_cpu_machine_trains_but_is_not_ready(monkeypatch):
+    from ddp_doctor.smoke import run as smoke_run
+
+    asked = []
+    ask = smoke_run._ask_torch
+    monkeypatch.setattr(smoke_run, "_ask_torch", lambda options: asked.append(1) or ask(options))
     result = run_smoke(SmokeOptions(device="auto", steps=20, imgsz=64, timeout=150))
+    assert len(asked) == 1  # the device choice and SMK017's reason share one torch probe
     codes = [f.code.id for f in result.findings]
     assert result.ok, codes
     assert codes[0] == "SMK017"

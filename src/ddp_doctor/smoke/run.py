@@ -413,14 +413,14 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
         progress.note(f"asking torch in {options.python} which GPUs it can use")
     try:
         result = _run_smoke(options, progress)
+        if result.data.get("skipped"):
+            return result
+        result.data["proved"] = proved(result.data, options)
+        if result.data["proved"]["cpu_fallback"]:  # the probe's answer says why: asked once
+            result.findings.insert(0, _not_proven(options, result.data))
+        return result
     finally:
         _probed.clear()
-    if result.data.get("skipped"):
-        return result
-    result.data["proved"] = proved(result.data, options)
-    if result.data["proved"]["cpu_fallback"]:
-        result.findings.insert(0, _not_proven(options, result.data))
-    return result
 
 
 def _run_smoke(options: SmokeOptions, progress: ProgressSink | None) -> SmokeResult:
