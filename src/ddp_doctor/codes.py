@@ -54,6 +54,7 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.LOG: ("ddp_doctor.logrules",),  # imports every area module of the rules
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context"),
     Family.POLICY: ("ddp_doctor.policy.codes",),
+    Family.RUN: ("ddp_doctor.job.codes",),
 }
 """Where each family's codes are declared: importing these declares every built-in code."""
 
