@@ -260,13 +260,18 @@ def smoke(
         master_addr=master_addr, master_port=master_port, python=python))
 
 
+RUN_COMMAND = typer.Argument(None, metavar="-- COMMAND [ARGS...]",
+                             help="Your own command, run unchanged (everything after `--`).")
+RUN_FACTS = typer.Option(None, "--facts", metavar="FILE",
+                         help="On failure, judge a saved facts snapshot instead of gathering "
+                              "this machine's facts.")
+
+
 @app.command(cls=DoctorCommand, context_settings={"allow_interspersed_args": False})
 @with_common
 def run(
     common: Common,
-    command: Optional[list[str]] = typer.Argument(
-        None, metavar="-- COMMAND [ARGS...]",
-        help="Your own command, run unchanged (everything after `--`)."),
+    command: Optional[list[str]] = RUN_COMMAND,
     timeout: Optional[str] = typer.Option(
         None, "--timeout", metavar="S",
         help="Wall-clock deadline (1 or more); the command and everything it started are "
@@ -286,10 +291,7 @@ def run(
     nccl_debug: bool = typer.Option(
         False, "--nccl-debug",
         help="Set NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL for the run."),
-    facts: Optional[Path] = typer.Option(
-        None, "--facts", metavar="FILE",
-        help="On failure, judge a saved facts snapshot instead of gathering this "
-             "machine's facts."),
+    facts: Optional[Path] = RUN_FACTS,
 ) -> int:
     """Run your own training command, watch it, and diagnose it if it fails.
 
@@ -315,7 +317,7 @@ def list_checks() -> None:
 def list_codes(
     family: Optional[str] = typer.Option(
         None, "--family", metavar="FAMILY",
-        help="Only the codes of one family: check, plan, smoke, log, diagnose or policy."),
+        help="Only the codes of one family: check, plan, smoke, log, diagnose, policy or run."),
     category: Optional[str] = typer.Option(
         None, "--category", metavar="CATEGORY",
         help="Only the codes of one failure category, e.g. nccl_p2p "

@@ -237,6 +237,7 @@ _FAMILY_TITLES = {
     Family.LOG: "log rules (`ddp-doctor diagnose`, and the smoke job's stderr)",
     Family.DIAGNOSE: "`ddp-doctor diagnose` judging a whole log",
     Family.POLICY: "the CI policy's requirements (`[tool.ddp-doctor]`, `ddp-doctor.toml`)",
+    Family.RUN: "how the user's own job ended (`ddp-doctor run`)",
 }
 
 
