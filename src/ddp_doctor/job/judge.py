@@ -83,6 +83,12 @@ def end_finding(outcome: JobOutcome, options: JobOptions, log: Optional[CheckRes
             if lead is not None else "unknown: the log matched no known failure signature"))
         if outcome.last_line is not None:
             evidence.append(Evidence("last line", outcome.last_line, source="log"))
+    if outcome.stopped_by is not None:
+        evidence.append(Evidence(
+            "stopped", f"every process it started had ended {outcome.cleanup_s:.1f} s after "
+                       f"the deadline (SIGTERM, then SIGKILL after {options.grace_s:g} s)"
+            if outcome.left_running == 0 else
+            f"{outcome.left_running} of its processes were still alive after SIGKILL"))
     if options.nccl_debug:
         evidence.append(Evidence("--nccl-debug", f"set for the run: {_debug_env()}"))
     steps = [Step(f"read the whole output: {outcome.log_path}")]

@@ -153,13 +153,20 @@ class _Output:
         if not text.strip():
             return
         text = text[:_LINE_CAP]
-        self.last_line = text
         who, _rest = split_rank(text)
-        if who is not None and who.startswith("rank "):
-            self.last_by_rank[who] = text
+        with self.lock:
+            self.last_line = text
+            if who is not None and who.startswith("rank "):
+                self.last_by_rank[who] = text
         if self.until is not None and self.until_line is None and self.until.search(text):
             self.until_line = text
             self.matched.set()
+
+    def seen(self) -> tuple[Optional[str], dict[str, str]]:
+        """The last line, and each rank's, as they are now: when a deadline fires, what the
+        job printed before it (not the launcher's own words while it is stopped)."""
+        with self.lock:
+            return self.last_line, dict(self.last_by_rank)
 
     def silence(self) -> float:
         with self.lock:
@@ -196,6 +203,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         reader: Optional[threading.Thread] = None
         stopped_by: Optional[str] = None
         stop_at: Optional[float] = None
+        before_stop: Optional[tuple[Optional[str], dict[str, str]]] = None
         try:
             proc = subprocess.Popen(list(options.command), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -208,6 +216,8 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
             reader.start()
             stopped_by = _watch(proc, reaper, output, options, started)
             stop_at = time.monotonic()
+            if stopped_by in ("stall", "timeout"):
+                before_stop = output.seen()
         except SmokeInterrupted:
             stop_at = time.monotonic()
             raise
@@ -220,13 +230,14 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
                     proc.stdout.close()
     cleanup_s = time.monotonic() - (stop_at or time.monotonic())
     left = len(tagged_processes(tag))
+    last_line, last_by_rank = before_stop or output.seen()
     return JobOutcome(
         returncode=proc.returncode, stopped_by=stopped_by,
         wall_s=time.monotonic() - started, log_path=log_path, tag=tag,
         silent_s=max(output.longest_silence, output.silence()) if stopped_by == "stall"
         else output.longest_silence,
-        until_line=output.until_line, last_line=output.last_line,
-        last_by_rank=dict(sorted(output.last_by_rank.items(), key=_rank_order)),
+        until_line=output.until_line, last_line=last_line,
+        last_by_rank=dict(sorted(last_by_rank.items(), key=_rank_order)),
         cleanup_s=cleanup_s, left_running=left)
 
 

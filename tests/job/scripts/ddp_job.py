@@ -24,7 +24,8 @@ def main() -> None:
     mode = sys.argv[1]
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    print(f"rank {rank}: started in mode {mode}", flush=True)
+    print(f"rank {rank}: started in mode {mode}, NCCL_DEBUG={os.environ.get('NCCL_DEBUG')}",
+          flush=True)
     tensor = torch.ones(4)
     dist.all_reduce(tensor)
     print(f"rank {rank}: first all_reduce gives {tensor[0].item():g}", flush=True)
