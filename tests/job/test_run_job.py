@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
+import jsonschema
 import psutil
 import pytest
 
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.spawns
 SCRIPT = Path(__file__).parent / "scripts" / "ddp_job.py"
 HEALTHY = FACTS_DIR / "healthy_8x_h100_nvlink.json"
 GRACE_S = 3.0  # the doctor's SIGTERM-to-SIGKILL grace period
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
+                    .read_text(encoding="utf-8"))
 
 
 def free_port() -> int:
@@ -78,7 +81,9 @@ class Job:
     @property
     def report(self) -> dict[str, Any]:
         text = self.stdout if self.report_to_stdout else self.report_path.read_text()
-        return dict(json.loads(text))
+        data = json.loads(text)
+        jsonschema.validate(data, SCHEMA)  # the same report format as every command's
+        return dict(data)
 
     def findings(self) -> list[dict[str, Any]]:
         return list(self.report["findings"])
@@ -221,3 +226,43 @@ def test_bad_invocations_are_one_line_and_exit_2(options, says):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_detached_orphan_of_the_command_is_ended_too(tmp_path):
+    """A process that left the command's session and lost its parent is still the run's:
+    the tag in its environment names it."""
+    marker = f"orphan-{uuid.uuid4().hex}"
+    child = [sys.executable, "-c", "import time; time.sleep(300)", marker]
+    parent = (f"import subprocess, sys; subprocess.Popen({child!r}, start_new_session=True); "
+              "print('started a detached child', flush=True); sys.exit(4)")
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", "-q", "--facts",
+                           str(HEALTHY), "--json", str(tmp_path / "r.json"), "--",
+                           sys.executable, "-c", parent],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "started a detached child" in proc.stdout
+    assert leftovers(marker) == []
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["findings"][0]["code"] == "RUN001"
+    assert "exit status 4" in report["findings"][0]["title"]
+
+
+def test_every_report_output_of_a_failed_run_is_written(tmp_path):
+    """The common options work as for check: a bundle, Markdown and JUnit from one report."""
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", "--facts", str(HEALTHY),
+                           "--bundle", str(tmp_path / "b.zip"),
+                           "--markdown", str(tmp_path / "r.md"),
+                           "--junit", str(tmp_path / "j.xml"), "--",
+                           sys.executable, "-c",
+                           "print('RuntimeError: Address already in use'); raise SystemExit(2)"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stderr
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    names = zipfile.ZipFile(tmp_path / "b.zip").namelist()
+    assert "ddp-doctor-bundle/report.json" in names
+    assert "`LOG001`" in (tmp_path / "r.md").read_text()
+    cases = [c.get("name") for c in ET.parse(tmp_path / "j.xml").iter("testcase")]
+    assert cases == ["run.job", "run.log"]  # the healthy snapshot adds no failed check
+    assert "kept in" in proc.stderr  # a failure keeps the log and says where
