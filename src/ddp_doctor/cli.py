@@ -260,6 +260,52 @@ def smoke(
         master_addr=master_addr, master_port=master_port, python=python))
 
 
+RUN_COMMAND = typer.Argument(None, metavar="-- COMMAND [ARGS...]",
+                             help="Your own command, run unchanged (everything after `--`).")
+RUN_FACTS = typer.Option(None, "--facts", metavar="FILE",
+                         help="On failure, judge a saved facts snapshot instead of gathering "
+                              "this machine's facts.")
+
+
+@app.command(cls=DoctorCommand, context_settings={"allow_interspersed_args": False})
+@with_common
+def run(
+    common: Common,
+    command: Optional[list[str]] = RUN_COMMAND,
+    timeout: Optional[str] = typer.Option(
+        None, "--timeout", metavar="S",
+        help="Wall-clock deadline (1 or more); the command and everything it started are "
+             "stopped after it (RUN003)."),
+    stall_timeout: Optional[str] = typer.Option(
+        None, "--stall-timeout", metavar="S",
+        help="The longest silence of the output (1 or more, less than --timeout); a "
+             "command silent this long is hung and stopped (RUN002)."),
+    until: Optional[str] = typer.Option(
+        None, "--until", metavar="REGEX",
+        help="The first output line matching REGEX ends the run as a success (e.g. "
+             "'Epoch 1/'): prove a job starts without waiting for it to finish."),
+    log: Optional[str] = typer.Option(
+        None, "--log", metavar="PATH",
+        help="Keep the output in PATH (default: a temporary file, kept and named only "
+             "when the run fails)."),
+    nccl_debug: bool = typer.Option(
+        False, "--nccl-debug",
+        help="Set NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL for the run."),
+    facts: Optional[Path] = RUN_FACTS,
+) -> int:
+    """Run your own training command, watch it, and diagnose it if it fails.
+
+    Its output is shown live and kept in a log. On a failure (non-zero exit, a signal, a
+    stall, a timeout) the log is diagnosed as `diagnose` does and this machine is checked
+    as `check` does. Exit codes: 0 it succeeded (or --until matched), 1 it failed.
+    Example: `ddp-doctor run --stall-timeout 300 -- python -m torch.distributed.run
+    --nproc_per_node 2 train.py`.
+    """
+    return flows.run_job(common, flows.RunRequest(
+        command=tuple(command or ()), timeout=timeout, stall_timeout=stall_timeout,
+        until=until, log=log, nccl_debug=nccl_debug, facts=facts))
+
+
 @app.command("checks", cls=DoctorCommand,
              short_help="List every check and the codes it reports.")
 def list_checks() -> None:
@@ -271,7 +317,7 @@ def list_checks() -> None:
 def list_codes(
     family: Optional[str] = typer.Option(
         None, "--family", metavar="FAMILY",
-        help="Only the codes of one family: check, plan, smoke, log, diagnose or policy."),
+        help="Only the codes of one family: check, plan, smoke, log, diagnose, policy or run."),
     category: Optional[str] = typer.Option(
         None, "--category", metavar="CATEGORY",
         help="Only the codes of one failure category, e.g. nccl_p2p "

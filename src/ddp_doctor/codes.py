@@ -54,6 +54,7 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.LOG: ("ddp_doctor.logrules",),  # imports every area module of the rules
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context"),
     Family.POLICY: ("ddp_doctor.policy.codes",),
+    Family.RUN: ("ddp_doctor.job.codes",),
 }
 """Where each family's codes are declared: importing these declares every built-in code."""
 
@@ -236,6 +237,7 @@ _FAMILY_TITLES = {
     Family.LOG: "log rules (`ddp-doctor diagnose`, and the smoke job's stderr)",
     Family.DIAGNOSE: "`ddp-doctor diagnose` judging a whole log",
     Family.POLICY: "the CI policy's requirements (`[tool.ddp-doctor]`, `ddp-doctor.toml`)",
+    Family.RUN: "how the user's own job ended (`ddp-doctor run`)",
 }
 
 

@@ -64,6 +64,7 @@ class Family(str, Enum):
     LOG = "log"  # a log rule (smoke job stderr and ``diagnose``)
     DIAGNOSE = "diagnose"  # ``diagnose`` judging a whole log
     POLICY = "policy"  # the CI policy's requirements
+    RUN = "run"  # ``ddp-doctor run`` supervising the user's own job
 
     def __str__(self) -> str:
         return self.value
@@ -71,7 +72,7 @@ class Family(str, Enum):
 
 FAMILY_PREFIXES: dict[str, Family] = {
     "PLN": Family.PLAN, "SMK": Family.SMOKE, "LOG": Family.LOG, "DIAG": Family.DIAGNOSE,
-    "POL": Family.POLICY,
+    "POL": Family.POLICY, "RUN": Family.RUN,
 }
 """Id prefixes that name a family; every other prefix (DRV, TOR, a plugin's own) is a check's."""
 

@@ -207,7 +207,7 @@ def test_unknown_option_is_exit_2():
     assert "Traceback" not in result.output
 
 
-COMMANDS = "check, checks, codes, diagnose, doctor, explain, smoke"
+COMMANDS = "check, checks, codes, diagnose, doctor, explain, run, smoke"
 
 
 @pytest.mark.parametrize(("args", "line"), [
@@ -288,7 +288,7 @@ def test_common_options_are_declared_once_for_every_report_command():
     assert list(COMMON) == [f.name for f in fields(Common)]
     common = ("--quiet", "-q", "--verbose", "-v", "--strict", "--json", "--markdown", "--junit",
               "--bundle", "--force", "--config", "--anonymize")
-    for command in ("check", "doctor", "smoke", "diagnose"):
+    for command in ("check", "doctor", "smoke", "diagnose", "run"):
         text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
         for option in common:
             assert f" {option}" in text, (command, option)
@@ -324,7 +324,7 @@ def test_the_readme_option_tables_name_every_option():
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     rows = "\n".join(line for line in readme.splitlines() if line.startswith("| `"))
-    for command in ("check", "doctor", "smoke", "diagnose"):
+    for command in ("check", "doctor", "smoke", "diagnose", "run"):
         text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
         for option in set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", text)) - {"--help"}:
             assert re.search(rf"(?<![\w-]){option}(?![\w-])", rows), (command, option)

@@ -57,6 +57,8 @@ LAYERS: tuple[tuple[str, str, str, str, str], ...] = (
      "ddp_doctor.smoke.monitor, ddp_doctor.cli, ddp_doctor.app",
      "ddp_doctor.facts.view, ddp_doctor.facts.shapes",
      "renderers turn a finished Report into text: they gather and launch nothing"),
+    ("ddp_doctor.job", NEVER_IMPORTS, "ddp_doctor.report, ddp_doctor.cli, ddp_doctor.app", "",
+     "supervising a job and judging how it ended know nothing of how the Report is shown"),
     ("ddp_doctor.train_smoke", IMPORTS_ONLY, "ddp_doctor.train_smoke, torch, <stdlib>", "",
      "it runs in the training interpreter, where ddp-doctor's dependencies may be absent"),
     ("typer", IMPORTED_ONLY_BY, "ddp_doctor.cli, ddp_doctor.parse_errors", "",

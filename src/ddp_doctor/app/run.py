@@ -1,0 +1,145 @@
+"""``run``: supervise the user's own command; when it fails, say why.
+
+The command runs unchanged with its output shown live (on stdout, or on stderr when a
+report goes to stdout) and kept in a log. A success (exit 0, or ``--until`` matched) is a
+short report. A failure (non-zero exit, a signal, a stall, a timeout) is diagnosed: the log
+by the ``diagnose`` engine, this machine by the checks as ``check`` runs them, in one
+Report with the run's own RUN finding first, the log's findings next, and the checks that
+found errors or warnings after.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Optional
+
+from ddp_doctor import __version__, runner
+from ddp_doctor.app.examine import gather_facts
+from ddp_doctor.app.outputs import emit, phase
+from ddp_doctor.app.requests import Common, MachineRequest, check_common, load_policy
+from ddp_doctor.facts.snapshot import Facts
+from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+from ddp_doctor.job import (
+    JobOptions,
+    JobOutcome,
+    diagnose_log,
+    job_result,
+    problem_results,
+    supervise,
+)
+from ddp_doctor.model import CheckResult, Report
+from ddp_doctor.policy.apply import apply_policy
+from ddp_doctor.registry import load_catalogue
+from ddp_doctor.usage import Limit, OutputPath, UsageError
+
+TIMEOUT = Limit("--timeout", 1, whole=False, unit=" s")
+STALL_TIMEOUT = Limit("--stall-timeout", 1, whole=False, unit=" s")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """``run`` as typed: the command after ``--`` and the deadlines, numbers as text."""
+
+    command: tuple[str, ...]
+    timeout: Optional[str] = None
+    stall_timeout: Optional[str] = None
+    until: Optional[str] = None
+    log: Optional[str] = None
+    nccl_debug: bool = False
+    facts: Optional[Path] = None
+
+
+def job_options(request: RunRequest) -> JobOptions:
+    """The request judged: a command, numbers in range, a regex that compiles."""
+    if not request.command:
+        raise UsageError("run: give the command to supervise after `--`, e.g. "
+                         "`ddp-doctor run -- python -m torch.distributed.run "
+                         "--nproc-per-node 2 train.py`")
+    timeout = TIMEOUT.number(request.timeout)
+    stall = STALL_TIMEOUT.number(request.stall_timeout)
+    if timeout is not None and stall is not None and stall >= timeout:
+        raise UsageError(f"--stall-timeout {stall:g} must be less than --timeout {timeout:g}")
+    until: Optional[re.Pattern[str]] = None
+    if request.until is not None:
+        try:
+            until = re.compile(request.until)
+        except re.error as exc:
+            raise UsageError(f"--until {request.until!r}: not a regular expression: "
+                             f"{exc}") from None
+    return JobOptions(command=tuple(request.command), timeout_s=timeout, stall_s=stall,
+                      until=until, nccl_debug=request.nccl_debug)
+
+
+def run_job(common: Common, request: RunRequest) -> int:
+    """Run the command to its end; 0 when it succeeded (or --until matched), 1 when not."""
+    options = job_options(request)
+    if request.log == "-":
+        raise UsageError("--log -: the output is already shown live; give a file to keep "
+                         "it in")
+    check_common(common, OutputPath("--log", request.log))
+    policy = load_policy(common.config)
+    temp_dir = None
+    if request.log is not None:
+        log_path = request.log
+    else:
+        temp_dir = tempfile.mkdtemp(prefix="ddp-doctor-run-")
+        log_path = str(Path(temp_dir) / "output.log")
+    sink: IO[bytes] = sys.stderr.buffer if common.to_stdout else sys.stdout.buffer
+    try:
+        outcome = supervise(options, log_path, sink)
+    except OSError as exc:
+        _remove(temp_dir)
+        raise UsageError(f"run: cannot start {options.command[0]!r}: "
+                         f"{exc.strerror or exc}") from None
+    except SystemExit:  # interrupted: the run is stopped; its output stays for the user
+        sys.stderr.write(f"ddp-doctor: interrupted; the command and everything it started "
+                         f"were stopped; its output is in {log_path}\n")
+        raise
+    if outcome.succeeded:
+        report = _report((job_result(outcome, options, None),), "run: the command succeeded")
+        emit(report, common)
+        _remove(temp_dir)
+        return report.exit_code(common.strict)
+    if not common.quiet:
+        sys.stderr.write(f"ddp-doctor: the command's output is kept in {log_path}\n")
+        sys.stderr.flush()
+    report, facts = _diagnosed(outcome, options, common, request.facts)
+    if policy is not None and facts is not None:
+        report = apply_policy(report, policy, facts)
+    emit(report, common, facts=facts)
+    return report.exit_code(common.strict)
+
+
+def _diagnosed(outcome: JobOutcome, options: JobOptions, common: Common,
+               saved: Optional[Path]) -> tuple[Report, Optional[Facts]]:
+    """The failed run's report: its RUN finding, the log's findings, the machine's problems."""
+    log = diagnose_log(outcome.log_path)
+    results: list[CheckResult] = [job_result(outcome, options, log)]
+    if log is not None:
+        results.append(replace(log, check_id="run.log", title="The command's output"))
+    machine = MachineRequest(facts=saved)
+    with phase(common, "gathering facts (driver, CUDA, torch, host)", live=saved is None):
+        facts, source = gather_facts(machine, sys.executable, TORCH_PROBE_TIMEOUT_S,
+                                     keep_smi_text=common.bundle is not None)
+    checks = runner.build_report(load_catalogue(), facts, facts_source=source)
+    results += problem_results(checks.results)
+    report = replace(checks, results=tuple(results),
+                     facts_source=f"run: {outcome.log_path}; facts: {source}")
+    return report, facts
+
+
+def _report(results: tuple[CheckResult, ...], source: str) -> Report:
+    return Report(tool_version=__version__,
+                  created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  results=results, facts_source=source)
+
+
+def _remove(temp_dir: Optional[str]) -> None:
+    if temp_dir is not None:
+        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -1,0 +1,268 @@
+"""``ddp-doctor run`` on real DDP jobs: two gloo ranks under ``python -m torch.distributed.run``.
+
+Each case starts the doctor as a real process around tests/job/scripts/ddp_job.py with a
+marker of its own on the command line, and ends by proving that no process carrying the
+marker is left. Except the case that gathers this machine's facts, the checks judge a saved
+healthy snapshot (``--facts``), which keeps each case to the job's own few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+import jsonschema
+import psutil
+import pytest
+
+from tests.conftest import FACTS_DIR
+
+pytestmark = pytest.mark.spawns
+
+SCRIPT = Path(__file__).parent / "scripts" / "ddp_job.py"
+HEALTHY = FACTS_DIR / "healthy_8x_h100_nvlink.json"
+GRACE_S = 3.0  # the doctor's SIGTERM-to-SIGKILL grace period
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
+                    .read_text(encoding="utf-8"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def leftovers(marker: str) -> list[str]:
+    """Command lines of live processes that carry the run's marker."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            line = " ".join(p.info["cmdline"] or ())
+            if marker in line and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(line)
+        except psutil.Error:
+            continue
+    return found
+
+
+class Job:
+    """One ``ddp-doctor run`` of the test job, and what it left."""
+
+    def __init__(self, tmp_path: Path, mode: str, *options: str, facts: bool = True,
+                 port: Optional[int] = None, launcher: tuple[str, ...] = (),
+                 report_to_stdout: bool = False) -> None:
+        self.marker = f"ddpjob-{uuid.uuid4().hex}"
+        self.report_path = tmp_path / "report.json"
+        report = "-" if report_to_stdout else str(self.report_path)
+        self.command = [
+            sys.executable, "-m", "ddp_doctor", "run", *options, "--json", report,
+            *(["--facts", str(HEALTHY)] if facts else []), "--",
+            sys.executable, "-m", "torch.distributed.run", *launcher, "--nproc-per-node", "2",
+            "--master-port", str(port or free_port()), str(SCRIPT), mode, self.marker]
+        self.report_to_stdout = report_to_stdout
+
+    def run(self) -> Job:
+        started = time.monotonic()
+        proc = subprocess.run(self.command, capture_output=True, text=True, timeout=150,
+                              check=False)
+        self.wall_s = time.monotonic() - started
+        self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
+        assert leftovers(self.marker) == []
+        return self
+
+    @property
+    def report(self) -> dict[str, Any]:
+        text = self.stdout if self.report_to_stdout else self.report_path.read_text()
+        data = json.loads(text)
+        jsonschema.validate(data, SCHEMA)  # the same report format as every command's
+        return dict(data)
+
+    def findings(self) -> list[dict[str, Any]]:
+        return list(self.report["findings"])
+
+    def finding(self, code: str) -> dict[str, Any]:
+        found = [f for f in self.findings() if f["code"] == code]
+        assert found, (code, [f["code"] for f in self.findings()], self.stderr[-3000:])
+        return found[0]
+
+
+def evidence(finding: dict[str, Any], label: str) -> str:
+    values = [e["value"] for e in finding["evidence"] if e["label"] == label]
+    assert values, (label, finding["evidence"])
+    return str(values[0])
+
+
+def test_a_rank_out_of_memory_is_named_with_its_rank_and_the_machine_is_checked(tmp_path):
+    job = Job(tmp_path, "oom", "--nccl-debug", facts=False).run()
+    assert job.rc == 1, job.stderr[-3000:]
+    # The user's output passed through unchanged on stdout.
+    assert "rank 1: started in mode oom" in job.stdout
+    report = job.report
+    codes = [f["code"] for f in report["findings"]]
+    assert codes[0] == "RUN001"
+    oom = job.finding("LOG005")
+    assert oom["category"] == "gpu_out_of_memory" and oom["affects"] == ["rank 1"]
+    run001 = job.finding("RUN001")
+    assert "gpu_out_of_memory" in run001["title"]
+    assert evidence(run001, "category").startswith("gpu_out_of_memory")
+    assert "NCCL_DEBUG=INFO" in evidence(run001, "--nccl-debug")
+    # The log is kept and holds what the ranks saw: the variables --nccl-debug set.
+    log = Path(evidence(run001, "log"))
+    assert "NCCL_DEBUG=INFO" in log.read_text()
+    # The job's result, the log's, then only the checks that found a problem (this
+    # machine's own facts were gathered: "live").
+    ids = [c["id"] for c in report["checks"]]
+    assert ids[:2] == ["run.job", "run.log"]
+    assert all(c["status"] in ("fail", "warn") for c in report["checks"][2:])
+    assert "facts: live" in report["facts_source"]
+    log.unlink()
+    log.parent.rmdir()
+
+
+def test_a_hung_rank_is_stopped_at_the_stall_deadline_with_every_process(tmp_path):
+    stall = 4.0
+    job = Job(tmp_path, "hang", "--stall-timeout", f"{stall:g}", "--timeout", "90",
+              launcher=("--tee", "3")).run()
+    assert job.rc == 1, job.stderr[-3000:]
+    hang = job.finding("RUN002")
+    assert hang["category"] == "collective_timeout"
+    assert "first all_reduce" in evidence(hang, "last line")
+    assert "rank 1: first all_reduce" in evidence(hang, "last line of rank 1")
+    assert "rank 0: first all_reduce" in evidence(hang, "last line of rank 0")
+    stopped = evidence(hang, "stopped")
+    took = float(stopped.split("ended ")[1].split(" s")[0])
+    assert took <= GRACE_S + 2.0, stopped
+    # Start-up (two torch imports) + the silence + the cleanup: far from the 90 s deadline.
+    assert job.wall_s < 45, job.wall_s
+
+
+def test_a_rank_killed_by_sigkill_is_found_by_the_log_rule(tmp_path):
+    job = Job(tmp_path, "sigkill").run()
+    assert job.rc == 1
+    killed = job.finding("LOG007")
+    assert killed["affects"] == ["rank 1"]
+    assert "LOG007" in job.finding("RUN001")["title"]
+    # The saved snapshot is healthy: no check result joins the run's own.
+    assert [c["id"] for c in job.report["checks"]] == ["run.job", "run.log"]
+
+
+def test_a_successful_job_exits_0_with_the_report_on_stdout_and_the_output_on_stderr(tmp_path):
+    job = Job(tmp_path, "ok", report_to_stdout=True).run()
+    assert job.rc == 0, job.stderr[-3000:]
+    report = job.report  # stdout is the JSON report alone
+    assert report["findings"] == [] and report["exit_code"] == 0
+    assert "succeeded" in report["checks"][0]["summary"]
+    assert "rank 0: done" in job.stderr and "rank 1: done" in job.stderr
+    assert "kept in" not in job.stderr  # a success keeps no log
+
+
+def test_until_stops_a_long_job_as_a_success(tmp_path):
+    log = tmp_path / "job.log"
+    job = Job(tmp_path, "long", "--until", r"milestone\s+reached", "--log", str(log)).run()
+    assert job.rc == 0, job.stderr[-3000:]
+    assert "--until matched" in job.report["checks"][0]["summary"]
+    text = log.read_text()
+    assert "milestone reached" in text and "rank 0: step 59" not in text
+    assert job.wall_s < 40, job.wall_s  # the job alone runs a minute
+
+
+def test_the_rendezvous_port_taken_is_log001(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        job = Job(tmp_path, "ok", port=port).run()
+    assert job.rc == 1
+    assert job.finding("LOG001")["category"] == "rendezvous_port_in_use"
+    assert evidence(job.finding("RUN001"), "category").startswith("rendezvous_port_in_use")
+
+
+def test_wall_clock_timeout_is_run003(tmp_path):
+    job = Job(tmp_path, "long", "--timeout", "8").run()
+    assert job.rc == 1
+    late = job.finding("RUN003")
+    assert "step" in evidence(late, "last line")
+    assert job.wall_s < 30, job.wall_s
+
+
+def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
+    job = Job(tmp_path, "hang", "--stall-timeout", "60")
+    proc = subprocess.Popen(job.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the job is up once both ranks have all-reduced once
+            if "rank 1: first all_reduce" in line:
+                break
+        assert len(leftovers(job.marker)) >= 3  # torchrun and its two ranks
+        os.kill(proc.pid, signal.SIGTERM)
+        _out, err = proc.communicate(timeout=GRACE_S + 15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "interrupted" in err
+    assert leftovers(job.marker) == []
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ((), "give the command to supervise after `--`"),
+    (("--until", "("), "--until '(': not a regular expression"),
+    (("--timeout", "soon"), "--timeout 'soon': not a number"),
+    (("--stall-timeout", "30", "--timeout", "10"), "must be less than --timeout"),
+])
+def test_bad_invocations_are_one_line_and_exit_2(options, says):
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", *options, "--",
+                           *(["true"] if options else [])],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_detached_orphan_of_the_command_is_ended_too(tmp_path):
+    """A process that left the command's session and lost its parent is still the run's:
+    the tag in its environment names it."""
+    marker = f"orphan-{uuid.uuid4().hex}"
+    child = [sys.executable, "-c", "import time; time.sleep(300)", marker]
+    parent = (f"import subprocess, sys; subprocess.Popen({child!r}, start_new_session=True); "
+              "print('started a detached child', flush=True); sys.exit(4)")
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", "-q", "--facts",
+                           str(HEALTHY), "--json", str(tmp_path / "r.json"), "--",
+                           sys.executable, "-c", parent],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "started a detached child" in proc.stdout
+    assert leftovers(marker) == []
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["findings"][0]["code"] == "RUN001"
+    assert "exit status 4" in report["findings"][0]["title"]
+
+
+def test_every_report_output_of_a_failed_run_is_written(tmp_path):
+    """The common options work as for check: a bundle, Markdown and JUnit from one report."""
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", "--facts", str(HEALTHY),
+                           "--bundle", str(tmp_path / "b.zip"),
+                           "--markdown", str(tmp_path / "r.md"),
+                           "--junit", str(tmp_path / "j.xml"), "--",
+                           sys.executable, "-c",
+                           "print('RuntimeError: Address already in use'); raise SystemExit(2)"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 1, proc.stderr
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    names = zipfile.ZipFile(tmp_path / "b.zip").namelist()
+    assert "ddp-doctor-bundle/report.json" in names
+    assert "`LOG001`" in (tmp_path / "r.md").read_text()
+    cases = [c.get("name") for c in ET.parse(tmp_path / "j.xml").iter("testcase")]
+    assert cases == ["run.job", "run.log"]  # the healthy snapshot adds no failed check
+    assert "kept in" in proc.stderr  # a failure keeps the log and says where
