@@ -254,14 +254,26 @@ def test_every_report_output_of_a_failed_run_is_written(tmp_path):
                            "--markdown", str(tmp_path / "r.md"),
                            "--junit", str(tmp_path / "j.xml"), "--",
                            sys.executable, "-c",
-                           "print('RuntimeError: Address already in use'); raise SystemExit(2)"],
+                           "print('RuntimeError: Address already in use'); "
+                           "print('export HF_TOKEN=' + 'hf_' + 'Q8rTzLm3VbNx7KpWc2YdHs9JfGa4Ue'); "
+                           "raise SystemExit(2)"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1, proc.stderr
     import xml.etree.ElementTree as ET
     import zipfile
 
-    names = zipfile.ZipFile(tmp_path / "b.zip").namelist()
+    bundle = zipfile.ZipFile(tmp_path / "b.zip")
+    names = bundle.namelist()
     assert "ddp-doctor-bundle/report.json" in names
+    # the command's own output travels with the ticket, its secrets removed
+    log = bundle.read("ddp-doctor-bundle/run/output.log").decode()
+    assert "RuntimeError: Address already in use" in log
+    assert "hf_Q8rTzLm3" not in log and "HF_TOKEN=<redacted>" in log
+    # ...and the bundle is diagnosed from it, the recorded report first
+    again = subprocess.run([sys.executable, "-m", "ddp_doctor", "diagnose",
+                            str(tmp_path / "b.zip"), "--json", "-"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert "LOG001" in [f["code"] for f in json.loads(again.stdout)["findings"]]
     assert "`LOG001`" in (tmp_path / "r.md").read_text()
     cases = [c.get("name") for c in ET.parse(tmp_path / "j.xml").iter("testcase")]
     assert cases == ["run.job", "run.log"]  # the healthy snapshot adds no failed check

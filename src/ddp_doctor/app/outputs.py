@@ -47,14 +47,16 @@ class ConsoleView(Protocol):
 
 
 def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
-         smoke_dir: Optional[str] = None, view: ConsoleView = render_console) -> None:
+         smoke_dir: Optional[str] = None, run_log: Optional[str] = None,
+         view: ConsoleView = render_console) -> None:
     """Every output of one run, from one Report, after one redaction pass.
 
     Secrets are removed from the Report itself (and --anonymize applied) before any
     renderer sees it. The bundle is written first: it is the largest and likeliest to fail
     (a full disk), and when it fails no report has been written that describes a run
     whose outputs are incomplete. ``smoke_dir`` is the smoke run's directory as it is on
-    disk (the Report's copy of the path may be anonymized).
+    disk (the Report's copy of the path may be anonymized); ``run_log`` the output of the
+    command ``run`` supervised, which goes into the bundle, redacted.
     """
     redactor = Redactor.for_run(facts, anonymize=outputs.anonymize)
     smoke_dir = smoke_dir or (report.smoke or {}).get("run_dir")
@@ -63,7 +65,7 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     if outputs.bundle is not None:
         try:
             write_bundle(Path(outputs.bundle), report, facts, redactor, force=outputs.force,
-                         strict=strict, smoke_dir=smoke_dir)
+                         strict=strict, smoke_dir=smoke_dir, run_log=run_log)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
         confirm(outputs, "support bundle", outputs.bundle)

@@ -103,7 +103,7 @@ def run_job(common: Common, request: RunRequest) -> int:
         raise
     if outcome.succeeded:
         report = _report((job_result(outcome, options, None),), "run: the command succeeded")
-        emit(report, common)
+        emit(report, common, run_log=log_path)
         _remove(temp_dir)
         return report.exit_code(common.strict)
     if not common.quiet:
@@ -112,7 +112,7 @@ def run_job(common: Common, request: RunRequest) -> int:
     report, facts = _diagnosed(outcome, options, common, request.facts)
     if policy is not None and facts is not None:
         report = apply_policy(report, policy, facts)
-    emit(report, common, facts=facts)
+    emit(report, common, facts=facts, run_log=log_path)
     return report.exit_code(common.strict)
 
 

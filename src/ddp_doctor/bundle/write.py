@@ -43,24 +43,27 @@ _LAUNCHER_ABOUT = {
 
 def write_bundle(path: Path, report: Report, facts: Facts | None, redactor: Redactor,
                  force: bool = False, *, strict: bool = False,
-                 smoke_dir: str | None = None) -> None:
+                 smoke_dir: str | None = None, run_log: str | None = None) -> None:
     """Write the support bundle PATH (.zip or .tar.gz) from this run's Report and facts.
 
     ``report`` is the already-redacted Report; ``smoke_dir`` is the smoke run's directory
     as it is on disk (the Report's copy of the path may be anonymized), defaulting to
-    ``report.smoke["run_dir"]``. Raises BundleError (one line) when it cannot be written;
+    ``report.smoke["run_dir"]``; ``run_log`` is the output of a command ``ddp-doctor run``
+    supervised. Raises BundleError (one line) when it cannot be written;
     then no file is left at PATH, and an existing one is replaced only with ``force``.
     """
     if archive_kind(path) is None:
         raise BundleError(f"--bundle {path}: name a .zip or .tar.gz file")
     if path.exists() and not force:  # checked before the run too; a run takes minutes
         raise BundleError(f"--bundle {path}: already exists (add --force to overwrite it)")
-    members = bundle_members(report, facts, redactor, strict=strict, smoke_dir=smoke_dir)
+    members = bundle_members(report, facts, redactor, strict=strict, smoke_dir=smoke_dir,
+                             run_log=run_log)
     write_archive(path, members, force=force)
 
 
 def bundle_members(report: Report, facts: Facts | None, redactor: Redactor, *,
-                   strict: bool = False, smoke_dir: str | None = None) -> list[Member]:
+                   strict: bool = False, smoke_dir: str | None = None,
+                   run_log: str | None = None) -> list[Member]:
     """Every member of the bundle, MANIFEST first, each text passed through the redactor."""
     from ddp_doctor.report.json import render_json
     from ddp_doctor.report.markdown import render_markdown
@@ -89,6 +92,10 @@ def bundle_members(report: Report, facts: Facts | None, redactor: Redactor, *,
         _packages(facts, add, absent)
         _environment(facts, add, absent)
     _smoke(report, smoke_dir, add, absent)
+    if run_log is not None:  # the output of the user's own command (`ddp-doctor run`)
+        text, cut = _tail(Path(run_log))
+        add("run/output.log", text, "the supervised command's output, stdout and stderr as "
+            "printed" + (f" (last {MAX_LOG_BYTES >> 20} MiB of {cut} B)" if cut else ""))
     manifest = _manifest(report, members, absent, redactor, withheld)
     return [Member("MANIFEST", manifest.encode("utf-8"), "this file"), *members]
 
