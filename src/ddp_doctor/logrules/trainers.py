@@ -1,6 +1,7 @@
 """What the trainers themselves say before torch does: Hugging Face accelerate refusing a
-model placement that DDP cannot use, YOLOv5-family ``train.py`` refusing a DDP launch that
-cannot work, and Ultralytics/YOLOv5 refusing a dataset they cannot read.
+model placement that DDP cannot use, DeepSpeed refusing a batch that does not divide over
+the GPUs, YOLOv5-family ``train.py`` refusing a DDP launch that cannot work, and
+Ultralytics/YOLOv5 refusing a dataset they cannot read.
 
 These checks run before the first collective, so when they fire they are the root cause and
 the launcher's "failed (exitcode: 1)" summary that follows is only its echo. The dataset
@@ -22,7 +23,11 @@ corpus cites: https://github.com/QwenLM/Qwen/pull/833,
 https://github.com/ppogg/YOLOv5-Lite/issues/195, https://github.com/WongKinYiu/yolor/issues/58,
 https://github.com/WongKinYiu/yolov9/issues/490,
 https://github.com/JiayuanWang-JW/YOLOv8-multi-task/issues/54 and
-https://github.com/ultralytics/yolov5/issues/8139.
+https://github.com/ultralytics/yolov5/issues/8139; DeepSpeed's batch check
+(deepspeed/runtime/config.py ``_batch_assertion``,
+https://www.deepspeed.ai/docs/config-json/#batch-size-related-parameters,
+https://github.com/OpenRLHF/OpenRLHF/issues/346,
+https://github.com/deepspeedai/DeepSpeed/issues/3228).
 """
 
 from __future__ import annotations
@@ -102,6 +107,20 @@ NO_LABELS = declare(
     fix="Put one .txt label per image under a labels/ folder parallel to images/, then "
         "delete the *.cache files next to the images and rerun.",
     docs_url=YOLO_DATA)
+
+DEEPSPEED_BATCH = declare(
+    "LOG068", Category.DDP_USAGE_ERROR,
+    "DeepSpeed: the global batch is not micro-batch x accumulation x GPUs",
+    what="DeepSpeed requires train_batch_size == train_micro_batch_size_per_gpu x "
+         "gradient_accumulation_steps x world_size. A config written for another GPU count "
+         "(a fixed train_batch_size, a GPU dropped from the node) breaks it; so does a world "
+         "size of 1 on a multi-GPU launch, when the script was not started by a distributed "
+         "launcher or DeepSpeed read the world size before the process group existed.",
+    why="DeepSpeed refuses to initialise; every rank exits.",
+    fix="Set train_batch_size and the micro-batch to \"auto\" in the DeepSpeed config (the "
+        "Hugging Face Trainer fills them in), or make the global batch divisible by the GPU "
+        "count; launch with deepspeed/torchrun/accelerate so the world size is right.",
+    docs_url="https://www.deepspeed.ai/docs/config-json/#batch-size-related-parameters")
 
 RULES: tuple[Rule, ...] = (
     Rule(DEVICE_MAP_DDP,
@@ -197,4 +216,23 @@ RULES: tuple[Rule, ...] = (
              "labels. See https://github.com/ultralytics/yolov5/wiki/Train-Custom-Data",
              "FileNotFoundError: val: No labels found in C:\\[...]\\lisa-dataset\\valid\\"
              "labels.cache, can not start training")),
+    Rule(DEEPSPEED_BATCH,
+         rx(r"error: check batch related parameters\. train_batch_size is not"),
+         ("error",),
+         (Step("Show the batch settings in the DeepSpeed config (replace ds_config.json).",
+               command="grep -n -e batch -e gradient_accumulation ds_config.json"),
+          Step("Count the GPUs the launch uses; the global batch must divide by it.",
+               command="nvidia-smi -L | wc -l"),
+          Step("Or let the Trainer derive the batch: set \"train_batch_size\": \"auto\" and "
+               "\"train_micro_batch_size_per_gpu\": \"auto\" in the DeepSpeed config.")),
+         examples=(
+             "AssertionError: Check batch related parameters. train_batch_size is not equal "
+             "to micro_batch_per_gpu * gradient_acc_step * world_size 256 != 2 * 18 * 7",
+             "AssertionError: Check batch related parameters. train_batch_size is not"),
+         alternatives=("package_conflict: a world size of 1 on a multi-GPU launch with ZeRO-3 "
+                       "can be a DeepSpeed/transformers version mismatch reading the world "
+                       "size before the process group exists",),
+         decide=(Step("Is the world size in the message the number of GPUs launched?",
+                      command="nvidia-smi -L | wc -l; python -m pip show deepspeed "
+                              "transformers accelerate"),)),
 )
