@@ -1,7 +1,7 @@
 """What the trainers themselves say before torch does: Hugging Face accelerate refusing a
-model placement that DDP cannot use, DeepSpeed refusing a batch that does not divide over
-the GPUs, YOLOv5-family ``train.py`` refusing a DDP launch that cannot work, and
-Ultralytics/YOLOv5 refusing a dataset they cannot read.
+launch configuration or a model placement that DDP cannot use, DeepSpeed refusing a batch
+that does not divide over the GPUs, YOLOv5-family ``train.py`` refusing a DDP launch that
+cannot work, and Ultralytics/YOLOv5 refusing a dataset they cannot read.
 
 These checks run before the first collective, so when they fire they are the root cause and
 the launcher's "failed (exitcode: 1)" summary that follows is only its echo. The dataset
@@ -27,7 +27,8 @@ https://github.com/ultralytics/yolov5/issues/8139; DeepSpeed's batch check
 (deepspeed/runtime/config.py ``_batch_assertion``,
 https://www.deepspeed.ai/docs/config-json/#batch-size-related-parameters,
 https://github.com/OpenRLHF/OpenRLHF/issues/346,
-https://github.com/deepspeedai/DeepSpeed/issues/3228).
+https://github.com/deepspeedai/DeepSpeed/issues/3228) and accelerate's launch checks
+(accelerate/commands/launch.py, https://github.com/huggingface/accelerate/issues/1316).
 """
 
 from __future__ import annotations
@@ -121,6 +122,18 @@ DEEPSPEED_BATCH = declare(
         "Hugging Face Trainer fills them in), or make the global batch divisible by the GPU "
         "count; launch with deepspeed/torchrun/accelerate so the world size is right.",
     docs_url="https://www.deepspeed.ai/docs/config-json/#batch-size-related-parameters")
+ACCELERATE_GPU_IDS = declare(
+    "LOG069", Category.DDP_USAGE_ERROR,
+    "accelerate: a multi-GPU launch was configured with fewer than two GPUs",
+    what="The accelerate config or command asks for a multi-GPU launch (distributed_type: "
+         "MULTI_GPU, --multi_gpu) but lists a single GPU in gpu_ids on one machine; the "
+         "config was written for another machine or a single-GPU run was started with a "
+         "multi-GPU config.",
+    why="accelerate launch refuses to start.",
+    fix="For one GPU use a config with distributed_type: NO (or `accelerate launch "
+        "--num_processes 1`); for several, list them all in gpu_ids (or 'all') and set "
+        "num_processes to their count.",
+    docs_url="https://huggingface.co/docs/accelerate/basic_tutorials/launch")
 
 RULES: tuple[Rule, ...] = (
     Rule(DEVICE_MAP_DDP,
@@ -235,4 +248,16 @@ RULES: tuple[Rule, ...] = (
          decide=(Step("Is the world size in the message the number of GPUs launched?",
                       command="nvidia-smi -L | wc -l; python -m pip show deepspeed "
                               "transformers accelerate"),)),
+    Rule(ACCELERATE_GPU_IDS,
+         rx(r"error: less than two gpu ids were configured and tried to run on (?:on )?"
+            r"multiple gpus"),
+         ("error",),
+         (Step("Show the accelerate configuration in use.", command="accelerate env"),
+          Step("Start a single-GPU run without the multi-GPU config.",
+               command="accelerate launch --num_processes 1 --gpu_ids 0 train.py"),
+          Step("Or rewrite the config for this machine's GPUs.", command="accelerate config")),
+         examples=(
+             "ValueError: Less than two GPU ids were configured and tried to run on on "
+             "multiple GPUs. Please ensure at least two are specified for `--gpu_ids`, or use "
+             "`--gpu_ids='all'`.",)),
 )
