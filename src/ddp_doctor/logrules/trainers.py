@@ -201,7 +201,9 @@ RULES: tuple[Rule, ...] = (
              "AssertionError: --evolve is not compatible with YOLOv5 Multi-GPU DDP training",
              "AssertionError: DDP mode not implemented for --evolve")),
     Rule(DATASET_MISSING,
-         rx(r"error: \s*dataset '[^']*' (?:error|(?:images )?not found)",
+         # Ultralytics' own wording ("Dataset '...' error", then the missing paths; on
+         # Windows its emoji are stripped), not any library's "dataset not found".
+         rx(r"error: \s*dataset '[^']*' error\b",
             r"error: [^\n]*dataset '[^']*' (?:images )?not found[^\n]*missing path"),
          ("error",),
          (Step("Show the dataset YAML and check that its paths exist (replace data.yaml).",
