@@ -61,12 +61,12 @@ QUANTIZED_DEVICE = declare(
     what="A bitsandbytes-quantized model (load_in_8bit/load_in_4bit, QLoRA) cannot be moved "
          "after loading, and this rank's copy was loaded on a different GPU than the one the "
          "rank trains on - usually device_map='auto' or a fixed {'': 0} under torchrun, so "
-         "every rank put its copy on GPU 0. accelerate releases before 0.20 also raised it "
-         "for any multi-GPU quantized model.",
+         "every rank put its copy on GPU 0. accelerate releases from before mid-2023 also "
+         "raised it for any quantized model trained on several GPUs.",
     why="accelerate refuses to prepare the model on that rank.",
     fix="Load the quantized model on the rank's own GPU: device_map={'': "
         "PartialState().process_index} (or {'': int(os.environ['LOCAL_RANK'])}); upgrade "
-        "accelerate if it is older than 0.20.",
+        "an accelerate from before mid-2023.",
     docs_url="https://huggingface.co/docs/accelerate/usage_guides/quantization")
 YOLO_DDP_GPUS = declare(
     "LOG064", Category.GPU_NOT_VISIBLE,
@@ -81,8 +81,9 @@ YOLO_DDP_GPUS = declare(
 YOLO_DDP_OPTION = declare(
     "LOG065", Category.DDP_USAGE_ERROR,
     "YOLO: an option that Multi-GPU DDP training does not support",
-    what="YOLOv5-family train.py refuses --image-weights and --evolve under DDP: both "
-         "change the data sampling or relaunch training in one process. It decides that it "
+    what="YOLOv5-family train.py refuses --image-weights and --evolve under DDP: the "
+         "first reweights sampling inside one process, the second reruns training many times "
+         "in one process. It decides that it "
          "runs under DDP from LOCAL_RANK, so a LOCAL_RANK left in the environment by a "
          "cluster or notebook also triggers it.",
     why="Training refuses to start.",
@@ -160,8 +161,9 @@ RULES: tuple[Rule, ...] = (
                command="grep -rn -e device_map -e load_in_ --include=*.py ."),
           Step("Load it on the rank's own GPU: device_map={'': PartialState().process_index} "
                "(from accelerate import PartialState)."),
-          Step("Check the accelerate version (0.20 or newer handles multi-GPU quantized "
-               "models).", command="python -m pip show accelerate bitsandbytes")),
+          Step("Check the accelerate version (releases from before mid-2023 refuse any "
+               "multi-GPU quantized model).", command="python -m pip show accelerate "
+                                                     "bitsandbytes")),
          examples=(
              "ValueError: You can't train a model that has been loaded in 8-bit precision on "
              "a different device than the one you're training on. Make sure you loaded the "
