@@ -1,7 +1,8 @@
 """Failure text -> code: the signature table for what training jobs print when they fail.
 
 One module per area (``driver``, ``packages``, ``cuda``, ``memory``, ``nccl``,
-``distributed``), each with its codes, the rules that find them, and the sources the texts
+``distributed``, and ``trainers`` for what accelerate and the YOLO trainers check
+themselves), each with its codes, the rules that find them, and the sources the texts
 come from. The smoke job reads its ranks' stderr with ``match_text``; ``ddp-doctor
 diagnose`` runs the same rules over pasted logs through the streaming engine, which relies
 on the ``Rule`` fields documented in ``model``.
@@ -15,12 +16,12 @@ packages - before the effects higher up - NCCL, timeouts).
 from __future__ import annotations
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules import cuda, distributed, driver, memory, nccl, packages
+from ddp_doctor.logrules import cuda, distributed, driver, memory, nccl, packages, trainers
 from ddp_doctor.logrules.rule import ANY_ERROR, GATES, Match, Rule, rx
 from ddp_doctor.model import Code, Severity
 
 RULES: tuple[Rule, ...] = (*driver.RULES, *packages.RULES, *cuda.RULES, *memory.RULES,
-                           *nccl.RULES, *distributed.RULES)
+                           *nccl.RULES, *distributed.RULES, *trainers.RULES)
 """Every rule; within one category the more specific rule comes first."""
 
 LOG_CODES: tuple[Code, ...] = tuple(sorted({r.code.id: r.code for r in RULES}.values(),

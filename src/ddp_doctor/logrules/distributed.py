@@ -227,6 +227,10 @@ RULES: tuple[Rule, ...] = (
     Rule(BATCH, rx(r"error: batch-size \d+ not multiple of gpu count",
                    r"error: [^\n]*batch[^\n]*(?:multiple of|divisible by)[^\n]*(?:gpu|devices)",
                    r"error: autobatch with batch<1 not supported for multi-gpu",
+                   # YOLOv5's train.py under DDP (ultralytics/yolov5 pull 6568)
+                   r"error: --batch-size \d+ must be multiple of world_size",
+                   r"error: autobatch with --batch-size -1 is not compatible with \w+ "
+                   r"multi-gpu ddp",
                    r"assertionerror: assert [^\n]*batch\w*\s*%\s*(?:len\(|\w*(?:gpu|device|world"
                    r"|nproc|rank))"),
          ("error",),
@@ -238,7 +242,10 @@ RULES: tuple[Rule, ...] = (
                    "or 'batch=16', the nearest batch sizes evenly divisible by 2.",
                    "ValueError: AutoBatch with batch<1 not supported for Multi-GPU training, "
                    "please specify a valid batch size, i.e. batch=16.",
-                   "AssertionError: assert args.batch_size % len(devices) == 0")),
+                   "AssertionError: assert args.batch_size % len(devices) == 0",
+                   "AssertionError: --batch-size 30 must be multiple of WORLD_SIZE",
+                   "AssertionError: AutoBatch with --batch-size -1 is not compatible with YOLOv5 "
+                   "Multi-GPU DDP training, please pass a valid --batch-size")),
     Rule(FORKED_CUDA, rx(r"cannot re-initialize cuda in forked subprocess"),
          ("cuda",),
          (Step("In the training script, before any CUDA call or DataLoader, use the spawn "

@@ -7,7 +7,9 @@ torch/cuda/__init__.py ``_lazy_init``), torchvision's op registration
 (https://numpy.org/devdocs/numpy_2_0_migration_guide.html, pytorch/pytorch#107302),
 the NumPy 1.24 alias removal (https://numpy.org/devdocs/release/1.24.0-notes.html),
 Ultralytics' device selection (ultralytics/ultralytics ultralytics/utils/torch_utils.py
-``select_device``) and pip's resolver report
+``select_device``), the fp16 checks of accelerate's ``Accelerator`` and transformers'
+``TrainingArguments`` (both refuse fp16 when torch.cuda.is_available() is False;
+https://github.com/yangjianxin1/CLIP-Chinese/issues/4) and pip's resolver report
 (https://pip.pypa.io/en/stable/topics/dependency-resolution/).
 """
 
@@ -132,7 +134,12 @@ RULES: tuple[Rule, ...] = (
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
                      r"cuda unavailable, invalid device \S+ requested",
                      r"error: processgroupnccl is only supported with gpus, no gpus found",
-                     r"torch\.cuda\.device_count\(\): 0\b"),
+                     r"torch\.cuda\.device_count\(\): 0\b",
+                     # fp16 asked of a process without CUDA: accelerate's Accelerator and
+                     # transformers' TrainingArguments check torch.cuda.is_available() first
+                     r"error: fp16 mixed precision requires a gpu",
+                     r"fp16 mixed precision training with amp or apex \(`--fp16`\)[^\n]*can "
+                     r"only be used on cuda"),
          ("cuda", "error"),
          (SHOW_TORCH, Step("See whether the driver sees GPUs.", command="nvidia-smi")),
          examples=(
@@ -142,7 +149,10 @@ RULES: tuple[Rule, ...] = (
              "torch.cuda.is_available() is False. If you are running on a CPU-only machine, "
              "please use torch.load with map_location=torch.device('cpu') to map your storages "
              "to the CPU.",
-             "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"),
+             "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+             "ValueError: fp16 mixed precision requires a GPU",
+             "FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision "
+             "evaluation (`--fp16_full_eval`) can only be used on CUDA devices."),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
                      "LOG018", "LOG020", "LOG023", "LOG030"),
          alternatives=(
