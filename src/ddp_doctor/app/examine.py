@@ -42,6 +42,7 @@ from ddp_doctor.smoke.launch import (
     OptionsError,
     SmokeOptions,
 )
+from ddp_doctor.smoke.ultralytics.trainer import doctor_note
 from ddp_doctor.usage import (
     OutputPath,
     UsageError,
@@ -134,4 +135,7 @@ def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: C
         result.findings = smoke_plan.with_check_causes(result.findings, report)
     report = replace(report, results=(*report.results, result.check_result()),
                      smoke=result.data)
+    note = doctor_note((facts.get("python") or {}).get("packages"), python)
+    if note is not None and not common.quiet:
+        sys.stderr.write(f"ddp-doctor: {note}\n")
     return report, result.kept_run_dir

@@ -85,7 +85,8 @@ def _smoke_options(request: SmokeRequest, keep_run_dir: bool) -> SmokeOptions:
         timeout=_or(LIMITS["timeout"].number(request.timeout), defaults.timeout),
         stall_timeout=stall, nnodes=whole("nnodes", request.nnodes),
         node_rank=whole("node_rank", request.node_rank), master_addr=request.master_addr,
-        master_port=whole("master_port", request.master_port), keep_run_dir=keep_run_dir)
+        master_port=whole("master_port", request.master_port), keep_run_dir=keep_run_dir,
+        trainer=request.trainer)
 
 
 def _imgsz(text: Optional[str]) -> Optional[int]:

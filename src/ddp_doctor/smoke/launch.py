@@ -52,6 +52,9 @@ class SmokeOptions:
     run_dir: str | None = None  # where rank files go (a fresh temporary one by default)
     # Keep a passed run's temporary directory too (for --bundle); the caller removes it.
     keep_run_dir: bool = False
+    # builtin: our own YOLO (train_smoke/); ultralytics: the Ultralytics package installed
+    # in the diagnosed interpreter, through its own DDP path.
+    trainer: str = "builtin"
 
     def deadlines(self) -> tuple[float, float, float]:
         """(wall, stall, process-group) deadlines: stall < process group < wall.
@@ -111,6 +114,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model": ("n", "s", "m"),
     "launcher": ("torchrun", "spawn"),
     "mode": ("ddp", "dp"),
+    "trainer": ("builtin", "ultralytics"),
 }
 
 

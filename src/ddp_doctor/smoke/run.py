@@ -141,6 +141,13 @@ def summarize(data: dict[str, Any]) -> str:
     """One line: ranks × steps, the loss, sync, speed."""
     if data.get("skipped"):
         return str(data["skipped"])
+    if data.get("trainer") == "ultralytics":
+        u = data.get("ultralytics") or {}
+        loss = (f", box loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
+                if data.get("loss_first") is not None else "")
+        return (f"Ultralytics, {count(int(data.get('ranks') or 0), 'rank')} on "
+                f"{data.get('device')}, {u.get('epochs_done', 0)}/{u.get('epochs', 0)} "
+                f"epochs{loss}, {data.get('wall_s', 0):.1f} s")
     m = data.get("measurements") or {}
     parts = [f"{count(int(data.get('ranks') or 0), 'rank')} on {data.get('device')}, "
              f"{data.get('steps_done')}/{data.get('steps')} steps"]
@@ -209,7 +216,7 @@ def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
 
 def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> dict[str, Any]:
     return {
-        "ok": False, "skipped": None, "device": device,
+        "ok": False, "skipped": None, "trainer": options.trainer, "device": device,
         "backend": None if options.mode == "dp" else ("nccl" if device == "cuda" else "gloo"),
         "launcher": "none" if options.mode == "dp" else options.launcher,
         "mode": options.mode, "model": options.model, "imgsz": options.imgsz,
@@ -424,6 +431,10 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
 
 
 def _run_smoke(options: SmokeOptions, progress: ProgressSink | None) -> SmokeResult:
+    if options.trainer == "ultralytics":
+        # Imported here: the trainer module builds on this one.
+        from ddp_doctor.smoke.ultralytics.trainer import run_ultralytics
+        return run_ultralytics(options, progress)
     if not options.scaling:
         return run_once(options, progress)
     resolved = resolve_device(options)
