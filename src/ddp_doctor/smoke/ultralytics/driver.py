@@ -88,18 +88,22 @@ def make_dataset(root: Path, train: int = 32, val: int = 8, size: int = 96,
 
 
 def model_yaml(cfg_root: Path) -> str:
-    """yolo11n.yaml when shipped, else the newest ``yolo<N>n.yaml`` the version knows."""
+    """yolo11n.yaml when shipped, else the newest ``yolo<N>n.yaml`` (or ``yolov<N>n``).
+
+    Ultralytics ships scale-less files (``yolo11.yaml``) and builds the ``n`` scale from
+    the name ``yolo11n.yaml``.
+    """
     shipped = {p.name for p in cfg_root.rglob("yolo*.yaml")}
     if "yolo11.yaml" in shipped:
         return "yolo11n.yaml"
     versions = []
     for name in shipped:
-        digits = name[4:-5]
-        if digits.isdigit():
-            versions.append(int(digits))
+        stem = name[4:-5]
+        if stem.lstrip("v").isdigit():
+            versions.append((int(stem.lstrip("v")), stem))
     if not versions:
         raise RuntimeError(f"no yolo<N>.yaml model file under {cfg_root}")
-    return f"yolo{max(versions)}n.yaml"
+    return f"yolo{max(versions)[1]}n.yaml"
 
 
 class Events:
