@@ -5,7 +5,6 @@ Ultralytics in a venv of its own."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import time
 import zlib
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from ddp_doctor.smoke import codes as C
@@ -26,8 +26,12 @@ from ddp_doctor.smoke.ultralytics.trainer import (
     doctor_note,
     driver_command,
     driver_env,
+    run_ultralytics,
 )
 from tests.support.cli import invoke
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
+                    .read_text(encoding="utf-8"))
 
 # results.csv of a real CPU run (Ultralytics 8.4.190, yolo11n.yaml, 6 epochs, 64 px).
 RESULTS_OK = """\
@@ -203,6 +207,9 @@ def test_trainer_option_defaults_to_builtin_and_is_checked():
                                                                          "ultralytics")
     with pytest.raises(OptionsError, match="--trainer 'keras'"):
         check_options(SmokeOptions(trainer="keras"))
+    with pytest.raises(OptionsError, match="--scaling, --mode dp: only for --trainer builtin"):
+        check_options(SmokeOptions(trainer="ultralytics", scaling=True, mode="dp"))
+    check_options(SmokeOptions(trainer="builtin", scaling=True, mode="dp"))
     result = invoke("smoke", "--trainer", "keras")
     assert result.exit_code == 2
     assert "--trainer 'keras': choose one of builtin, ultralytics" in result.stderr
@@ -276,7 +283,7 @@ def fake_ultralytics(tmp_path, monkeypatch):
 def test_driver_runs_under_supervision_and_passes(fake_ultralytics, monkeypatch):
     monkeypatch.setenv("FAKE_ULTRA", "good")
     result = run_smoke(SmokeOptions(device="cpu", trainer="ultralytics",
-                                    run_dir=str(fake_ultralytics / "run")))
+                                    run_dir=str(fake_ultralytics / "run")), None, run_ultralytics)
     assert [f.code.id for f in result.findings] == [], result.findings
     data = result.data
     assert data["ok"] is True and data["trainer"] == "ultralytics"
@@ -292,11 +299,28 @@ def test_driver_runs_under_supervision_and_passes(fake_ultralytics, monkeypatch)
 
 
 @pytest.mark.spawns
+def test_the_cli_report_of_a_passed_run_is_valid_and_rendered(fake_ultralytics, monkeypatch):
+    monkeypatch.setenv("FAKE_ULTRA", "good")
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--trainer",
+                           "ultralytics", "--device", "cpu", "--json", "-"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(report)
+    assert report["smoke"]["ultralytics"]["version"] == "0.0.test"
+    assert report["checks"][-1]["summary"].startswith("Ultralytics, 1 rank on cpu, 6/6 epochs")
+    console = invoke("smoke", "--trainer", "ultralytics", "--device", "cpu")
+    assert console.exit_code == 0
+    assert "Ultralytics 0.0.test, yolo11n.yaml at 64 px" in console.stdout
+    assert "Time to first epoch" in console.stdout
+
+
+@pytest.mark.spawns
 def test_a_hung_trainer_is_stopped_at_the_deadline_and_killed(fake_ultralytics, monkeypatch):
     monkeypatch.setenv("FAKE_ULTRA", "hang")
     started = time.monotonic()
     result = run_smoke(SmokeOptions(device="cpu", trainer="ultralytics", timeout=20.0,
-                                    run_dir=str(fake_ultralytics / "run")))
+                                    run_dir=str(fake_ultralytics / "run")), None, run_ultralytics)
     assert time.monotonic() - started < 60
     assert [f.code.id for f in result.findings] == ["SMK003"]
     assert result.data["stopped_by"] == "deadline"
@@ -313,6 +337,7 @@ def test_ultralytics_absent_here_is_the_install_finding():
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(report)
     [finding] = report["findings"]
     assert finding["code"] == "SMK018"
     commands = [s["command"] for s in finding["remediation"]]

@@ -26,6 +26,7 @@ from ddp_doctor.smoke.launch import (
     check_options,
     node_layout,
 )
+from ddp_doctor.smoke.ultralytics.trainer import run_ultralytics
 from ddp_doctor.usage import (
     UsageError,
     one_of,
@@ -48,7 +49,8 @@ def run_smoke(common: Common, request: SmokeRequest) -> int:
             options = replace(options, python=interpreter(request.python))
         if options.sync_bn and options.device == "auto":
             options = _sync_bn_device(options)
-        result = smoke_run.run_smoke(options, progress_sink(common))
+        train = run_ultralytics if options.trainer == "ultralytics" else None
+        result = smoke_run.run_smoke(options, progress_sink(common), train)
     except (smoke_run.SmokeUsageError, OptionsError) as exc:
         raise UsageError(str(exc)) from None
     try:

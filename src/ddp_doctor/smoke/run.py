@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -163,6 +163,10 @@ def summarize(data: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+# Another trainer than the builtin job: options and progress in, a judged result out.
+Trainer = Callable[[SmokeOptions, "ProgressSink | None"], SmokeResult]
+
+
 def skipped(reason: str) -> SmokeResult:
     return SmokeResult({"ok": None, "skipped": reason})
 
@@ -216,7 +220,7 @@ def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
 
 def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> dict[str, Any]:
     return {
-        "ok": False, "skipped": None, "trainer": options.trainer, "device": device,
+        "ok": False, "skipped": None, "device": device,
         "backend": None if options.mode == "dp" else ("nccl" if device == "cuda" else "gloo"),
         "launcher": "none" if options.mode == "dp" else options.launcher,
         "mode": options.mode, "model": options.model, "imgsz": options.imgsz,
@@ -410,8 +414,13 @@ def proved(data: dict[str, Any], options: SmokeOptions) -> dict[str, Any]:
     }
 
 
-def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> SmokeResult:
+def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
+              train: Trainer | None = None) -> SmokeResult:
     """The smoke job, with what it proved; a run that wanted GPUs and found none says so.
+
+    ``train`` runs another trainer instead of the builtin job (``--trainer ultralytics``:
+    ``smoke.ultralytics.trainer.run_ultralytics``, which builds on this module, hence
+    passed in rather than imported here).
 
     With ``scaling``, on 1 rank then on N, with speedup and efficiency.
     """
@@ -419,7 +428,7 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
     if progress is not None and options.device != "cpu":
         progress.note(f"asking torch in {options.python} which GPUs it can use")
     try:
-        result = _run_smoke(options, progress)
+        result = _run_smoke(options, progress, train)
         if result.data.get("skipped"):
             return result
         result.data["proved"] = proved(result.data, options)
@@ -430,11 +439,10 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
         _probed.clear()
 
 
-def _run_smoke(options: SmokeOptions, progress: ProgressSink | None) -> SmokeResult:
-    if options.trainer == "ultralytics":
-        # Imported here: the trainer module builds on this one.
-        from ddp_doctor.smoke.ultralytics.trainer import run_ultralytics
-        return run_ultralytics(options, progress)
+def _run_smoke(options: SmokeOptions, progress: ProgressSink | None,
+               train: Trainer | None) -> SmokeResult:
+    if train is not None:
+        return train(options, progress)
     if not options.scaling:
         return run_once(options, progress)
     resolved = resolve_device(options)

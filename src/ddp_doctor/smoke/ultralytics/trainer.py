@@ -92,13 +92,14 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
     resolved = resolve_device(options)
     if isinstance(resolved, Finding):
         data = _base_data(options, options.device, options.nproc or 0, 0)
+        data["trainer"] = "ultralytics"
         return SmokeResult(data, [resolved])
     device, nproc = resolved
     nproc = 1 if device == "cpu" else nproc  # Ultralytics trains the CPU in one process
     data = _base_data(options, device, nproc, nproc)
     # On GPUs Ultralytics starts its ranks with torch.distributed.run; the CPU is one process.
-    data.update(launcher="none" if device == "cpu" else "torchrun", imgsz=IMGSZ,
-                steps=EPOCHS, backend=None if device == "cpu" else "nccl",
+    data.update(trainer="ultralytics", launcher="none" if device == "cpu" else "torchrun",
+                imgsz=IMGSZ, steps=EPOCHS, backend=None if device == "cpu" else "nccl",
                 mode="single" if device == "cpu" else "ddp", measurements=None)
     own_dir = options.run_dir is None
     run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="ddp-doctor-smoke-"))
