@@ -49,8 +49,10 @@ def run_smoke(common: Common, request: SmokeRequest) -> int:
             options = replace(options, python=interpreter(request.python))
         if options.sync_bn and options.device == "auto":
             options = _sync_bn_device(options)
-        train = run_ultralytics if options.trainer == "ultralytics" else None
-        result = smoke_run.run_smoke(options, progress_sink(common), train)
+        if options.trainer == "ultralytics":
+            result = smoke_run.run_smoke(options, progress_sink(common), run_ultralytics)
+        else:
+            result = smoke_run.run_smoke(options, progress_sink(common))
     except (smoke_run.SmokeUsageError, OptionsError) as exc:
         raise UsageError(str(exc)) from None
     try:
