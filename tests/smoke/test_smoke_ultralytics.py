@@ -388,3 +388,19 @@ def test_real_ultralytics_on_cuda_without_gpus_is_no_gpu(ultralytics_python):
     proc, report = _smoke(ultralytics_python, "--device", "cuda")
     assert proc.returncode == 1
     assert [f["code"] for f in report["findings"]] == ["SMK012"]
+
+
+def test_doctor_prints_the_note_when_the_facts_show_ultralytics(tmp_path):
+    from tests.conftest import FACTS_DIR
+
+    snapshot = json.loads((FACTS_DIR / "sandbox_cpu_container.json").read_text())
+    without = tmp_path / "without.json"
+    without.write_text(json.dumps(snapshot))
+    snapshot["facts"]["python"]["value"]["packages"]["ultralytics"] = [
+        {"version": "8.4.190", "location": "/tmp/dev/lib/python3.11/site-packages"}]
+    with_it = tmp_path / "with.json"
+    with_it.write_text(json.dumps(snapshot))
+    result = invoke("doctor", "--facts", str(with_it), "--json", str(tmp_path / "r.json"))
+    assert "Ultralytics 8.4.190 is installed: `ddp-doctor smoke --trainer ultralytics" \
+        in result.stderr
+    assert "Ultralytics" not in invoke("doctor", "--facts", str(without)).stderr

@@ -88,6 +88,9 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
                              f"{exc.strerror or exc}") from None
         confirm(common, "facts snapshot", str(machine.save_facts))
     report = runner.build_report(catalogue, facts, facts_source=source)
+    note = doctor_note((facts.get("python") or {}).get("packages"), python)
+    if note is not None and not common.quiet:  # stderr: stdout may carry the report
+        sys.stderr.write(f"ddp-doctor: {note}\n")
     kept: Optional[str] = None
     try:
         if smoke:
@@ -135,7 +138,4 @@ def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: C
         result.findings = smoke_plan.with_check_causes(result.findings, report)
     report = replace(report, results=(*report.results, result.check_result()),
                      smoke=result.data)
-    note = doctor_note((facts.get("python") or {}).get("packages"), python)
-    if note is not None and not common.quiet:
-        sys.stderr.write(f"ddp-doctor: {note}\n")
     return report, result.kept_run_dir
