@@ -173,6 +173,10 @@ def test_every_ddp_rank_must_start_on_gpus():
     assert [f.code.id for f in findings] == ["SMK025"]
     assert data["ddp_nproc"] == 2 and "1 of 2" in findings[0].title
     assert _codes(_run(device="cuda", world=2, ranks_started=2, output=DDP_LINE)) == []
+    # No marker at all (a version that drops callbacks in DDP): the DDP command's count and
+    # the finished epochs decide; without the command line it is a finding.
+    assert _codes(_run(device="cuda", world=2, ranks_started=0, output=DDP_LINE)) == []
+    assert _codes(_run(device="cuda", world=2, ranks_started=0, output="")) == ["SMK025"]
 
 
 @pytest.mark.parametrize(("error", "code", "command"), [

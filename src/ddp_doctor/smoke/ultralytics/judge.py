@@ -129,7 +129,12 @@ def judge(run: UltraRun) -> tuple[list[Finding], dict[str, Any]]:
     if not run.weights:
         findings.append(Finding(C.ULTRA_NO_WEIGHTS, "Ultralytics wrote no weights/last.pt",
                                 (Evidence("weights/last.pt", "missing", "run/"),)))
-    if run.device == "cuda" and run.ranks_started < run.world:
+    # Versions that do not carry callbacks into their DDP ranks leave no marker at all; their
+    # DDP command still says how many ranks were launched, and DDP epochs cannot complete
+    # unless every rank joins the gradient all-reduce.
+    unmarked_but_complete = (run.ranks_started == 0 and data["ddp_nproc"] == run.world
+                             and len(rows) >= run.epochs)
+    if run.device == "cuda" and run.ranks_started < run.world and not unmarked_but_complete:
         findings.append(Finding(
             C.ULTRA_RANKS_MISSING, f"{run.ranks_started} of {run.world} Ultralytics DDP ranks "
             "started training", (Evidence("DDP processes launched",
