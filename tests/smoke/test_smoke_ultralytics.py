@@ -371,6 +371,7 @@ def _smoke(python: str, *args: str) -> tuple[subprocess.CompletedProcess[str], d
 
 @pytest.mark.slow
 @pytest.mark.spawns
+@pytest.mark.timeout(1500)  # the first one builds the venv (pip downloads about 5 GB)
 def test_real_ultralytics_trains_on_the_cpu(ultralytics_python):
     started = time.monotonic()
     proc, report = _smoke(ultralytics_python, "--device", "cpu")
@@ -388,6 +389,7 @@ def test_real_ultralytics_trains_on_the_cpu(ultralytics_python):
 
 @pytest.mark.slow
 @pytest.mark.spawns
+@pytest.mark.timeout(1500)  # the first one builds the venv (pip downloads about 5 GB)
 def test_real_ultralytics_on_cuda_without_gpus_is_no_gpu(ultralytics_python):
     proc, report = _smoke(ultralytics_python, "--device", "cuda")
     assert proc.returncode == 1
