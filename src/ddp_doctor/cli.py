@@ -246,6 +246,10 @@ def smoke(
                                               help="Rendezvous port, 1 to 65535 (default: a "
                                                    "free one)."),
     python: Optional[str] = PYTHON,
+    trainer: str = typer.Option("builtin", "--trainer", metavar="builtin|ultralytics",
+                                help="builtin: the doctor's own YOLO; ultralytics: the "
+                                     "Ultralytics package installed in --python, through its "
+                                     "own DDP path (6 short epochs on synthetic data)."),
 ) -> int:
     """Prove that DDP training works here: train a small YOLO detector on every GPU.
 
@@ -257,7 +261,7 @@ def smoke(
         imgsz=imgsz, model=model, workers=workers, launcher=launcher, mode=mode,
         sync_bn=sync_bn, amp=amp, scaling=scaling, timeout=timeout,
         stall_timeout=stall_timeout, nnodes=nnodes, node_rank=node_rank,
-        master_addr=master_addr, master_port=master_port, python=python))
+        master_addr=master_addr, master_port=master_port, python=python, trainer=trainer))
 
 
 RUN_COMMAND = typer.Argument(None, metavar="-- COMMAND [ARGS...]",

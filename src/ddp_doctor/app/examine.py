@@ -42,6 +42,7 @@ from ddp_doctor.smoke.launch import (
     OptionsError,
     SmokeOptions,
 )
+from ddp_doctor.smoke.ultralytics.trainer import doctor_note
 from ddp_doctor.usage import (
     OutputPath,
     UsageError,
@@ -87,6 +88,9 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
                              f"{exc.strerror or exc}") from None
         confirm(common, "facts snapshot", str(machine.save_facts))
     report = runner.build_report(catalogue, facts, facts_source=source)
+    note = doctor_note((facts.get("python") or {}).get("packages"), python)
+    if note is not None and not common.quiet:  # stderr: stdout may carry the report
+        sys.stderr.write(f"ddp-doctor: {note}\n")
     kept: Optional[str] = None
     try:
         if smoke:

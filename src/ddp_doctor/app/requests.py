@@ -103,6 +103,7 @@ class SmokeRequest:
     master_addr: Optional[str] = None
     master_port: Optional[str] = None
     python: Optional[str] = None
+    trainer: str = "builtin"
 
 
 def check_common(common: Common, *more: OutputPath) -> None:

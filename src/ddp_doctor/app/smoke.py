@@ -26,6 +26,7 @@ from ddp_doctor.smoke.launch import (
     check_options,
     node_layout,
 )
+from ddp_doctor.smoke.ultralytics.trainer import run_ultralytics
 from ddp_doctor.usage import (
     UsageError,
     one_of,
@@ -48,7 +49,10 @@ def run_smoke(common: Common, request: SmokeRequest) -> int:
             options = replace(options, python=interpreter(request.python))
         if options.sync_bn and options.device == "auto":
             options = _sync_bn_device(options)
-        result = smoke_run.run_smoke(options, progress_sink(common))
+        if options.trainer == "ultralytics":
+            result = smoke_run.run_smoke(options, progress_sink(common), run_ultralytics)
+        else:
+            result = smoke_run.run_smoke(options, progress_sink(common))
     except (smoke_run.SmokeUsageError, OptionsError) as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -85,7 +89,8 @@ def _smoke_options(request: SmokeRequest, keep_run_dir: bool) -> SmokeOptions:
         timeout=_or(LIMITS["timeout"].number(request.timeout), defaults.timeout),
         stall_timeout=stall, nnodes=whole("nnodes", request.nnodes),
         node_rank=whole("node_rank", request.node_rank), master_addr=request.master_addr,
-        master_port=whole("master_port", request.master_port), keep_run_dir=keep_run_dir)
+        master_port=whole("master_port", request.master_port), keep_run_dir=keep_run_dir,
+        trainer=request.trainer)
 
 
 def _imgsz(text: Optional[str]) -> Optional[int]:

@@ -27,6 +27,8 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) rows describing a smoke run; rows without a value are left out."""
     if data.get("skipped"):
         return [("Smoke training", f"not run: {data['skipped']}")]
+    if data.get("trainer") == "ultralytics":
+        return _ultralytics_rows(data)
     m = data.get("measurements") or {}
     per_rank = m.get("per_rank") or []
     rows: list[tuple[str, Any]] = [
@@ -116,6 +118,27 @@ def render_smoke_console(report: Report, console: Console, *, verbose: bool = Fa
         print_block(console, finding_block(finding, verbose))
         console.print()
     print_block(console, verdict_line(report, strict))
+
+
+def _ultralytics_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The rows of a run of the Ultralytics trainer: its epochs and timings, not steps."""
+    u = data.get("ultralytics") or {}
+    ranks = data.get("ranks") or 0
+    rows: list[tuple[str, Any]] = [
+        ("Result", "passed" if data.get("ok") else "FAILED"),
+        ("Trainer", "Ultralytics" + (f" {u['version']}, {u.get('model_yaml')} at "
+                                     f"{data.get('imgsz')} px" if u.get("version") else "")),
+        ("Ranks", f"{ranks}, {data.get('device')}, "
+                  + ("Ultralytics' own DDP" if ranks > 1 else "one process")),
+        ("Epochs", f"{u['epochs_done']} of {u['epochs']}" if u else None),
+    ]
+    if data.get("loss_first") is not None:
+        rows.append(("Box loss (first → last epoch)",
+                     f"{data['loss_first']:.4g} → {data['loss_last']:.4g}"))
+    rows += [("Time to first epoch", _seconds(u.get("time_to_first_epoch_s"))),
+             ("Epoch time", _seconds(u.get("epoch_s"))),
+             ("Wall time", _seconds(data.get("wall_s")))]
+    return [(label, value) for label, value in rows if value is not None]
 
 
 def _dp_label(data: dict[str, Any]) -> str:

@@ -154,3 +154,67 @@ GPU_NOT_PROVEN = declare(
         "policy's require-gpu-training, this warning fails the run.",
     severity=Severity.WARNING,
     docs_url="https://pytorch.org/docs/stable/notes/cuda.html")
+
+# The Ultralytics trainer (`ddp-doctor smoke --trainer ultralytics`).
+ULTRA_URL = "https://docs.ultralytics.com/modes/train/"
+ULTRA_MISSING = declare(
+    "SMK018", Category.PACKAGE_CONFLICT, "Ultralytics cannot be imported by the interpreter",
+    what="`--trainer ultralytics` was asked for, but `import ultralytics` fails in the "
+         "interpreter being diagnosed: it is not installed, or the installed version does not "
+         "work with that interpreter's torch.",
+    why="A training script that uses Ultralytics fails the same way at its first line.",
+    fix="Install (or upgrade) it in that interpreter: `<python> -m pip install -U "
+        "ultralytics`, the exact command is in the finding.",
+    docs_url="https://docs.ultralytics.com/quickstart/")
+ULTRA_TORCH_MISSING = declare(
+    "SMK019", Category.TORCH_MISSING, "Ultralytics cannot import torch",
+    what="`import ultralytics` fails because torch (or torchvision) is missing or broken in "
+         "the interpreter being diagnosed.",
+    why="Ultralytics trains with torch; without it no training starts.",
+    fix="Install torch and torchvision for that interpreter (pytorch.org/get-started), then "
+        "`<python> -m pip install ultralytics`.",
+    docs_url="https://pytorch.org/get-started/locally/")
+ULTRA_FAILED = declare(
+    "SMK020", Category.UNKNOWN, "Ultralytics training failed",
+    what="Ultralytics' own training (its DDP launch on GPUs, one process on the CPU) exited "
+         "with an error before finishing.",
+    why="The same error stops a real Ultralytics training run on this machine.",
+    fix="Read the error in the evidence and the trainer's output kept in the run directory; "
+        "rerun with -v.",
+    docs_url=ULTRA_URL)
+ULTRA_EPOCHS_MISSING = declare(
+    "SMK021", Category.UNKNOWN, "Ultralytics did not finish every epoch",
+    what="results.csv holds fewer rows than the epochs asked for.",
+    why="A run that stops early without an error hides its cause; a real run would lose "
+        "its last epochs the same way.",
+    fix="Rerun with -v and read the trainer's output in the run directory.",
+    docs_url=ULTRA_URL)
+ULTRA_LOSS_NOT_FINITE = declare(
+    "SMK022", Category.UNKNOWN, "Ultralytics' training loss is NaN or infinite",
+    what="A loss column of results.csv is not a finite number.",
+    why="On a small synthetic data set with AMP off this points at broken numerics "
+        "(a faulty GPU, a broken cuDNN, memory corruption).",
+    fix="Rerun; if it repeats on the GPU and not with --device cpu, run the GPU diagnostics "
+        "(dcgmi diag -r 2).")
+ULTRA_LOSS_FLAT = declare(
+    "SMK023", Category.UNKNOWN, "Ultralytics' box loss did not fall",
+    what="The last epoch's train/box_loss in results.csv is not lower than the first's.",
+    why="Over a few epochs of a small synthetic set a working setup lowers the box loss; "
+        "its first epochs can rise before they fall, so this is a warning, not a failure.",
+    fix="Rerun; if it stays flat, compare with `ddp-doctor smoke --trainer builtin`, which "
+        "checks that gradients are averaged across ranks.",
+    severity=Severity.WARNING)
+ULTRA_NO_WEIGHTS = declare(
+    "SMK024", Category.UNKNOWN, "Ultralytics wrote no weights file",
+    what="Training ended but weights/last.pt is missing from the run directory.",
+    why="A real run's checkpoint would be lost the same way (a full disk, an unwritable "
+        "directory, a rank that died while saving).",
+    fix="Check free space and permissions of the temporary directory ($TMPDIR).")
+ULTRA_RANKS_MISSING = declare(
+    "SMK025", Category.UNKNOWN, "Not every DDP rank of Ultralytics started training",
+    what="Ultralytics launched its DDP processes, but fewer ranks than GPUs reached training.",
+    why="Ultralytics' DDP path starts one process per device; a rank that never starts "
+        "leaves the others waiting in their first collective.",
+    fix="Read the trainer's output in the run directory; run `ddp-doctor smoke` with the "
+        "builtin trainer to see the failing rank and phase.",
+    docs_url=ULTRA_URL)

@@ -52,6 +52,9 @@ class SmokeOptions:
     run_dir: str | None = None  # where rank files go (a fresh temporary one by default)
     # Keep a passed run's temporary directory too (for --bundle); the caller removes it.
     keep_run_dir: bool = False
+    # builtin: our own YOLO (train_smoke/); ultralytics: the Ultralytics package installed
+    # in the diagnosed interpreter, through its own DDP path.
+    trainer: str = "builtin"
 
     def deadlines(self) -> tuple[float, float, float]:
         """(wall, stall, process-group) deadlines: stall < process group < wall.
@@ -111,6 +114,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model": ("n", "s", "m"),
     "launcher": ("torchrun", "spawn"),
     "mode": ("ddp", "dp"),
+    "trainer": ("builtin", "ultralytics"),
 }
 
 
@@ -142,6 +146,14 @@ def check_options(options: SmokeOptions, device: str | None = None) -> None:
         raise OptionsError(f"--stall-timeout {options.stall_timeout:g} must be shorter "
                            f"than --timeout {options.timeout:g} (a hang is detected "
                            "before the wall-clock deadline)")
+    if options.trainer == "ultralytics":
+        builtin_only = [name for name, used in (
+            ("--scaling", options.scaling), ("--mode dp", options.mode == "dp"),
+            ("--sync-bn", options.sync_bn), ("--launcher spawn", options.launcher == "spawn"),
+            ("--nnodes", (options.nnodes or 1) > 1)) if used]
+        if builtin_only:
+            raise OptionsError(f"{', '.join(builtin_only)}: only for --trainer builtin "
+                               "(Ultralytics starts its own DDP ranks on this node)")
     if options.sync_bn and options.mode == "dp":
         raise OptionsError("--sync-bn needs --mode ddp (SyncBatchNorm syncs statistics "
                            "across DDP processes)")

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -141,6 +141,13 @@ def summarize(data: dict[str, Any]) -> str:
     """One line: ranks × steps, the loss, sync, speed."""
     if data.get("skipped"):
         return str(data["skipped"])
+    if data.get("trainer") == "ultralytics":
+        u = data.get("ultralytics") or {}
+        loss = (f", box loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
+                if data.get("loss_first") is not None else "")
+        return (f"Ultralytics, {count(int(data.get('ranks') or 0), 'rank')} on "
+                f"{data.get('device')}, {u.get('epochs_done', 0)}/{u.get('epochs', 0)} "
+                f"epochs{loss}, {data.get('wall_s', 0):.1f} s")
     m = data.get("measurements") or {}
     parts = [f"{count(int(data.get('ranks') or 0), 'rank')} on {data.get('device')}, "
              f"{data.get('steps_done')}/{data.get('steps')} steps"]
@@ -154,6 +161,10 @@ def summarize(data: dict[str, Any]) -> str:
         parts.append(f"{m['images_per_s_total']:.0f} img/s")
     parts.append(f"{data.get('wall_s', 0):.1f} s")
     return ", ".join(parts)
+
+
+# Another trainer than the builtin job: options and progress in, a judged result out.
+Trainer = Callable[[SmokeOptions, "ProgressSink | None"], SmokeResult]
 
 
 def skipped(reason: str) -> SmokeResult:
@@ -403,8 +414,13 @@ def proved(data: dict[str, Any], options: SmokeOptions) -> dict[str, Any]:
     }
 
 
-def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> SmokeResult:
+def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
+              train: Trainer | None = None) -> SmokeResult:
     """The smoke job, with what it proved; a run that wanted GPUs and found none says so.
+
+    ``train`` runs another trainer instead of the builtin job (``--trainer ultralytics``:
+    ``smoke.ultralytics.trainer.run_ultralytics``, which builds on this module, hence
+    passed in rather than imported here).
 
     With ``scaling``, on 1 rank then on N, with speedup and efficiency.
     """
@@ -412,7 +428,7 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
     if progress is not None and options.device != "cpu":
         progress.note(f"asking torch in {options.python} which GPUs it can use")
     try:
-        result = _run_smoke(options, progress)
+        result = _run_smoke(options, progress, train)
         if result.data.get("skipped"):
             return result
         result.data["proved"] = proved(result.data, options)
@@ -423,7 +439,10 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None) -> Sm
         _probed.clear()
 
 
-def _run_smoke(options: SmokeOptions, progress: ProgressSink | None) -> SmokeResult:
+def _run_smoke(options: SmokeOptions, progress: ProgressSink | None,
+               train: Trainer | None) -> SmokeResult:
+    if train is not None:
+        return train(options, progress)
     if not options.scaling:
         return run_once(options, progress)
     resolved = resolve_device(options)

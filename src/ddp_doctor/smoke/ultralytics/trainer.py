@@ -1,0 +1,186 @@
+"""Launch the Ultralytics driver in the diagnosed interpreter, supervise it, judge it.
+
+The driver runs under the same supervision as the builtin smoke job: its own session, a
+unique tag on its command line, the wall-clock deadline, and every process it or
+Ultralytics started (its DDP launcher and ranks) ended by the Reaper on the way out.
+Ultralytics is kept offline (YOLO_OFFLINE) with its settings in the run directory
+(YOLO_CONFIG_DIR), so nothing is fetched and the user's settings file is not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ddp_doctor.model import Evidence, Finding, Status, status_of
+from ddp_doctor.smoke import codes as C
+from ddp_doctor.smoke.launch import SmokeOptions, new_tag
+from ddp_doctor.smoke.monitor import Outcome, Reaper, supervise
+from ddp_doctor.smoke.run import (
+    ProgressSink,
+    SmokeResult,
+    _base_data,
+    resolve_device,
+    stop_signals_raise,
+)
+from ddp_doctor.smoke.ultralytics.judge import UltraRun, judge
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "driver.py"
+# Measured on a CPU: the box loss of the first epochs rises before it falls; 6 epochs of
+# the 32-image set at 64 px bring it clearly below the first epoch's (about 1.3 s each).
+EPOCHS = 6
+IMGSZ = 64
+
+
+def driver_command(options: SmokeOptions, run_dir: Path, device: str, nproc: int,
+                   tag: str) -> list[str]:
+    """The driver's command line: GPU indices make Ultralytics launch its own DDP."""
+    devices = "cpu" if device == "cpu" else ",".join(str(i) for i in range(nproc))
+    workers = options.workers if options.workers is not None else (1 if device == "cuda"
+                                                                    else 0)
+    return [options.python, str(DRIVER), "--out", str(run_dir), "--device", devices,
+            "--epochs", str(EPOCHS), "--imgsz", str(IMGSZ), "--batch", str(options.batch),
+            "--workers", str(workers), "--tag", tag]
+
+
+def driver_env(run_dir: Path) -> dict[str, str]:
+    """Offline, settings in the run directory, and the rank hook importable by the ranks."""
+    env = dict(os.environ)
+    env.update(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(run_dir / "config"),
+               DDP_DOCTOR_ULTRA_RANKS=str(run_dir / "ranks"), PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def read_run(run_dir: Path, run: UltraRun) -> UltraRun:
+    """Fill ``run`` from the files the driver and Ultralytics wrote under ``run_dir``."""
+    try:
+        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            run.events.append(event)
+    csv_path = run_dir / "run" / "results.csv"
+    run.results_csv = csv_path.read_text(encoding="utf-8") if csv_path.exists() else None
+    run.weights = (run_dir / "run" / "weights" / "last.pt").is_file()
+    ranks = run_dir / "ranks"
+    run.ranks_started = len(list(ranks.glob("rank*"))) if ranks.is_dir() else 0
+    run.output = "\n".join(_read(run_dir / n) for n in ("driver.stderr", "driver.stdout"))
+    return run
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None) -> SmokeResult:
+    """One Ultralytics training run on this node (all GPUs through its DDP, or the CPU)."""
+    resolved = resolve_device(options)
+    if isinstance(resolved, Finding):
+        data = _base_data(options, options.device, options.nproc or 0, 0)
+        data["trainer"] = "ultralytics"
+        return SmokeResult(data, [resolved])
+    device, nproc = resolved
+    nproc = 1 if device == "cpu" else nproc  # Ultralytics trains the CPU in one process
+    data = _base_data(options, device, nproc, nproc)
+    # On GPUs Ultralytics starts its ranks with torch.distributed.run; the CPU is one process.
+    data.update(trainer="ultralytics", launcher="none" if device == "cpu" else "torchrun",
+                imgsz=IMGSZ, steps=EPOCHS, backend=None if device == "cpu" else "nccl",
+                mode="single" if device == "cpu" else "ddp", measurements=None)
+    own_dir = options.run_dir is None
+    run_dir = Path(options.run_dir or tempfile.mkdtemp(prefix="ddp-doctor-smoke-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "ranks").mkdir(exist_ok=True)
+    tag = new_tag()
+    cmd = driver_command(options, run_dir, device, nproc, tag)
+    data["command"] = " ".join(cmd)
+    wall, stall, _ = options.deadlines()
+    if progress is not None:
+        progress.note(f"training Ultralytics YOLO for {EPOCHS} epochs on "
+                      f"{'the CPU' if device == 'cpu' else f'{nproc} GPU(s)'}")
+    with stop_signals_raise():
+        try:
+            outcome = _launch(cmd, driver_env(run_dir), run_dir, tag, wall, stall)
+        except BaseException:
+            if own_dir:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+    if isinstance(outcome, OSError):
+        finding = Finding(C.LAUNCH_FAILED, f"The Ultralytics driver could not start: "
+                          f"{outcome.strerror or outcome}",
+                          (Evidence("command", data["command"], ""),))
+        return SmokeResult(data, [finding])
+    run = read_run(run_dir, UltraRun(options.python, device, nproc, EPOCHS,
+                                     returncode=outcome.returncode,
+                                     stopped_by=outcome.stopped_by, wall_s=outcome.wall_s))
+    findings, measured = judge(run)
+    data.update(ultralytics=measured, steps_done=measured["epochs_done"],
+                ok=status_of(findings) is not Status.FAIL, wall_s=round(outcome.wall_s, 3),
+                exit_code=outcome.returncode, stopped_by=outcome.stopped_by,
+                run_dir=str(run_dir))
+    box = [v for v in measured["box_loss"] if v is not None]
+    if box:
+        data.update(loss_first=box[0], loss_last=box[-1], loss_judged=len(box) >= 2)
+    kept = None
+    if data["ok"] and own_dir:
+        if options.keep_run_dir:
+            kept = str(run_dir)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        data["run_dir"] = None
+    return SmokeResult(data, findings, kept_run_dir=kept)
+
+
+def _launch(cmd: list[str], env: dict[str, str], run_dir: Path, tag: str, wall: float,
+            stall: float) -> Outcome | OSError:
+    """Start the driver and wait for it; everything it started is ended on the way out."""
+    proc: subprocess.Popen[bytes] | None = None
+    reaper: Reaper | None = None
+    started = time.monotonic()
+    try:
+        try:
+            with open(run_dir / "driver.stdout", "wb") as out, \
+                    open(run_dir / "driver.stderr", "wb") as err:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        env=env, cwd=str(run_dir), start_new_session=True)
+        except OSError as exc:
+            return exc
+        reaper = Reaper(proc, tag)
+        # No per-rank event files: Ultralytics' ranks report through results.csv, so only
+        # the wall-clock deadline applies (a stall cannot be told from a slow epoch here).
+        outcome = supervise(proc, reaper, [], started, wall, stall)
+    finally:
+        if proc is not None:
+            (reaper or Reaper(proc, tag)).stop()
+    if outcome.returncode is None:
+        outcome.returncode = proc.returncode
+    return outcome
+
+
+
+def doctor_note(packages: object, python: str) -> str | None:
+    """The line `doctor` prints when Ultralytics is installed in the diagnosed interpreter.
+
+    ``packages`` is the interpreter probe's ``python.packages`` fact (name -> copies).
+    """
+    copies = packages.get("ultralytics") if isinstance(packages, dict) else None
+    if not isinstance(copies, list) or not copies:
+        return None
+    version = next((str(c.get("version")) for c in copies
+                    if isinstance(c, dict) and c.get("version")), "")
+    return (f"Ultralytics {version} is installed: `ddp-doctor smoke --trainer ultralytics "
+            f"--python {python}` trains it through its own DDP path").replace("  ", " ")
