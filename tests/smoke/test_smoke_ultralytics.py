@@ -5,6 +5,7 @@ Ultralytics in a venv of its own."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -410,3 +411,31 @@ def test_doctor_prints_the_note_when_the_facts_show_ultralytics(tmp_path):
     assert "Ultralytics 8.4.190 is installed: `ddp-doctor smoke --trainer ultralytics" \
         in result.stderr
     assert "Ultralytics" not in invoke("doctor", "--facts", str(without)).stderr
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+@pytest.mark.timeout(1500)  # the first one builds the venv (pip downloads about 5 GB)
+def test_run_of_yolo_train_with_a_wrong_device_string_is_diagnosed(ultralytics_python, tmp_path):
+    """The user's own `yolo train ... device=7` under `ddp-doctor run`: Ultralytics refuses
+    the device string before training, and the report quotes that refusal as evidence."""
+    from ddp_doctor.smoke.ultralytics.driver import make_dataset
+    from tests.conftest import FACTS_DIR
+
+    data = make_dataset(tmp_path / "data")
+    yolo = str(Path(ultralytics_python).parent / "yolo")
+    env = {**os.environ, "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(tmp_path / "cfg")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddp_doctor", "run", "--facts",
+         str(FACTS_DIR / "healthy_8x_h100_nvlink.json"), "--json", "-", "--",
+         yolo, "train", "model=yolo11n.yaml", f"data={data}", "device=7", "epochs=1",
+         "imgsz=64"], capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    codes = [f["code"] for f in report["findings"]]
+    assert codes[0] == "RUN001"
+    quoted = " ".join(e["value"] for f in report["findings"] for e in f["evidence"])
+    assert "Invalid CUDA 'device=7' requested" in quoted
+    # the refusal is read by the rule for an invalid device (LOG031), here as the consequence
+    # of torch seeing no CUDA device on this GPU-less machine (LOG024)
+    assert "LOG031" in quoted or "LOG031" in codes
