@@ -30,6 +30,7 @@ from ddp_doctor.facts.sizing import WORKER_BYTES
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count
 
 from ._util import GIB, MIB, human_bytes, workers_phrase
 
@@ -312,17 +313,12 @@ def host_memory(facts: FactsView) -> Iterator[Finding | Summary]:
     )
 
 
-def _count(n: int, noun: str, plural: str = "s") -> str:
-    """``1 CPU core``, ``8 CPU cores``: the number with its noun, singular for one."""
-    return f"{n} {noun}{'' if n == 1 else plural}"
-
-
 def _workers_advice(workers: int) -> str:
     """The HST003 step: how many DataLoader workers fit, said for none, one and several."""
     if workers == 0:
         return ("Load data in each GPU process itself, with no DataLoader workers "
                 "(--workers 0), and give each process one OpenMP thread.")
-    return (f"Give each GPU process at most {_count(workers, 'DataLoader worker')} "
+    return (f"Give each GPU process at most {count(workers, 'DataLoader worker')} "
             f"(--workers {workers}) and one OpenMP thread.")
 
 
@@ -362,16 +358,16 @@ def host_cpu(facts: FactsView) -> Iterator[Finding | Summary]:
     if per_gpu < 2:
         yield Finding(
             code=CPU_STARVED,
-            title=f"{_count(cores, 'CPU core')} for {_count(ranks, 'GPU process', 'es')}: "
+            title=f"{count(cores, 'CPU core')} for {count(ranks, 'GPU process')}: "
                   f"{per_gpu:.1f} per GPU, fewer than 2",
             evidence=evidence, remediation=steps)
         return
     if planned and ranks * (workers + 1) > cores:
         yield Finding(
             code=CPU_STARVED,
-            title=f"{_count(ranks, 'GPU process', 'es')} with "
-                  f"{_count(workers, 'DataLoader worker')} each need "
-                  f"{ranks * (workers + 1)} processes on {_count(cores, 'CPU core')}",
+            title=f"{count(ranks, 'GPU process')} with "
+                  f"{count(workers, 'DataLoader worker')} each need "
+                  f"{ranks * (workers + 1)} processes on {count(cores, 'CPU core')}",
             evidence=evidence, remediation=steps)
         return
     yield Summary(f"{cores} CPU cores, {per_gpu:.0f} per GPU process")

@@ -11,10 +11,18 @@ _IRREGULAR = {"process": "processes", "is": "are", "has": "have", "was": "were"}
 
 
 def plural(noun: str, n: int) -> str:
-    """NOUN as it goes after the number N: ``plural("GPU", 2)`` is "GPUs"."""
+    """NOUN as it goes after the number N: ``plural("GPU", 2)`` is "GPUs", and the last word
+    of a longer noun takes the plural ("GPU process" -> "GPU processes")."""
     if n == 1:
         return noun
-    return _IRREGULAR.get(noun, noun + "s")
+    head, _, last = noun.rpartition(" ")
+    if last in _IRREGULAR:
+        last = _IRREGULAR[last]
+    elif last.endswith(("s", "sh", "ch", "x")):
+        last += "es"
+    else:
+        last += "s"
+    return f"{head} {last}" if head else last
 
 
 def count(n: int, noun: str) -> str:

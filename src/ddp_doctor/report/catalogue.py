@@ -21,6 +21,7 @@ from ddp_doctor.model import Code, Family
 from ddp_doctor.registry import Catalogue
 from ddp_doctor.report.blocks import indent, print_block
 from ddp_doctor.report.glyphs import area_title
+from ddp_doctor.wording import count
 
 _FAMILY_ORDER = {family: i for i, family in enumerate(Family)}
 _GAP = 2  # spaces between the columns of a listing
@@ -89,7 +90,7 @@ def render_codes(codes: Iterable[Code], console: Console, *, empty: str = "no co
         print_block(console, Text(empty))
         return
     _print_codes(listed, console, category=True)
-    print_block(console, Text(f"{len(listed)} code{'s' * (len(listed) != 1)} · "
+    print_block(console, Text(f"{count(len(listed), 'code')} · "
                               "`ddp-doctor explain CODE` explains one", style="dim"))
 
 
@@ -106,7 +107,7 @@ def render_category(category: Category, codes: Iterable[Code], console: Console)
     if not listed:
         print_block(console, Text("No code reports this category."))
         return
-    print_block(console, Text(f"{len(listed)} code{'s' * (len(listed) != 1)} report it:"))
+    print_block(console, Text(f"{count(len(listed), 'code')} report it:"))
     _print_codes(listed, console, category=False, at=2)
     print_block(console, Text("`ddp-doctor explain CODE` explains one", style="dim"))
 

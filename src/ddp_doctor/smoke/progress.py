@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from ddp_doctor.smoke.monitor import RankState
+from ddp_doctor.wording import count
 
 # What each phase of the job means to a person watching a log (train_smoke/worker.py).
 PHASE_WORDS = {
@@ -61,7 +62,7 @@ class LineProgress:
         self.prefix = label or "smoke"
         self.steps, self.shown, self.finished = steps, 0, False
         self.started = self.last_step_line = self.clock()
-        self._line(f"launched {len(ranks)} rank{'s' * (len(ranks) != 1)} "
+        self._line(f"launched {count(len(ranks), 'rank')} "
                    f"(ranks {ranks[0]}-{ranks[-1]}), {steps} steps each"
                    if len(ranks) > 1 else f"launched rank {ranks[0]}, {steps} steps")
 
