@@ -295,6 +295,10 @@ def run(
     nccl_debug: bool = typer.Option(
         False, "--nccl-debug",
         help="Set NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL for the run."),
+    status: bool = typer.Option(
+        True, "--status/--no-status",
+        help="On a terminal, a status line under the output: run time, silence, last "
+             "line (never in the log; off in pipes and with --quiet)."),
     facts: Optional[Path] = RUN_FACTS,
 ) -> int:
     """Run your own training command, watch it, and diagnose it if it fails.
@@ -307,7 +311,7 @@ def run(
     """
     return flows.run_job(common, flows.RunRequest(
         command=tuple(command or ()), timeout=timeout, stall_timeout=stall_timeout,
-        until=until, log=log, nccl_debug=nccl_debug, facts=facts))
+        until=until, log=log, nccl_debug=nccl_debug, status=status, facts=facts))
 
 
 @app.command("checks", cls=DoctorCommand,

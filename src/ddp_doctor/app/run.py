@@ -10,6 +10,7 @@ found errors or warnings after.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -18,6 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
+
+from rich.console import Console
 
 from ddp_doctor import __version__, runner
 from ddp_doctor.app.examine import gather_facts
@@ -33,6 +36,7 @@ from ddp_doctor.job import (
     problem_results,
     supervise,
 )
+from ddp_doctor.job.status_line import StatusLine, wanted
 from ddp_doctor.model import CheckResult, Report
 from ddp_doctor.policy.apply import apply_policy
 from ddp_doctor.registry import load_catalogue
@@ -52,6 +56,7 @@ class RunRequest:
     until: Optional[str] = None
     log: Optional[str] = None
     nccl_debug: bool = False
+    status: bool = True
     facts: Optional[Path] = None
 
 
@@ -92,7 +97,8 @@ def run_job(common: Common, request: RunRequest) -> int:
         log_path = str(Path(temp_dir) / "output.log")
     sink: IO[bytes] = sys.stderr.buffer if common.to_stdout else sys.stdout.buffer
     try:
-        outcome = supervise(options, log_path, sink)
+        outcome = supervise(options, log_path, sink,
+                            status=status_line(common, request, options, sink))
     except OSError as exc:
         _remove(temp_dir)
         raise UsageError(f"run: cannot start {options.command[0]!r}: "
@@ -114,6 +120,23 @@ def run_job(common: Common, request: RunRequest) -> int:
         report = apply_policy(report, policy, facts)
     emit(report, common, facts=facts, run_log=log_path)
     return report.exit_code(common.strict)
+
+
+def status_line(common: Common, request: RunRequest, options: JobOptions, sink: IO[bytes]
+                ) -> Optional[StatusLine]:
+    """The live status on stderr when a person watches a terminal (see job.status_line)."""
+    console = Console(stderr=True, highlight=False)
+    if common.quiet or not wanted(console, disabled=not request.status):
+        return None
+    shares = sink is sys.stderr.buffer or _same_terminal(sys.stdout, sys.stderr)
+    return StatusLine(console, shares, options.stall_s, options.timeout_s)
+
+
+def _same_terminal(first: IO[str], second: IO[str]) -> bool:
+    try:
+        return first.isatty() and os.ttyname(first.fileno()) == os.ttyname(second.fileno())
+    except (OSError, ValueError):
+        return False
 
 
 def _diagnosed(outcome: JobOutcome, options: JobOptions, common: Common,

@@ -31,6 +31,7 @@ from typing import IO, Any, Optional
 import psutil
 
 from ddp_doctor.diagnose.rank_prefixes import split_rank
+from ddp_doctor.job.status_line import REDRAW_EVERY_S, StatusLine
 from ddp_doctor.smoke.monitor import Reaper
 from ddp_doctor.smoke.run import SmokeInterrupted, stop_signals_raise
 
@@ -116,9 +117,9 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
 class _Output:
     """The reader's side: copies chunks through, keeps the log, follows the lines."""
 
-    def __init__(self, sink: IO[bytes], log: IO[bytes], until: Optional[re.Pattern[str]]
-                 ) -> None:
-        self.sink, self.log, self.until = sink, log, until
+    def __init__(self, sink: IO[bytes], log: IO[bytes], until: Optional[re.Pattern[str]],
+                 status: Optional[StatusLine] = None) -> None:
+        self.sink, self.log, self.until, self.status = sink, log, until, status
         self.lock = threading.Lock()
         self.last_output = time.monotonic()
         self.longest_silence = 0.0
@@ -133,15 +134,27 @@ class _Output:
         with self.lock:
             self.longest_silence = max(self.longest_silence, now - self.last_output)
             self.last_output = now
-        with contextlib.suppress(OSError, ValueError):
-            self.sink.write(chunk)
-            self.sink.flush()
+        if self.status is not None:
+            self.status.around_output(self._show, chunk)
+        else:
+            self._show(chunk)
         self.log.write(chunk)
         self.log.flush()
         lines = (self.partial + chunk).split(b"\n")
         self.partial = lines.pop()
         for raw in lines:
             self._line(raw)
+
+    def _show(self, chunk: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.sink.write(chunk)
+            self.sink.flush()
+
+    def tick(self, elapsed: float) -> None:
+        """Redraw the status line (when there is one) with the time and the last line."""
+        if self.status is not None:
+            last_line, _ = self.seen()
+            self.status.draw(elapsed, self.silence(), last_line)
 
     def finish(self) -> None:
         if self.partial:
@@ -187,8 +200,10 @@ def _pump(stream: IO[bytes], output: _Output) -> None:
 
 
 def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
-              env: Optional[Mapping[str, str]] = None) -> JobOutcome:
-    """Run the command to its end (or a deadline) with its output copied to ``sink``.
+              env: Optional[Mapping[str, str]] = None,
+              status: Optional[StatusLine] = None) -> JobOutcome:
+    """Run the command to its end (or a deadline) with its output copied to ``sink`` and,
+    on a terminal, ``status`` drawn below it.
 
     Raises OSError when the command cannot be started (not found, not executable), and
     ``SmokeInterrupted`` (a SystemExit) when the doctor is told to stop; in both cases
@@ -197,7 +212,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
     tag = uuid.uuid4().hex
     started = time.monotonic()
     with open(log_path, "wb") as log, stop_signals_raise():
-        output = _Output(sink, log, options.until)
+        output = _Output(sink, log, options.until, status)
         proc: Optional[subprocess.Popen[bytes]] = None
         reaper: Optional[JobReaper] = None
         reader: Optional[threading.Thread] = None
@@ -222,6 +237,8 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
             stop_at = time.monotonic()
             raise
         finally:
+            if status is not None:
+                status.close()
             if proc is not None:
                 (reaper or JobReaper(proc, tag)).stop(options.grace_s)
                 if reader is not None:
@@ -249,7 +266,7 @@ def _rank_order(item: tuple[str, Any]) -> tuple[int, str]:
 def _watch(proc: subprocess.Popen[bytes], reaper: JobReaper, output: _Output,
            options: JobOptions, started: float) -> Optional[str]:
     """Wait for the first end: the command exits, --until matches, or a deadline passes."""
-    remembered = 0.0
+    remembered = drawn = 0.0
     while True:
         if output.matched.is_set():
             return "until"
@@ -264,6 +281,9 @@ def _watch(proc: subprocess.Popen[bytes], reaper: JobReaper, output: _Output,
         if now - remembered >= 0.5:  # a SIGKILLed launcher orphans what it started
             reaper.remember()
             remembered = now
+        if now - drawn >= REDRAW_EVERY_S:
+            output.tick(now - started)
+            drawn = now
         output.matched.wait(POLL_S)
 
 

@@ -41,7 +41,8 @@ def _header(report: Report, width: int) -> Group:
     if env.get("container"):
         parts.insert(1, f"in {env['container']}")
     from_log = report.facts_source.startswith("log: ")
-    if from_log:  # only what the text showed; silence is not "no driver"
+    from_run = report.facts_source.startswith("run: ")
+    if from_log or (from_run and not env):  # only what is known; silence is not "no driver"
         known = [env.get("os"), f"Python {env['python']}" if env.get("python") else None,
                  f"torch {env['torch']}" if env.get("torch") else None,
                  f"driver {env['driver']}" if env.get("driver") else None,
@@ -63,6 +64,8 @@ def _header(report: Report, width: int) -> Group:
     lines.append(Line(text, 0))
     if from_log:
         lines.append(Wrapped(Text(f"diagnosis of the {report.facts_source}", style="dim")))
+    elif from_run:  # "run: <what happened or the log>; facts: <where they came from>"
+        lines.append(Wrapped(Text(report.facts_source, style="dim")))
     elif report.facts_source != "live":
         lines.append(Wrapped(Text(f"replaying facts saved in {report.facts_source}",
                                   style="dim")))
