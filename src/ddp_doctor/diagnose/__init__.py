@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ddp_doctor import __version__
-from ddp_doctor.diagnose.causal_order import root_cause_key
+from ddp_doctor.diagnose.causal_order import rank
 from ddp_doctor.diagnose.compose import (
     compose,
     damaged_input,
@@ -142,8 +142,7 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         env = [f for f in env if f.code.id not in seen]
         if recorded_run_passed(recorded[0]):
             ordered = [(capped_by_passed_run(f, recorded[0]), i) for f, i in ordered]
-    ranked = sorted([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))],
-                    key=lambda pair: root_cause_key(*pair))
+    ranked = rank([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))])
     findings = [*lead, *(finding for finding, _ in ranked)]
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))

@@ -17,7 +17,15 @@ from __future__ import annotations
 
 from ddp_doctor.categories import Category
 from ddp_doctor.logrules import cuda, distributed, driver, memory, nccl, packages, trainers
-from ddp_doctor.logrules.rule import ANY_ERROR, GATES, Match, Rule, rx
+from ddp_doctor.logrules.rule import (
+    ANY_ERROR,
+    GATES,
+    Match,
+    Rule,
+    is_fatal_line,
+    is_warning_line,
+    rx,
+)
 from ddp_doctor.model import Code, Severity
 
 RULES: tuple[Rule, ...] = (*driver.RULES, *packages.RULES, *cuda.RULES, *memory.RULES,
@@ -41,7 +49,7 @@ CATEGORY_PRECEDENCE: tuple[Category, ...] = (
 order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
 
 __all__ = ["ANY_ERROR", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES", "Match", "Rule",
-           "folded", "match_text", "rx"]
+           "folded", "is_fatal_line", "is_warning_line", "match_text", "rx"]
 
 
 def folded(rule: Rule, found: set[str]) -> bool:
@@ -71,8 +79,10 @@ def category_position(category: Category) -> int:
 def match_text(text: str) -> list[Match]:
     """Every rule that matches ``text`` (its first matching line), causes first.
 
-    Order: findings that are not symptoms of another match, error severity, category
-    precedence, then rule order. The smoke job reports the first.
+    Order: findings that are not symptoms of another match, error severity, then (when the
+    text shows a process failing: an exception, a signal, an exit code) matches on lines
+    that are not mere warnings, category precedence, then rule order. The smoke job
+    reports the first.
     """
     lines = text.splitlines()
     lowered = [line.lower() for line in lines]
@@ -83,11 +93,12 @@ def match_text(text: str) -> list[Match]:
                 found.append((index, Match(rule, line.strip()[:300])))
                 break
     ids = {m.rule.code.id for _, m in found}
+    fatal = any(is_fatal_line(line) for line in lines)
 
-    def key(item: tuple[int, Match]) -> tuple[bool, bool, int, int]:
+    def key(item: tuple[int, Match]) -> tuple[bool, bool, bool, int, int]:
         index, match = item
         code = match.rule.code
         return (folded(match.rule, ids), code.severity is not Severity.ERROR,
-                category_position(code.category), index)
+                fatal and is_warning_line(match.line), category_position(code.category), index)
 
     return [match for _, match in sorted(found, key=key)]

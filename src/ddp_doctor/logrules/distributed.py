@@ -115,7 +115,11 @@ UNUSED_PERF = declare(
 
 RULES: tuple[Rule, ...] = (
     Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
-                         r"error\b[^\n]*eaddrinuse", r"error: 10048\b"),
+                         r"error\b[^\n]*eaddrinuse", r"error: 10048\b",
+                         # accelerate's own check of main_process_port before it launches
+                         # (accelerate/utils/launch.py prepare_multi_gpu_env)
+                         r"error: tried to launch distributed communication on port \S+,? but "
+                         r"another process is utilizing it"),
          ("error", "fail"),
          (Step("Find the process that holds the port.", command="ss -ltnp"),
           # torchrun --standalone rendezvous on localhost port 0, so the OS picks a free
@@ -131,7 +135,11 @@ RULES: tuple[Rule, ...] = (
                    "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
                    "address already in use",
                    "[W socket.cpp:426] [c10d] The server socket has failed to listen on "
-                   "[::]:29500 (errno: 98 - Address already in use).")),
+                   "[::]:29500 (errno: 98 - Address already in use).",
+                   "ConnectionError: Tried to launch distributed communication on port `29500`, "
+                   "but another process is utilizing it. Please specify a different port (such "
+                   "as using the `--main_process_port` flag or specifying a different "
+                   "`main_process_port` in your config file) and rerun your script.")),
     Rule(RDZV_TIMEOUT, rx(r"client socket has timed out after",
                           r"rendezvoustimeouterror",
                           r"rendezvousconnectionerror",
@@ -193,7 +201,9 @@ RULES: tuple[Rule, ...] = (
                    "before starting a new one. This error indicates that your module has "
                    "parameters that were not used in producing loss.",
                    "RuntimeError: Expected to mark a variable ready only once.")),
-    Rule(NO_GROUP, rx(r"error: default process group has not been initialized",
+    # torch >= 1.8 says "has not been initialized", older releases "is not initialized"
+    # (torch/distributed/distributed_c10d.py _check_default_pg)
+    Rule(NO_GROUP, rx(r"error: default process group (?:has not been|is not) initialized",
                       r"error: syncbatchnorm (?:is only supported|expected input tensor)",
                       r"error initializing torch\.distributed using env:// rendezvous: "
                       r"environment variable \w+ expected"),
@@ -203,6 +213,7 @@ RULES: tuple[Rule, ...] = (
          examples=(
              "RuntimeError: Default process group has not been initialized, please make sure to "
              "call init_process_group.",
+             "AssertionError: Default process group is not initialized",
              "AttributeError: SyncBatchNorm is only supported within torch.nn.parallel."
              "DistributedDataParallel",
              "ValueError: SyncBatchNorm expected input tensor to be on GPU",

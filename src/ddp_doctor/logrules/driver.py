@@ -8,7 +8,11 @@ compatibility (https://docs.nvidia.com/deploy/cuda-compatibility/), the Xid cata
 error 802 (pytorch/pytorch#35710, NVIDIA/nccl#1488), the driver/library mismatch threads
 (NVIDIA/ubuntu-packaging-nvidia-driver#3), WSL's CUDA guide
 (https://docs.nvidia.com/cuda/wsl-user-guide/index.html) and microsoft/WSL#5548, #8587,
-#9938, #10289 (``GPU access blocked by the operating system``).
+#9938, #10289 (``GPU access blocked by the operating system``), the NGC containers' driver
+check (https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html,
+ultralytics/yolov5#1232), the kernel's PCIe AER messages (drivers/pci/pcie/aer.c,
+rwth-i6/returnn#1500), moby's GPU device request and libnvidia-container's cgroup setup
+(NVIDIA/nvidia-docker#1447, #1486).
 """
 
 from __future__ import annotations
@@ -36,15 +40,44 @@ NO_DRIVER = declare(
     fix="Load or reinstall the driver for the running kernel (`dkms status`, `uname -r`), "
         "blacklist nouveau, then reboot and check `nvidia-smi`.",
     docs_url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html")
+TOOLKIT_GUIDE = ("https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+                 "install-guide.html")
 NO_CONTAINER_GPU = declare(
-    "LOG010", Category.DRIVER_MISSING, "The container runtime could not give the container a GPU",
-    what="Docker was asked for GPUs (`--gpus`) but has no NVIDIA runtime to provide them: "
-         "the NVIDIA Container Toolkit is missing or not configured.",
-    why="Inside the container there is no driver and no /dev/nvidia* device.",
+    "LOG010", Category.DRIVER_MISSING, "The container runtime found no NVIDIA driver on the host",
+    what="nvidia-container-cli could not load the driver's own library (libnvidia-ml) on the "
+         "host: no NVIDIA driver is installed there, or its libraries are not where the "
+         "runtime looks.",
+    why="The runtime cannot hand the driver to the container: there is no driver and no "
+        "/dev/nvidia* device inside it.",
+    fix="Install the NVIDIA driver on the host and check `nvidia-smi` there before starting "
+        "GPU containers.",
+    docs_url=TOOLKIT_GUIDE)
+# The container runtime's own messages (moby's "could not select device driver", and
+# libnvidia-container's cgroup errors: NVIDIA/nvidia-docker#1447 and #1486, cgroup v2 before
+# libnvidia-container 1.8): the host driver is fine, the container's GPU setup is not, which
+# the category contract calls a misconfigured container setup (cuda_init_failure).
+NO_GPU_RUNTIME = declare(
+    "LOG070", Category.CUDA_INIT_FAILURE,
+    "Docker has no NVIDIA runtime to give the container a GPU",
+    what="Docker was asked for GPUs (`--gpus`, or `driver: nvidia` in a compose file) but no "
+         "device driver for GPUs is registered with it: the NVIDIA Container Toolkit is not "
+         "installed, or Docker was not configured to use it.",
+    why="The container does not start, or starts without any GPU.",
     fix="Install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
         "--runtime=docker`, restart Docker.",
-    docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
-             "install-guide.html")
+    docs_url=TOOLKIT_GUIDE)
+CONTAINER_CGROUP = declare(
+    "LOG071", Category.CUDA_INIT_FAILURE,
+    "The container runtime could not set up the GPU devices' cgroup",
+    what="nvidia-container-cli failed while granting the container access to the GPU "
+         "device nodes through the devices cgroup: typically a host on the unified cgroup v2 "
+         "hierarchy with a libnvidia-container too old for it, or a runtime configured with "
+         "no-cgroups that the host does not allow.",
+    why="The GPU container cannot start, or starts without access to /dev/nvidia*.",
+    fix="Upgrade the NVIDIA Container Toolkit (cgroup v2 support came in libnvidia-container "
+        "1.8), or boot with systemd.unified_cgroup_hierarchy=false; check no-cgroups in "
+        "/etc/nvidia-container-runtime/config.toml.",
+    docs_url="https://github.com/NVIDIA/nvidia-docker/issues/1447")
 DRIVER_OLD = declare(
     "LOG011", Category.DRIVER_TOO_OLD,
     "The NVIDIA driver is older than the CUDA torch was built for",
@@ -168,22 +201,54 @@ RULES: tuple[Rule, ...] = (
          alternatives=("wsl_setup: inside WSL2 this means the Linux driver was installed in WSL "
                        "or /usr/lib/wsl/lib is missing",),
          decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
-    Rule(NO_CONTAINER_GPU, rx(r"error response from daemon: could not select device driver "
-                              r"\"?\"? with capabilities: \[\[gpu\]\]",
-                              r"nvidia-container-cli: initialization error: (?:load library "
+    Rule(NO_CONTAINER_GPU, rx(r"nvidia-container-cli: initialization error: (?:load library "
                               r"failed|nvml error)[^\n]*libnvidia-ml\.so"),
+         ("error",),
+         (Step("On the host, check that the driver answers.", command="nvidia-smi"),
+          Step("And that its NVML library is installed.",
+               command="ldconfig -p | grep libnvidia-ml")),
+         examples=("nvidia-container-cli: initialization error: load library failed: "
+                   "libnvidia-ml.so.1: cannot open shared object file: no such file or "
+                   "directory: unknown",)),
+    # moby names the driver it could not find: "" for `--gpus`, "nvidia" for a compose file's
+    # `driver: nvidia` (AbdBarho/stable-diffusion-webui-docker#130).
+    Rule(NO_GPU_RUNTIME, rx(r"error response from daemon: could not select device driver "
+                            r"\"[^\"]*\" with capabilities: \[\[gpu\]\]"),
          ("error",),
          (Step("Install and register the NVIDIA Container Toolkit.",
                command="sudo nvidia-ctk runtime configure --runtime=docker && "
-                       "sudo systemctl restart docker"),),
+                       "sudo systemctl restart docker"),
+          Step("Check that Docker now lists the nvidia runtime.",
+               command="docker info | grep -i runtimes")),
          examples=('docker: Error response from daemon: could not select device driver "" '
-                   'with capabilities: [[gpu]].',)),
+                   'with capabilities: [[gpu]].',
+                   'Error response from daemon: could not select device driver "nvidia" with '
+                   'capabilities: [[gpu]]')),
+    Rule(CONTAINER_CGROUP, rx(r"nvidia-container-cli: [^\n]*error[^\n]*cgroup"),
+         ("error", "nvidia"),
+         (Step("See which cgroup hierarchy the host runs (cgroup2fs is v2).",
+               command="stat -fc %T /sys/fs/cgroup"),
+          Step("See the container toolkit's version (cgroup v2 needs 1.8 or later).",
+               command="nvidia-container-cli --version"),
+          Step("Check the runtime's cgroup setting.",
+               command="grep -n no-cgroups /etc/nvidia-container-runtime/config.toml")),
+         examples=(
+             "stderr: nvidia-container-cli: container error: cgroup subsystem devices not "
+             "found: unknown.",
+             "nvidia-container-cli: container error: failed to get device cgroup mount path: "
+             "relative path in absolute URI: unknown")),
     Rule(DRIVER_OLD, rx(r"the nvidia driver on your system is too old",
                         r"cuda driver version is insufficient for cuda runtime version",
                         r"cuda runtime error \(35\)", r"cuda failure 35\b",
                         r"cudagetdevicecount\S* returned 35",
                         r"cuda_error_insufficient_driver",
-                        r"cudaerrorinsufficientdriver"),
+                        r"cudaerrorinsufficientdriver",
+                        # tools that print cudaErrorInsufficientDriver in their own words
+                        r"cuda[^\n]*\binsufficient (?:cuda )?driver\b",
+                        # NGC containers' entrypoint banner (nvcr.io images); it wraps
+                        # before the detected version, so the first line is what is sure
+                        r"error: this container was built for nvidia driver release [\d.]+ "
+                        r"or later"),
          ("nvidia", "cuda"),
          (SMI, TORCH_CUDA,
           Step("Or install the torch build that matches the driver's CUDA (pick the cuXXX "
@@ -196,7 +261,10 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime "
              "version",
              "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=35 : "
-             "CUDA driver version is insufficient for CUDA runtime version"),
+             "CUDA driver version is insufficient for CUDA runtime version",
+             "CUDA error: Insufficient CUDA driver: 9020",
+             "ERROR: This container was built for NVIDIA Driver Release 455.23 or later, but "
+             "version 450.66 was detected and compatibility mode is UNAVAILABLE."),
          alternatives=("driver_missing: in a container started without GPUs the runtime says "
                        "'insufficient' because it finds no driver at all",),
          decide=(SMI,)),
@@ -283,7 +351,13 @@ RULES: tuple[Rule, ...] = (
     Rule(HARDWARE, rx(r"nvrm: xid \([^)]*\): (?:48|61|62|64|74|79|92|94|95|119|120|122|123|136"
                       r"|140|143|144|145|146|147|148|149|150|154|155|156|158)\b",
                       r"nvrm: [^\n]*fallen off the bus",
-                      r"cuda error: uncorrectable ecc error",
+                      r"cuda error:\s*uncorrectable ecc error",
+                      # cudaErrorECCUncorrectable's own string, whatever wraps it (ggml, JSON)
+                      r"\buncorrectable ecc error encountered",
+                      # the kernel's PCIe AER driver (drivers/pci/pcie/aer.c): a fatal
+                      # uncorrectable error on the GPU's link
+                      r"pcie bus error: severity=uncorrected \(fatal\)",
+                      r"aer: [^\n]*uncorrected \(fatal\) error received",
                       r"cuda runtime error \(39\)",
                       r"cuda_error_ecc_uncorrectable",
                       r"unable to determine the device handle for gpu[^\n]*unknown error",
@@ -298,6 +372,12 @@ RULES: tuple[Rule, ...] = (
              "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.",
              "NVRM: Xid (PCI:0000:ca:00): 48, pid=2915, DBE (double bit error) ECC error",
              "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+             '{"error":{"message":"timed out waiting for llama runner to start:CUDA '
+             'error:uncorrectable ECC error encountered',
+             "pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+             "type=Transaction Layer, (Requester ID)",
+             "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: "
+             "0000:00:03.0",
              "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")),
     Rule(WSL_LIBCUDA, rx(r"/usr/lib/wsl/lib/libcuda\S*: cannot open",
                          r"error: libcuda\.so: cannot open shared object file"),

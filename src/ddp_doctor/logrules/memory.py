@@ -97,7 +97,9 @@ LOADER_EXIT = declare(
     docs_url="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
 
 RULES: tuple[Rule, ...] = (
-    Rule(BUS_ERROR, rx(r"exitcode\s*:\s*-7\b", r"signal 7 \(sigbus\)", r"\bbus error\b",
+    # Not the kernel's "PCIe Bus Error: severity=..." (AER, a hardware report: driver.py).
+    Rule(BUS_ERROR, rx(r"exitcode\s*:\s*-7\b", r"signal 7 \(sigbus\)",
+                       r"(?<!pcie )(?<!pci )\bbus error\b",
                        r"terminated with signal sigbus"),
          ("exitcode", "signal", "error"),
          (SHM,),

@@ -278,6 +278,8 @@ RULES: tuple[Rule, ...] = (
                       r"caught collective operation timeout",
                       r"timed out waiting \d+ms for (?:recv|send) operation",
                       r"heartbeat monitor timed out",
+                      # the watchdog's C++ frame, when the message itself was cut from the log
+                      r"processgroupnccl::worknccl::checktimeout\b",
                       r"fail\w* to pass monitoredbarrier"),
          ("time", "fail"),
          (Step("Find the rank that did not join: its error, or its last progress line, comes "
@@ -289,7 +291,10 @@ RULES: tuple[Rule, ...] = (
                    "OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for "
                    "600083 milliseconds before timing out.",
                    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
-                   "Timed out waiting 1800000ms for recv operation to complete"),
+                   "Timed out waiting 1800000ms for recv operation to complete",
+                   "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::"
+                   "chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in "
+                   "/envs/mlpf/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so)"),
          symptom_of=(ANY_ERROR, "LOG046"),
          alternatives=("host_out_of_memory: a rank killed silently leaves the others waiting "
                        "(look for exit code -9)",

@@ -154,7 +154,7 @@ RULES: tuple[Rule, ...] = (
              "FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision "
              "evaluation (`--fp16_full_eval`) can only be used on CUDA devices."),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
-                     "LOG018", "LOG020", "LOG023", "LOG030"),
+                     "LOG018", "LOG020", "LOG023", "LOG030", "LOG070", "LOG071"),
          alternatives=(
              "driver_missing: no driver loaded (nvidia-smi fails)",
              "driver_too_old: the driver supports an older CUDA than torch.version.cuda",
@@ -170,7 +170,10 @@ RULES: tuple[Rule, ...] = (
                          r"error: couldn.t load custom c\+\+ ops",
                          r"error: \S*torchvision\S*: undefined symbol",
                          r"detected that pytorch and torchvision were compiled with different "
-                         r"cuda (?:major )?versions"),
+                         r"cuda (?:major )?versions",
+                         # the same check when the terminal wrapped the line before "CUDA"
+                         r"error: detected that pytorch and torchvision were compiled with "
+                         r"different"),
          ("error", "fail", "cuda"),
          (Step("Show both versions.",
                command='python -c "import torch, torchvision; print(torch.__version__, '
@@ -185,7 +188,8 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: Detected that PyTorch and torchvision were compiled with different "
              "CUDA versions. PyTorch has CUDA Version=11.8 and torchvision has CUDA "
              "Version=12.1. Please reinstall the torchvision that matches your PyTorch "
-             "install.")),
+             "install.",
+             "RuntimeError: Detected that PyTorch and torchvision were compiled with different")),
     Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z"),
          ("error",),
          (Step("Rebuild the extension against the installed torch (or install the wheel built "

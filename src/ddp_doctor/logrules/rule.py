@@ -23,6 +23,37 @@ GATES: tuple[str, ...] = (
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). At most 16: each is one pass."""
 
+# What a line's own wording says about how serious it is, whatever rule matched it. Every
+# process of a job prints the same import-time warnings (torch's "UserWarning: Failed to
+# initialize NumPy" from torch/csrc/utils/tensor_numpy.cpp, FutureWarnings of the libraries,
+# c10's "[W socket.cpp:...]" and glog "W1125 ..." lines); a rank that died prints a
+# traceback's final exception (c10/core/impl/alloc_cpu.cpp's "RuntimeError: [enforce fail at
+# alloc_cpu.cpp:...] ... DefaultCPUAllocator: can't allocate memory"), a signal or an exit
+# code. A cause read only from the first kind never outranks a cause read from the second.
+WARNING_LINE = re.compile(
+    r"\b[A-Z]\w*Warning: "  # Python's warnings module: UserWarning, FutureWarning, ...
+    r"|^\s*\[?W\d{4} \d\d:\d\d"  # glog, as torch's Python and C++ loggers print it
+    r"|^\s*\[W [\w.\-]+:\d+\]"  # c10's TORCH_WARN: "[W reducer.cpp:1300] Warning: ..."
+    r"|^\s*(?:[\d/:.,T-]+ ){0,2}\[?WARNING\b"  # logging's level name, timestamps first
+    r"|^\s*warnings\.warn\(")
+FATAL_LINE = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b(?::|\s*$)"
+    r"|(?i:exitcode\s*:\s*-?[1-9]|\bsignal \d+ \(sig[a-z]+\)|terminated with signal"
+    r"|^\s*killed\s*$|\bbus error\b|\bsegmentation fault\b|\(core dumped\)"
+    r"|return code\s*=\s*-?[1-9]|non-zero exit status|\bterminate called\b"
+    r"|^\s*abort(?:ed|ing)\b)")
+
+
+def is_warning_line(line: str) -> bool:
+    """Whether a line is a warning (and not also a fatal report)."""
+    return bool(WARNING_LINE.search(line)) and not FATAL_LINE.search(line)
+
+
+def is_fatal_line(line: str) -> bool:
+    """Whether a line reports that a process failed: an exception, a signal, an exit code."""
+    return bool(FATAL_LINE.search(line))
+
+
 ANY_ERROR = "*"
 """``symptom_of`` wildcard: any other error-severity finding that is not itself a
 ``*``-symptom explains this line."""
