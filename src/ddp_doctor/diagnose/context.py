@@ -7,7 +7,15 @@ picked (NVIDIA/nccl#697). "Some NCCL operations have failed or timed out" across
 usually the inter-node transport (karpathy/nanoGPT#55: fixed by NCCL_IB_DISABLE=1). And a
 job that hangs says nothing at all: its log stops after NCCL set up its channels, which
 on a single PCIe machine is most often broken peer-to-peer transport
-(Lightning-AI/pytorch-lightning#19425, NVIDIA/nccl#2079: NCCL_P2P_DISABLE=1 fixes it).
+(Lightning-AI/pytorch-lightning#19425, NVIDIA/nccl#2079: NCCL_P2P_DISABLE=1 fixes it);
+where each rank stopped is read in last_lines.py, and the transport NCCL shows decides:
+peer-to-peer inside a node, the network across nodes, or (neither) a rank that never
+reached the collective.
+
+What the log shows about the machine comes first, as it does for the checks: a CUDA
+failure in a log from WSL is WSL's to explain; "GPU access blocked" with a container
+around it is the container runtime's; a torch that will not load next to two CUDA builds
+of one NVIDIA wheel is the package conflict.
 These refinements read the start and the end of each document (bounded, see scan.py).
 """
 
@@ -297,12 +305,12 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     if lead is not None and lead.code.category in _LOAD_SYMPTOMS:
         wheels = _two_cuda_wheels(scan, many)
         if wheels:
-            steps = (Step("List the NVIDIA wheels and the CUDA torch was built for.",
+            wheel_steps = (Step("List the NVIDIA wheels and the CUDA torch was built for.",
                           command="python -m pip list 2>/dev/null | grep -i -E "
                                   "'^(torch|nvidia-)'; python -c \"import torch; "
                                   "print(torch.version.cuda)\""),)
             found = _replaced_lead(findings, lead, TWO_CUDA_WHEELS, wheels[0],
-                                   "installed packages", steps)
+                                   "installed packages", wheel_steps)
             return [(replace(f, evidence=(f.evidence[0], Evidence(wheels[1].where,
                                                                    wheels[1].text),
                                           *f.evidence[1:]))
@@ -334,7 +342,8 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         hang += _lines_with(HANG_TEXT, context, many, limit=1)
     if not hang:
         return findings
-    code, steps = SILENT_HANG, HANG_STEPS
+    code: Code = SILENT_HANG
+    steps: tuple[Step, ...] = HANG_STEPS
     if stops and not p2p_helps:
         transports = [seen for context in scan.contexts
                       for pattern in (P2P_TRANSPORT, NET_TRANSPORT, ANY_TRANSPORT)
