@@ -189,3 +189,28 @@ def test_two_cuda_builds_of_one_wheel_explain_a_broken_torch_import(tmp_path: Pa
 def test_one_cuda_build_per_wheel_leaves_the_import_failure(tmp_path: Path) -> None:
     log = UNDEFINED_NCCL + "[pip3] nvidia-nccl-cu12==2.27.3\n[pip3] nvidia-cudnn-cu12==9.1.0\n"
     assert lead(tmp_path, log).code.id == "LOG022"
+
+
+# -- NCCL's error trace ----------------------------------------------------------------------
+
+TRACE = ("node1:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2\n"
+         "node1:2330:2658 [2] NCCL INFO misc/socket.cc:618 -> 2\n"
+         "node1:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n")
+
+
+def test_a_trace_from_the_socket_code_names_the_network(tmp_path: Path) -> None:
+    """NVIDIA/nccl#1000: the trace began in socket.cc/bootstrap.cc; torch wrapped it."""
+    log = TRACE + ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+                   "c10d/NCCLUtils.hpp:219, unhandled system error (run with NCCL_DEBUG=INFO "
+                   "for details), NCCL version 2.14.3\n")
+    finding = lead(tmp_path, log)
+    assert (finding.code.id, finding.code.category.value) == ("LOG072", "nccl_network")
+    assert any(e.label.startswith("consequence") and "unhandled system error" in e.value
+               for e in finding.evidence)
+
+
+def test_the_same_trace_after_a_watchdog_timeout_is_the_teardown(tmp_path: Path) -> None:
+    log = ("[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation "
+           "timeout: WorkNCCL(SeqNum=4211, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+           "Timeout(ms)=600000) ran for 600083 milliseconds before timing out.\n" + TRACE)
+    assert lead(tmp_path, log).code.id == "LOG047"

@@ -272,6 +272,13 @@ def test_specific_lines(line, code):
      "container error: cgroup subsystem devices not found: unknown.", "LOG071"),
     ("nvidia-container-cli: container error: failed to get device cgroup mount path: relative "
      "path in absolute URI: unknown", "LOG071"),
+    # NCCL's error trace, first frame in its network code (NVIDIA/nccl#1000)
+    ("dso-s1-r1-a100-03:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2", "LOG072"),
+    ("node1:2330:2658 [2] NCCL INFO transport/net_ib.cc:1012 -> 6", "LOG072"),
+    ("node1:2330:2658 [2] NCCL INFO init.cc:1236 -> 2", None),  # only passed the error on
+    # gloo's file:line is not NCCL's trace
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
+     "peer [10.0.0.2]:40283", "LOG049"),
 ])
 def test_rules_read_each_errors_stable_core(text, code):
     matches = match_text(text)

@@ -113,7 +113,7 @@ RULES: tuple[Rule, ...] = (
     Rule(ARCH, rx(r"cuda capability sm_\d+ is not compatible with the current pytorch",
                   r"which is of cuda capability \d+\.\d+",
                   r"minimum cuda capability supported by this library"),
-         ("cuda",),
+         ("cud",),
          (ARCH_LIST, Step("Install a build that supports the GPU.",
                           url="https://pytorch.org/get-started/locally/")),
          examples=(
@@ -124,7 +124,7 @@ RULES: tuple[Rule, ...] = (
                   r"cudaerrornokernelimagefordevice",
                   r"cuda error: invalid device function",
                   r"cudnn_status_arch_mismatch"),
-         ("cuda", "cudnn"),
+         ("cud",),
          (ARCH_LIST, Step("Install a build that supports the GPU.",
                           url="https://pytorch.org/get-started/locally/")),
          examples=(
@@ -142,7 +142,7 @@ RULES: tuple[Rule, ...] = (
                      r"cuda runtime error \(101\)",
                      r"cuda failure \d* ?'invalid device ordinal'",
                      r"cuda_error_invalid_device\b", r"cudaerrorinvaliddevice\b"),
-         ("cuda",),
+         ("cud",),
          (LIST_GPUS, Step("Launch at most one process per visible GPU (e.g. 2 GPUs):",
                           command="torchrun --nproc_per_node=2 train.py"),
           Step("In the script, select the GPU by LOCAL_RANK, not the global rank.",
@@ -158,14 +158,14 @@ RULES: tuple[Rule, ...] = (
          decide=(LIST_GPUS,)),
     Rule(NO_DEVICE, rx(r"no cuda-capable device is detected", r"cuda_error_no_device",
                        r"cudaerrornodevice", r"no cuda gpus are available"),
-         ("cuda",), (LIST_GPUS,),
+         ("cud",), (LIST_GPUS,),
          examples=("RuntimeError: CUDA error: no CUDA-capable device is detected",
                    "RuntimeError: No CUDA GPUs are available"),
          alternatives=("driver_missing: a container started without --gpus, or no driver",),
          decide=(Step("Are the device nodes there?", command="ls -l /dev/nvidia*"),
                  LIST_GPUS)),
     Rule(YOLO_DEVICE, rx(r"invalid cuda '[^']*' requested"),
-         ("cuda",), (LIST_GPUS,),
+         ("cud",), (LIST_GPUS,),
          examples=(
              "ValueError: Invalid CUDA 'device=0,1' requested. Use 'device=cpu' or pass valid "
              "CUDA device(s) if available, i.e. 'device=0' or 'device=0,1,2,3' for Multi-GPU.",
@@ -179,7 +179,7 @@ RULES: tuple[Rule, ...] = (
     Rule(CUDNN_VERSION, rx(r"cudnn version incompatibility",
                            r"cudnn version mismatch",
                            r"cudnn version \S+ is not compatible with devices with sm"),
-         ("cudnn",),
+         ("cud",),
          (Step("Show the cuDNN torch loads.",
                command='python -c "import torch; print(torch.backends.cudnn.version())"'),
           Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH")),
@@ -188,7 +188,7 @@ RULES: tuple[Rule, ...] = (
     Rule(CUDNN_LOAD, rx(r"could not load library \S*cudnn\w*",
                         r"unable to load any of \{?\S*libcudnn",
                         r"error: \S*libcudnn\S*: undefined symbol"),
-         ("cudnn",),
+         ("cud",),
          (Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH"),
           Step("Reinstall torch's cuDNN.", command="pip install --force-reinstall torch")),
          examples=(
@@ -205,7 +205,7 @@ RULES: tuple[Rule, ...] = (
                            r"cudnn_status_(?:execution_failed|mapping_error|not_supported"
                            r"|bad_param|runtime_\w+|license_error|version_mismatch)",
                            r"error: (?:get|find) was unable to find an engine"),
-         ("cudnn", "error"),
+         ("cud", "error"),
          (ARCH_LIST, Step("Check free GPU memory.", command="nvidia-smi")),
          examples=("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
                    "RuntimeError: GET was unable to find an engine to execute this "
@@ -225,7 +225,7 @@ RULES: tuple[Rule, ...] = (
                             r"cuda failure \d* ?'an illegal memory access",
                             r"cuda_error_illegal_address",
                             r"nvrm: xid \([^)]*\): (?:13|31|43)\b"),
-         ("cuda", "nvrm"),
+         ("cud", "nvrm"),
          (SYNC_ERRORS, XID),
          examples=("RuntimeError: CUDA error: an illegal memory access was encountered",
                    "NVRM: Xid (PCI:0000:02:00): 31, pid=3357, Ch 00000008, intr 00000000. MMU "
@@ -242,7 +242,7 @@ RULES: tuple[Rule, ...] = (
                       command="CUDA_VISIBLE_DEVICES=1 python train.py"))),
     Rule(DEVICE_ASSERT, rx(r"cuda error: device-side assert triggered",
                            r"assertion `[^`]*` failed"),
-         ("cuda", "fail"),
+         ("cud", "fail"),
          (SYNC_ERRORS,
           Step("Check that every label is below the model's number of classes.")),
          examples=("RuntimeError: CUDA error: device-side assert triggered",

@@ -224,7 +224,7 @@ RULES: tuple[Rule, ...] = (
                      r"error: distributeddataparallel device_ids and output_device arguments",
                      r"error: tensors must be cuda and dense",
                      r"error: expected all tensors to be on the same device"),
-         ("error", "cuda"),
+         ("error", "cud"),
          (Step("In the training script, bind each rank to its own GPU before building the "
                "model: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), then use "
                "device_ids=[local_rank]."),),
@@ -258,7 +258,7 @@ RULES: tuple[Rule, ...] = (
                    "AssertionError: AutoBatch with --batch-size -1 is not compatible with YOLOv5 "
                    "Multi-GPU DDP training, please pass a valid --batch-size")),
     Rule(FORKED_CUDA, rx(r"cannot re-initialize cuda in forked subprocess"),
-         ("cuda",),
+         ("cud",),
          (Step("In the training script, before any CUDA call or DataLoader, use the spawn "
                "start method: torch.multiprocessing.set_start_method('spawn', force=True) "
                "(DataLoader: multiprocessing_context='spawn')."),),

@@ -249,7 +249,7 @@ RULES: tuple[Rule, ...] = (
                         # before the detected version, so the first line is what is sure
                         r"error: this container was built for nvidia driver release [\d.]+ "
                         r"or later"),
-         ("nvidia", "cuda"),
+         ("nvidia", "cud"),
          (SMI, TORCH_CUDA,
           Step("Or install the torch build that matches the driver's CUDA (pick the cuXXX "
                "not above nvidia-smi's 'CUDA Version').",
@@ -270,7 +270,7 @@ RULES: tuple[Rule, ...] = (
          decide=(SMI,)),
     Rule(PTX_TOOLCHAIN, rx(r"cuda error: the provided ptx was compiled with an unsupported "
                            r"toolchain", r"cuda_error_unsupported_ptx_version"),
-         ("cuda",), (SMI,),
+         ("cud",), (SMI,),
          examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
                    "toolchain.",)),
     Rule(LIB_MISMATCH, rx(r"fail\w* to initialize nvml: driver/library version mismatch",
@@ -280,7 +280,7 @@ RULES: tuple[Rule, ...] = (
                           r"cuda\w* error\W+system has unsupported display driver / cuda driver",
                           r"error 803\W+system has unsupported display driver",
                           r"cuda_error_system_driver_mismatch"),
-         ("fail", "error", "nvrm", "cuda"),
+         ("fail", "error", "nvrm", "cud"),
          (Step("Compare the loaded module with the libraries.",
                command="cat /proc/driver/nvidia/version; nvidia-smi"),
           Step("Reboot so the new kernel module loads.", command="sudo reboot")),
@@ -304,7 +304,7 @@ RULES: tuple[Rule, ...] = (
                        r"cuda error: initialization error",
                        # in containers: the cgroup lost the device (systemctl daemon-reload)
                        r"fail\w* to initialize nvml: unknown error"),
-         ("cuda", "error", "fail"),
+         ("cud", "error", "fail"),
          (Step("Reload the unified-memory module (or reboot); after a suspend/resume this "
                "is the usual fix.",
                command="sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm"),
@@ -330,7 +330,7 @@ RULES: tuple[Rule, ...] = (
                     r"fail[^\n]*system not yet initialized",
                     r"cuda error: system not yet initialized",
                     r"cuda_error_system_not_ready", r"cudaerrorsystemnotready"),
-         ("error", "cuda", "fail"),
+         ("error", "cud", "fail"),
          (Step("Check the Fabric Manager service.",
                command="systemctl status nvidia-fabricmanager"),
           Step("Install the version that matches the driver and start it.",
@@ -341,7 +341,7 @@ RULES: tuple[Rule, ...] = (
     Rule(COMPAT_HW, rx(r"error 804\W+forward compatibility was attempted",
                        r"cuda error: forward compatibility was attempted",
                        r"cuda_error_compat_not_supported_on_device"),
-         ("error", "cuda"),
+         ("error", "cud"),
          (Step("Find the compat libcuda on the loader path.",
                command="echo $LD_LIBRARY_PATH; ldconfig -p | grep libcuda"),),
          examples=("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()"
@@ -362,7 +362,7 @@ RULES: tuple[Rule, ...] = (
                       r"cuda_error_ecc_uncorrectable",
                       r"unable to determine the device handle for gpu[^\n]*unknown error",
                       r"nvmlerror_gpuislost", r"error: gpu is lost"),
-         ("nvrm", "cuda", "error"),
+         ("nvrm", "cud", "error"),
          (Step("Read the kernel's Xid record.", command="sudo dmesg -T | grep -i -E 'xid|nvrm'"),
           Step("Read the memory error counters.",
                command="nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT"),
@@ -381,7 +381,7 @@ RULES: tuple[Rule, ...] = (
              "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")),
     Rule(WSL_LIBCUDA, rx(r"/usr/lib/wsl/lib/libcuda\S*: cannot open",
                          r"error: libcuda\.so: cannot open shared object file"),
-         ("cuda",),
+         ("cud",),
          (Step("Put WSL's driver directory on the loader path.",
                command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),),
          examples=("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot "
@@ -390,7 +390,7 @@ RULES: tuple[Rule, ...] = (
                        "without GPUs) also leaves libcuda.so missing",),
          decide=(Step("Is this WSL?", command="uname -r; ls /usr/lib/wsl/lib"),)),
     Rule(WSL_SYMLINK, rx(r"/usr/lib/wsl/lib/libcuda\.so\S* is not a symbolic link"),
-         ("cuda",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
+         ("cud",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
                               "symbolic link",)),
     Rule(WSL_BLOCKED, rx(r"fail\w* to [\w ]{0,30}nvml: gpu access blocked by the operating "
                          r"system", r"error\W+gpu access blocked by the operating system"),

@@ -132,7 +132,7 @@ RULES: tuple[Rule, ...] = (
                       r"cudnn_status_alloc_failed", r"cuda_error_out_of_memory",
                       r"cuda failure \d* ?'out of memory'",
                       r"fail\w* to cuda calloc", r"cudaerrormemoryallocation"),
-         ("cuda", "memory", "cudnn", "fail"),
+         ("cud", "memory", "fail"),
          (Step("See who else uses the GPU.", command="nvidia-smi"),
           Step("Lower the per-GPU batch size or enable AMP.")),
          examples=(
@@ -147,7 +147,7 @@ RULES: tuple[Rule, ...] = (
                         r"unable to find a valid cudnn algorithm",
                         r"error: cublas_status_(?:not_initialized|internal_error)",
                         r"create cublas handle fail\w*"),
-         ("cudnn", "fail", "error"),
+         ("cud", "fail", "error"),
          (Step("See how full the GPUs are and who uses them.", command="nvidia-smi"),
           Step("Retry with a smaller batch.")),
          examples=(

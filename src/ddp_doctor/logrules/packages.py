@@ -128,7 +128,7 @@ RULES: tuple[Rule, ...] = (
                       command="ldd $(python -c 'import importlib.util,os;print(os.path."
                               "dirname(importlib.util.find_spec(\"torch\").origin))')"
                               "/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"),)),
-    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cuda",),
+    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cud",),
          (SHOW_TORCH, Step("Install a CUDA build of torch.", url=GET_STARTED)),
          examples=("AssertionError: Torch not compiled with CUDA enabled",)),
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
@@ -140,7 +140,7 @@ RULES: tuple[Rule, ...] = (
                      r"error: fp16 mixed precision requires a gpu",
                      r"fp16 mixed precision training with amp or apex \(`--fp16`\)[^\n]*can "
                      r"only be used on cuda"),
-         ("cuda", "error"),
+         ("cud", "error"),
          (SHOW_TORCH, Step("See whether the driver sees GPUs.", command="nvidia-smi")),
          examples=(
              "torch.cuda.is_available(): False",
@@ -174,7 +174,7 @@ RULES: tuple[Rule, ...] = (
                          # the same check when the terminal wrapped the line before "CUDA"
                          r"error: detected that pytorch and torchvision were compiled with "
                          r"different"),
-         ("error", "fail", "cuda"),
+         ("error", "fail", "cud"),
          (Step("Show both versions.",
                command='python -c "import torch, torchvision; print(torch.__version__, '
                        'torchvision.__version__)"'), PAIR),

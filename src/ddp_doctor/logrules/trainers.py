@@ -178,7 +178,7 @@ RULES: tuple[Rule, ...] = (
     Rule(YOLO_DDP_GPUS,
          rx(r"error: insufficient cuda devices for ddp command",
             r"assert torch\.cuda\.device_count\(\) > (?:opt\.)?local_rank\b"),
-         ("error", "cuda"),
+         ("error", "cud"),
          (Step("Count the GPUs this process can see.",
                command='nvidia-smi -L; echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; '
                        'python -c "import torch; print(torch.cuda.device_count())"'),
