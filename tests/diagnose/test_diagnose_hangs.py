@@ -214,3 +214,21 @@ def test_the_same_trace_after_a_watchdog_timeout_is_the_teardown(tmp_path: Path)
            "timeout: WorkNCCL(SeqNum=4211, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
            "Timeout(ms)=600000) ran for 600083 milliseconds before timing out.\n" + TRACE)
     assert lead(tmp_path, log).code.id == "LOG047"
+
+
+# -- the torch build ------------------------------------------------------------------------
+
+NO_GPUS = "RuntimeError: No CUDA GPUs are available\n"
+
+
+def test_a_cpu_torch_build_explains_no_gpu(tmp_path: Path) -> None:
+    finding = lead(tmp_path, NO_GPUS + "$ pip list | grep torch\ntorch              2.1.0+cpu\n")
+    assert (finding.code.id, finding.code.category.value) == ("LOG023", "torch_cpu_only")
+    assert finding.evidence[0].source == "torch build"
+    assert any(e.value.startswith("gpu_not_visible") for e in finding.evidence
+               if e.label == "other possible cause")
+
+
+def test_a_cuda_torch_build_leaves_the_gpu_finding(tmp_path: Path) -> None:
+    log = NO_GPUS + "torch              2.1.0+cu118\n"
+    assert lead(tmp_path, log).code.category.value == "gpu_not_visible"

@@ -155,6 +155,13 @@ TWO_CUDA_WHEELS = declare(
     docs_url="https://pytorch.org/get-started/locally/")
 # What a library torch cannot load looks like.
 _LOAD_SYMPTOMS = {Category.TORCH_MISSING, Category.CUDNN_FAILURE}
+# A CPU-only torch build as pip, conda, collect_env or a trainer's banner names it
+# ("torch 2.1.0+cpu", "torch==2.1.0+cpu", "PyTorch version: 2.1.0+cpu", "torch-2.1.0+cpu"):
+# no GPU can be used by it, whatever CUDA says elsewhere in the log.
+CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:\.\d+)?"
+                       r"(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b", re.IGNORECASE)
+# What torch without CUDA looks like from the outside: no GPU for this process.
+_CPU_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE}
 
 HANG_STEPS = (
     Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
@@ -315,6 +322,14 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
                                                                    wheels[1].text),
                                           *f.evidence[1:]))
                      if f.code is TWO_CUDA_WHEELS else f, o) for f, o in found]
+    if lead is not None and lead.code.category in _CPU_SYMPTOMS:
+        cpu = [seen for context in scan.contexts
+               for seen in _lines_with(CPU_TORCH, context, many, 1)]
+        if cpu:
+            from ddp_doctor.logrules.packages import CPU_BUILD, SHOW_TORCH
+
+            return _replaced_lead(findings, lead, CPU_BUILD, cpu[0], "torch build",
+                                  (SHOW_TORCH,))
     wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
     native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
     if wsl and not native and lead is not None and lead.code.category in _WSL_SYMPTOMS:
