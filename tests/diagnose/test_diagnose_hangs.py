@@ -204,7 +204,7 @@ def test_a_trace_from_the_socket_code_names_the_network(tmp_path: Path) -> None:
                    "c10d/NCCLUtils.hpp:219, unhandled system error (run with NCCL_DEBUG=INFO "
                    "for details), NCCL version 2.14.3\n")
     finding = lead(tmp_path, log)
-    assert (finding.code.id, finding.code.category.value) == ("LOG072", "nccl_network")
+    assert (finding.code.id, finding.code.category.value) == ("LOG073", "nccl_network")
     assert any(e.label.startswith("consequence") and "unhandled system error" in e.value
                for e in finding.evidence)
 

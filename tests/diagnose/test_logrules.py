@@ -262,19 +262,19 @@ def test_specific_lines(line, code):
     # Docker without an NVIDIA runtime, for `--gpus` and for a compose file's driver: nvidia
     # (AbdBarho/stable-diffusion-webui-docker#130)
     ('Error response from daemon: could not select device driver "nvidia" with capabilities: '
-     '[[gpu]]', "LOG070"),
+     '[[gpu]]', "LOG071"),
     ('docker: Error response from daemon: could not select device driver "" with '
-     'capabilities: [[gpu]].', "LOG070"),
+     'capabilities: [[gpu]].', "LOG071"),
     # libnvidia-container on a cgroup v2 host (NVIDIA/nvidia-docker#1486, #1447)
     ("docker: Error response from daemon: OCI runtime create failed: container_linux.go:367: "
      "starting container process caused: process_linux.go:495: container init caused: Running "
      "hook #1:: error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: "
-     "container error: cgroup subsystem devices not found: unknown.", "LOG071"),
+     "container error: cgroup subsystem devices not found: unknown.", "LOG072"),
     ("nvidia-container-cli: container error: failed to get device cgroup mount path: relative "
-     "path in absolute URI: unknown", "LOG071"),
+     "path in absolute URI: unknown", "LOG072"),
     # NCCL's error trace, first frame in its network code (NVIDIA/nccl#1000)
-    ("dso-s1-r1-a100-03:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2", "LOG072"),
-    ("node1:2330:2658 [2] NCCL INFO transport/net_ib.cc:1012 -> 6", "LOG072"),
+    ("dso-s1-r1-a100-03:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2", "LOG073"),
+    ("node1:2330:2658 [2] NCCL INFO transport/net_ib.cc:1012 -> 6", "LOG073"),
     ("node1:2330:2658 [2] NCCL INFO init.cc:1236 -> 2", None),  # only passed the error on
     # gloo's file:line is not NCCL's trace
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "

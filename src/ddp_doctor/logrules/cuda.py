@@ -172,7 +172,7 @@ RULES: tuple[Rule, ...] = (
              "AssertionError: Invalid CUDA '--device 0,1' requested, use '--device cpu' or pass "
              "valid CUDA device(s)"),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
-                     "LOG018", "LOG020", "LOG023", "LOG024", "LOG030", "LOG070", "LOG071"),
+                     "LOG018", "LOG020", "LOG023", "LOG024", "LOG030", "LOG071", "LOG072"),
          alternatives=("torch_cpu_only: when torch.cuda.is_available() is False with a +cpu "
                        "torch, no --device value can work",),
          decide=(LIST_GPUS,)),

@@ -57,7 +57,7 @@ NO_CONTAINER_GPU = declare(
 # libnvidia-container 1.8): the host driver is fine, the container's GPU setup is not, which
 # the category contract calls a misconfigured container setup (cuda_init_failure).
 NO_GPU_RUNTIME = declare(
-    "LOG070", Category.CUDA_INIT_FAILURE,
+    "LOG071", Category.CUDA_INIT_FAILURE,
     "Docker has no NVIDIA runtime to give the container a GPU",
     what="Docker was asked for GPUs (`--gpus`, or `driver: nvidia` in a compose file) but no "
          "device driver for GPUs is registered with it: the NVIDIA Container Toolkit is not "
@@ -67,7 +67,7 @@ NO_GPU_RUNTIME = declare(
         "--runtime=docker`, restart Docker.",
     docs_url=TOOLKIT_GUIDE)
 CONTAINER_CGROUP = declare(
-    "LOG071", Category.CUDA_INIT_FAILURE,
+    "LOG072", Category.CUDA_INIT_FAILURE,
     "The container runtime could not set up the GPU devices' cgroup",
     what="nvidia-container-cli failed while granting the container access to the GPU "
          "device nodes through the devices cgroup: typically a host on the unified cgroup v2 "

@@ -152,7 +152,7 @@ DESYNC = declare(
 # the first file names where the failure began. NVIDIA/nccl#1000: the trace began in
 # misc/socket.cc and bootstrap.cc, and NCCL_SOCKET_IFNAME fixed it.
 NCCL_NET_TRACE = declare(
-    "LOG072", Category.NCCL_NETWORK, "NCCL's error trace begins in its network code",
+    "LOG073", Category.NCCL_NETWORK, "NCCL's error trace begins in its network code",
     what="NCCL's own trace of a failure starts in its socket, bootstrap or network-transport "
          "code (misc/socket.cc, bootstrap.cc, transport/net_socket.cc, transport/net_ib.cc): "
          "the ranks could not connect or keep their connections, usually because NCCL picked "
@@ -165,7 +165,7 @@ NCCL_NET_TRACE = declare(
     docs_url=NCCL_ENV)
 
 SHM_ROOTS = ("LOG042", "LOG008", "LOG040")
-NET_ROOTS = ("LOG043", "LOG044", "LOG072")
+NET_ROOTS = ("LOG043", "LOG044", "LOG073")
 
 RULES: tuple[Rule, ...] = (
     Rule(NCCL_SHM, rx(r"error while creating shared memory segment",

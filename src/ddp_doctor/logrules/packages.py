@@ -154,7 +154,7 @@ RULES: tuple[Rule, ...] = (
              "FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision "
              "evaluation (`--fp16_full_eval`) can only be used on CUDA devices."),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
-                     "LOG018", "LOG020", "LOG023", "LOG030", "LOG070", "LOG071"),
+                     "LOG018", "LOG020", "LOG023", "LOG030", "LOG071", "LOG072"),
          alternatives=(
              "driver_missing: no driver loaded (nvidia-smi fails)",
              "driver_too_old: the driver supports an older CUDA than torch.version.cuda",
