@@ -61,8 +61,9 @@ YOLO_DEVICE = declare(
     what="Ultralytics/YOLOv5 checked the requested devices against "
          "torch.cuda.device_count() and found fewer GPUs than asked for.",
     why="Training refuses to start.",
-    fix="Request only GPUs that exist (--device 0 on a one-GPU box), or fix why torch sees "
-        "none (see the lines printed with it: is_available, device_count).",
+    fix="Request only GPUs that exist (device=0 for `yolo`, --device 0 for YOLOv5's "
+        "train.py, on a one-GPU box), or fix why torch sees none (see the lines printed with "
+        "it: is_available, device_count).",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
 CUDNN_VERSION = declare(
     "LOG032", Category.CUDNN_FAILURE, "cuDNN version does not match the one torch was built with",
@@ -145,8 +146,9 @@ RULES: tuple[Rule, ...] = (
          ("cuda",),
          (LIST_GPUS, Step("Launch at most one process per visible GPU (e.g. 2 GPUs):",
                           command="torchrun --nproc_per_node=2 train.py"),
-          Step("In the script, select the GPU by LOCAL_RANK, not the global rank.",
-               command="python -c \"import os; print(os.environ.get('LOCAL_RANK'))\"")),
+          Step("In the script, select the GPU by LOCAL_RANK, not the global rank: "
+               "local_rank = int(os.environ['LOCAL_RANK']); "
+               "torch.cuda.set_device(local_rank).")),
          examples=("RuntimeError: CUDA error: invalid device ordinal",
                    "RuntimeError: cuda runtime error (10) : invalid device ordinal at "
                    "/pytorch/aten/src/THC/THCGeneral.cpp:51",

@@ -92,7 +92,9 @@ PKG_WARNING = declare(
 RULES: tuple[Rule, ...] = (
     Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)"),
          ("no module named",),
-         (SHOW_TORCH, Step("Install torch into this interpreter.", url=GET_STARTED)),
+         (SHOW_TORCH, Step("Install torch into this interpreter (the selector on the page "
+                           "gives the command for a CUDA build).",
+                           command="python -m pip install torch", url=GET_STARTED)),
          examples=("ModuleNotFoundError: No module named 'torch'",
                    "ModuleNotFoundError: No module named 'torch._C'",
                    "/usr/bin/python3: No module named torch")),
@@ -129,7 +131,12 @@ RULES: tuple[Rule, ...] = (
                               "dirname(importlib.util.find_spec(\"torch\").origin))')"
                               "/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"),)),
     Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cuda",),
-         (SHOW_TORCH, Step("Install a CUDA build of torch.", url=GET_STARTED)),
+         (SHOW_TORCH,
+          Step("Install a CUDA build of torch from the index of a CUDA version not above "
+               "nvidia-smi's 'CUDA Version' (cu126 here is an example; "
+               "https://pytorch.org/get-started/locally/ lists them).",
+               command="pip install --force-reinstall torch torchvision --index-url "
+                       "https://download.pytorch.org/whl/cu126")),
          examples=("AssertionError: Torch not compiled with CUDA enabled",)),
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
                      r"cuda unavailable, invalid device \S+ requested",
@@ -160,7 +167,7 @@ RULES: tuple[Rule, ...] = (
              "driver_too_old: the driver supports an older CUDA than torch.version.cuda",
              "gpu_not_visible: CUDA_VISIBLE_DEVICES is empty or invalid",
              "cuda_init_failure: the driver is there but CUDA cannot start"),
-         decide=(SHOW_TORCH, Step("Driver and GPUs?", command="nvidia-smi"),
+         decide=(SHOW_TORCH, Step("See whether the driver sees GPUs.", command="nvidia-smi"),
                  Step("Hidden GPUs?", command="echo \"$CUDA_VISIBLE_DEVICES\""))),
     Rule(TV_MISMATCH, rx(r"error: operator torchvision::\w+ does not exist",
                          r"error: no such operator torchvision::\w+",
@@ -188,9 +195,11 @@ RULES: tuple[Rule, ...] = (
              "install.")),
     Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z"),
          ("error",),
-         (Step("Rebuild the extension against the installed torch (or install the wheel built "
-               "for it).", command="pip install --no-cache-dir --force-reinstall --no-binary "
-                                   ":all: PACKAGE"),),
+         (Step("Rebuild that extension (the package in the path above) from source against "
+               "the installed torch, without letting pip replace torch or build in an isolated "
+               "environment with another torch; or install the wheel built for this torch.",
+               command="pip install --no-cache-dir --force-reinstall --no-deps "
+                       "--no-build-isolation --no-binary PACKAGE PACKAGE"),),
          examples=("ImportError: /envs/detect2/lib/python3.6/site-packages/detectron2/_C.cpython-"
                    "36m-x86_64-linux-gnu.so: undefined symbol: "
                    "_ZNK2at10TensorBase8data_ptrIdEEPT_v",),
