@@ -154,12 +154,17 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
             LIST_GPUS,
             Step("Ultralytics: ask only for GPUs torch counts (device=0 on a one-GPU machine, "
                  "device=0,1 for two); when it counts none, fix torch or the driver first.",
-                 command=f"{YOLO} device=0"))),
+                 command=f"{YOLO} device=0")),
+            examples=("ValueError: Invalid CUDA 'device=0,1' requested. Use 'device=cpu' or "
+                      "pass valid CUDA device(s) if available, i.e. 'device=0' or "
+                      "'device=0,1,2,3' for Multi-GPU.",)),
         Variant(line=_line(r"invalid cuda '--device"), steps=(
             LIST_GPUS,
             Step("YOLOv5 train.py: ask only for GPUs torch counts (--device 0 on a one-GPU "
                  "machine, --device 0,1 for two); when it counts none, fix torch or the "
-                 "driver first.", command=f"{YOLOV5_TRAIN} --device 0"))),
+                 "driver first.", command=f"{YOLOV5_TRAIN} --device 0")),
+            examples=("AssertionError: Invalid CUDA '--device 0,1' requested, use '--device "
+                      "cpu' or pass valid CUDA device(s)",)),
     ),
     # -- DDP usage ---------------------------------------------------------------------------
     "LOG057": (
