@@ -43,6 +43,10 @@ FEWER_WORKERS = ("Use fewer DataLoader workers (DataLoader(..., num_workers=2)) 
                  "batch.")
 WATCHDOG_DECIDE = ["sudo dmesg -T | grep -i -E 'killed process|out of memory'",
                    "TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 torchrun ..."]
+WHICH_TORCH = 'python -c "import sys; print(sys.executable)"; python -m pip show torch'
+CUDNN_LOAD = ["echo $LD_LIBRARY_PATH", "env -u LD_LIBRARY_PATH python train.py",
+              'export LD_LIBRARY_PATH=$(python -c "import nvidia.cudnn; '
+              'print(nvidia.cudnn.__path__[0])")/lib:$LD_LIBRARY_PATH']
 LATE_RANK = "Find the rank that did not join: its error, or its last progress line, comes first."
 
 # (corpus log, code, the steps shown). Each log is a real paste from the thread named in
@@ -117,7 +121,23 @@ CORPUS = [
      [LIST_GPUS, "torchrun --nproc_per_node=2 train.py",
       "In the script, select the GPU by LOCAL_RANK, not the global rank: local_rank = "
       "int(os.environ['LOCAL_RANK']); torch.cuda.set_device(local_rank)."]),
-    ("weathergenerator-1104.log", "LOG021", [SHOW_TORCH, "python -m pip install torch"]),
+    ("weathergenerator-1104.log", "LOG021", [WHICH_TORCH, "python -m pip install torch"]),
+    # torch fails to import: nothing that imports it again, the wheels side by side, and a
+    # reinstall pinned to a version and CUDA variant (not whatever PyPI has today).
+    ("returnn-1802.log", "LOG022",
+     [WHICH_TORCH, "echo $LD_LIBRARY_PATH", "pip list 2>/dev/null | grep -i -E '^(torch|nvidia-)'",
+      "pip install --force-reinstall torch==2.5.1 --index-url "
+      "https://download.pytorch.org/whl/cu124",
+      "ldd $(python -c 'import importlib.util,os;print(os.path.dirname(importlib.util.find_spec("
+      "\"torch\").origin))')/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"]),
+    # Two cuDNN installs mixed (dlib), and cuDNN 9 only inside torch's wheel (CTranslate2).
+    ("dlib-2719.log", "LOG033", CUDNN_LOAD),
+    ("ctranslate2-1826.log", "LOG033", CUDNN_LOAD),
+    ("pytorch-80637.log", "LOG032",
+     ['python -c "import torch; print(torch.backends.cudnn.version())"', "echo $LD_LIBRARY_PATH",
+      "env -u LD_LIBRARY_PATH python train.py"]),
+    ("cuml-5624.log", "LOG030",
+     [LIST_GPUS, "unset CUDA_VISIBLE_DEVICES", "docker run --gpus all ...", "ls -l /dev/nvidia*"]),
 ]
 
 

@@ -205,7 +205,9 @@ RULES: tuple[Rule, ...] = (
          decide=(SMI,)),
     Rule(PTX_TOOLCHAIN, rx(r"cuda error: the provided ptx was compiled with an unsupported "
                            r"toolchain", r"cuda_error_unsupported_ptx_version"),
-         ("cuda",), (SMI,),
+         ("cuda",),
+         (SMI, Step("Update the driver to one that supports the CUDA version the code was "
+                    "built with (the table of minimum driver versions).", url=CUDA_COMPAT)),
          examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
                    "toolchain.",)),
     Rule(LIB_MISMATCH, rx(r"fail\w* to initialize nvml: driver/library version mismatch",

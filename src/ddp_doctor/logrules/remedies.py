@@ -33,9 +33,9 @@ import re
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.cuda import ARCH_LIST, LIST_GPUS, SYNC_ERRORS
+from ddp_doctor.logrules.cuda import ARCH_LIST, LIST_GPUS
 from ddp_doctor.logrules.memory import OOM_KILLER, SHM
-from ddp_doctor.logrules.packages import SHOW_TORCH
+from ddp_doctor.logrules.packages import WHICH_TORCH
 from ddp_doctor.logrules.rule import ULTRALYTICS, YOLOV5, Variant
 from ddp_doctor.model import Step
 
@@ -269,15 +269,23 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
                       "DDP training",)),
     ),
     # -- data and code bugs ------------------------------------------------------------------
-    "LOG036": tuple(Variant(trainer=trainer, steps=(SYNC_ERRORS, _LABEL_IDS))
-                    for trainer in (ULTRALYTICS, YOLOV5)),
+    "LOG036": (
+        Variant(trainer=ULTRALYTICS, steps=(
+            Step("Ultralytics: rerun on one GPU with synchronous kernel launches so the "
+                 "failing call is named.",
+                 command=f"CUDA_LAUNCH_BLOCKING=1 {YOLO} device=0"), _LABEL_IDS)),
+        Variant(trainer=YOLOV5, steps=(
+            Step("YOLOv5 train.py: rerun on one GPU with synchronous kernel launches so the "
+                 "failing call is named.",
+                 command=f"CUDA_LAUNCH_BLOCKING=1 {YOLOV5_TRAIN} --device 0"), _LABEL_IDS)),
+    ),
     # -- packages ----------------------------------------------------------------------------
     "LOG021": (
         Variant(line=_line(r"torch\._c\b"), steps=(
             Step("'torch._C' is missing when the torch/ folder of a PyTorch source checkout "
                  "shadows the installed package: run from another directory.",
                  command='cd ~ && python -c "import torch; print(torch.__file__)"'),
-            SHOW_TORCH),
+            WHICH_TORCH),
             examples=("ModuleNotFoundError: No module named 'torch._C'",)),
     ),
     "LOG025": (
