@@ -64,6 +64,7 @@ _LOOK = Step("Find the operation: the last frame of your own code in the traceba
 
 
 def _line(*alternatives: str) -> re.Pattern[str]:
+    """A variant's line condition: case-insensitive, like the rules' own patterns."""
     return re.compile("|".join(alternatives), re.IGNORECASE)
 
 
@@ -107,6 +108,9 @@ _LABEL_IDS = Step("YOLO: every class id (the first number of each label line) mu
 
 def _both(steps: tuple[Step, Step], *before: Step, after: tuple[Step, ...] = ()
           ) -> tuple[Variant, Variant]:
+    """One remedy for both YOLO trainers, each with its own spelling of the option (the
+    first of ``steps`` for Ultralytics, the second for YOLOv5), between ``before`` and
+    ``after``."""
     ultralytics, yolov5 = steps
     return (Variant(trainer=ULTRALYTICS, steps=(*before, ultralytics, *after)),
             Variant(trainer=YOLOV5, steps=(*before, yolov5, *after)))
