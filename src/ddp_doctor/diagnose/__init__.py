@@ -130,8 +130,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
                          f"diagnose{why}")
     from ddp_doctor.logrules.nccl import NCCL_SOCKET
+    from ddp_doctor.logrules.which_trainer import which_trainer
 
-    ordered = refine(compose(scan), scan, NCCL_SOCKET)
+    trainer = which_trainer(text for context in scan.contexts
+                            for text in (context.head, context.tail))
+    ordered = refine(compose(scan, trainer), scan, NCCL_SOCKET)
     facts, where = _environment(scan, snapshots)
     env = _env_findings(facts, where) if facts is not None else []
     lead: list[Finding] = []

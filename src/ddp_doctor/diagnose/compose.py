@@ -112,7 +112,8 @@ def _order_key(code_hits: CodeHits, demoted: bool = False) -> tuple[int, int, in
     return root_cause_key(probe, code_hits.order, demoted)
 
 
-def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding:
+def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool,
+             trainer: str | None = None) -> Finding:
     code = code_hits.code
     evidence = [Evidence(_where(q, many), q.text, q.document) for q in code_hits.quotes]
     if code_hits.count > len(code_hits.quotes):
@@ -130,7 +131,11 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
     steps: list[Step] = []
     alternatives: list[str] = []
     deciders: list[Step] = []
-    for rule in code_hits.rules:
+    for matched in code_hits.rules:
+        # The trainer the log shows (logrules.which_trainer) picks the steps typed in its
+        # own options, where the rule has them.
+        for_trainer = getattr(matched, "for_trainer", None)
+        rule = matched if for_trainer is None else for_trainer(trainer)
         steps += [s for s in rule.steps if s not in steps]
         alternatives += [a for a in getattr(rule, "alternatives", ()) if a not in alternatives]
         deciders += [s for s in getattr(rule, "decide", ()) if s not in deciders]
@@ -141,8 +146,9 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
                    affects=tuple(group_label(sorted(ranks))), docs_url=code.docs_url)
 
 
-def compose(scan: ScanResult) -> list[tuple[Finding, int]]:
-    """Findings from a scan with their first-seen order, symptoms folded into causes."""
+def compose(scan: ScanResult, trainer: str | None = None) -> list[tuple[Finding, int]]:
+    """Findings from a scan with their first-seen order, symptoms folded into causes;
+    ``trainer`` (``logrules.TRAINERS``) picks the remediation written for it."""
     hits = scan.hits
     fold = _folds(hits)
     many = len(scan.documents) > 1
@@ -151,7 +157,7 @@ def compose(scan: ScanResult) -> list[tuple[Finding, int]]:
         if code_id in fold:
             continue
         folded = [hits[s] for s, into in fold.items() if into == code_id]
-        out.append((_finding(code_hits, folded, many), code_hits.order))
+        out.append((_finding(code_hits, folded, many, trainer), code_hits.order))
     return out
 
 

@@ -312,10 +312,11 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     if lead is not None and lead.code.category in _LOAD_SYMPTOMS:
         wheels = _two_cuda_wheels(scan, many)
         if wheels:
-            wheel_steps = (Step("List the NVIDIA wheels and the CUDA torch was built for.",
-                          command="python -m pip list 2>/dev/null | grep -i -E "
-                                  "'^(torch|nvidia-)'; python -c \"import torch; "
-                                  "print(torch.version.cuda)\""),)
+            # torch does not import here, so nothing that imports it; the import failure's
+            # own steps (list the wheels, reinstall a pinned torch) follow.
+            wheel_steps = (Step("Uninstall the NVIDIA wheels built for the CUDA version torch "
+                                "was not built for (torch's +cuXXX suffix names its own), "
+                                "keeping one build of each library."),)
             found = _replaced_lead(findings, lead, TWO_CUDA_WHEELS, wheels[0],
                                    "installed packages", wheel_steps)
             return [(replace(f, evidence=(f.evidence[0], Evidence(wheels[1].where,

@@ -61,8 +61,9 @@ YOLO_DEVICE = declare(
     what="Ultralytics/YOLOv5 checked the requested devices against "
          "torch.cuda.device_count() and found fewer GPUs than asked for.",
     why="Training refuses to start.",
-    fix="Request only GPUs that exist (--device 0 on a one-GPU box), or fix why torch sees "
-        "none (see the lines printed with it: is_available, device_count).",
+    fix="Request only GPUs that exist (device=0 for `yolo`, --device 0 for YOLOv5's "
+        "train.py, on a one-GPU box), or fix why torch sees none (see the lines printed with "
+        "it: is_available, device_count).",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
 CUDNN_VERSION = declare(
     "LOG032", Category.CUDNN_FAILURE, "cuDNN version does not match the one torch was built with",
@@ -76,8 +77,9 @@ CUDNN_LOAD = declare(
     what="One of cuDNN's sub-libraries (libcudnn_cnn_infer, libcudnn_ops, ...) was not found "
          "or did not link, usually because two cuDNN installs are mixed.",
     why="The first convolution fails.",
-    fix="Reinstall the nvidia-cudnn wheel that matches torch and drop other cuDNN copies "
-        "from LD_LIBRARY_PATH.",
+    fix="Drop other cuDNN copies from LD_LIBRARY_PATH so torch loads the cuDNN wheel it was "
+        "installed with; a program other than torch that needs that cuDNN gets the wheel's "
+        "nvidia/cudnn/lib directory on LD_LIBRARY_PATH.",
     docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
 CUDNN_RUNTIME = declare(
     "LOG034", Category.CUDNN_FAILURE, "cuDNN failed at run time",
@@ -145,8 +147,9 @@ RULES: tuple[Rule, ...] = (
          ("cud",),
          (LIST_GPUS, Step("Launch at most one process per visible GPU (e.g. 2 GPUs):",
                           command="torchrun --nproc_per_node=2 train.py"),
-          Step("In the script, select the GPU by LOCAL_RANK, not the global rank.",
-               command="python -c \"import os; print(os.environ.get('LOCAL_RANK'))\"")),
+          Step("In the script, select the GPU by LOCAL_RANK, not the global rank: "
+               "local_rank = int(os.environ['LOCAL_RANK']); "
+               "torch.cuda.set_device(local_rank).")),
          examples=("RuntimeError: CUDA error: invalid device ordinal",
                    "RuntimeError: cuda runtime error (10) : invalid device ordinal at "
                    "/pytorch/aten/src/THC/THCGeneral.cpp:51",
@@ -158,7 +161,12 @@ RULES: tuple[Rule, ...] = (
          decide=(LIST_GPUS,)),
     Rule(NO_DEVICE, rx(r"no cuda-capable device is detected", r"cuda_error_no_device",
                        r"cudaerrornodevice", r"no cuda gpus are available"),
-         ("cud",), (LIST_GPUS,),
+         ("cud",),
+         (LIST_GPUS,
+          Step("If CUDA_VISIBLE_DEVICES is empty, -1 or names a GPU that does not exist, "
+               "unset it (or list the GPUs nvidia-smi -L shows).",
+               command="unset CUDA_VISIBLE_DEVICES"),
+          Step("In a container, start it with the GPUs.", command="docker run --gpus all ...")),
          examples=("RuntimeError: CUDA error: no CUDA-capable device is detected",
                    "RuntimeError: No CUDA GPUs are available"),
          alternatives=("driver_missing: a container started without --gpus, or no driver",),
@@ -182,7 +190,10 @@ RULES: tuple[Rule, ...] = (
          ("cud",),
          (Step("Show the cuDNN torch loads.",
                command='python -c "import torch; print(torch.backends.cudnn.version())"'),
-          Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH")),
+          Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH"),
+          Step("Run once without them: if it works, torch's own cuDNN is fine and the other "
+               "copy on LD_LIBRARY_PATH is the cause.", command="env -u LD_LIBRARY_PATH "
+                                                                 "python train.py")),
          examples=("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against "
                    "(8, 9, 2) but found runtime version (8, 5, 0).",)),
     Rule(CUDNN_LOAD, rx(r"could not load library \S*cudnn\w*",
@@ -190,7 +201,12 @@ RULES: tuple[Rule, ...] = (
                         r"error: \S*libcudnn\S*: undefined symbol"),
          ("cud",),
          (Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH"),
-          Step("Reinstall torch's cuDNN.", command="pip install --force-reinstall torch")),
+          Step("Run once without them, so torch loads the cuDNN wheel it was installed with.",
+               command="env -u LD_LIBRARY_PATH python train.py"),
+          Step("A program other than torch (CTranslate2, ONNX Runtime) that wants the cuDNN "
+               "torch installed: put that wheel's lib directory on the loader path.",
+               command="export LD_LIBRARY_PATH=$(python -c \"import nvidia.cudnn; "
+                       "print(nvidia.cudnn.__path__[0])\")/lib:$LD_LIBRARY_PATH")),
          examples=(
              "Could not load library libcudnn_cnn_infer.so.8. Error: libcudnn_ops_infer.so.8: "
              "cannot open shared object file: No such file or directory",

@@ -86,16 +86,17 @@ DEVICES = declare(
          "one GPU (torch.cuda.set_device not called), device_ids not matching the module's "
          "device, tensors on the CPU given to NCCL, or parts of the model on different GPUs.",
     why="DDP or NCCL refuse to start the first collective.",
-    fix="In each rank call torch.cuda.set_device(local_rank), move the model there, and pass "
-        "device_ids=[local_rank].",
+    fix="In each rank call torch.cuda.set_device(local_rank), move the model and every batch "
+        "there, and pass device_ids=[local_rank]; give NCCL only GPU tensors.",
     docs_url=DDP_NOTES)
 BATCH = declare(
     "LOG058", Category.DDP_USAGE_ERROR, "Batch size does not fit the GPU count",
     what="YOLO (and other trainers) split the batch evenly across GPUs and require it to be "
          "a multiple of the GPU count; AutoBatch (batch=-1) is single-GPU only.",
     why="Training refuses to start.",
-    fix="Choose a batch size that is a multiple of the number of GPUs (e.g. 16 or 32 for 2 "
-        "GPUs).",
+    fix="Choose a total batch size that is a multiple of the number of GPUs (e.g. 16 or 32 "
+        "for 2 GPUs: Ultralytics batch=, YOLOv5 --batch-size), and an explicit one instead of "
+        "AutoBatch.",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
 FORKED_CUDA = declare(
     "LOG059", Category.DDP_USAGE_ERROR, "CUDA used in a forked subprocess",
@@ -226,8 +227,11 @@ RULES: tuple[Rule, ...] = (
                      r"error: expected all tensors to be on the same device"),
          ("error", "cud"),
          (Step("In the training script, bind each rank to its own GPU before building the "
-               "model: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), then use "
-               "device_ids=[local_rank]."),),
+               "model: local_rank = int(os.environ['LOCAL_RANK']); "
+               "torch.cuda.set_device(local_rank); model.to(local_rank); "
+               "DistributedDataParallel(model, device_ids=[local_rank])."),
+          Step("Move each batch with .to(local_rank): a bare .cuda() or 'cuda:0' puts every "
+               "rank's tensors on GPU 0.")),
          examples=(
              "RuntimeError: module must have its parameters and buffers on device cuda:0 "
              "(device_ids[0]) but found one of them on device: cuda:1",
@@ -245,9 +249,8 @@ RULES: tuple[Rule, ...] = (
                    r"assertionerror: assert [^\n]*batch\w*\s*%\s*(?:len\(|\w*(?:gpu|device|world"
                    r"|nproc|rank))"),
          ("error",),
-         (Step("Use a total batch size divisible by the number of GPUs (Ultralytics: "
-               "batch=32 with device=0,1; the per-GPU batch is the total divided by the GPU "
-               "count)."),),
+         (Step("Make the total batch size a multiple of the number of GPUs (each GPU gets "
+               "the total divided by the GPU count).", command="nvidia-smi -L | wc -l"),),
          examples=("AssertionError: batch-size 15 not multiple of GPU count 2",
                    "AssertionError: 'batch=15' must be a multiple of GPU count 2. Try 'batch=14' "
                    "or 'batch=16', the nearest batch sizes evenly divisible by 2.",

@@ -187,7 +187,10 @@ RULES: tuple[Rule, ...] = (
          ("nvidia", "nvrm", "error", "fail"),
          (Step("Is the kernel module loaded, and built for the running kernel?",
                command="lsmod | grep -E 'nvidia|nouveau'; dkms status; uname -r"),
-          Step("Rebuild it for this kernel and reboot.", command="sudo dkms autoinstall"),
+          Step("Rebuild it for this kernel (DKMS needs the running kernel's headers; a "
+               "driver installed from NVIDIA's .run file: run the installer again) and reboot.",
+               command="sudo apt-get install -y dkms linux-headers-$(uname -r) && "
+                       "sudo dkms autoinstall"),
           SMI),
          examples=(
              "AssertionError: Found no NVIDIA driver on your system. Please check that you have "
@@ -270,7 +273,9 @@ RULES: tuple[Rule, ...] = (
          decide=(SMI,)),
     Rule(PTX_TOOLCHAIN, rx(r"cuda error: the provided ptx was compiled with an unsupported "
                            r"toolchain", r"cuda_error_unsupported_ptx_version"),
-         ("cud",), (SMI,),
+         ("cud",),
+         (SMI, Step("Update the driver to one that supports the CUDA version the code was "
+                    "built with (the table of minimum driver versions).", url=CUDA_COMPAT)),
          examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
                    "toolchain.",)),
     Rule(LIB_MISMATCH, rx(r"fail\w* to initialize nvml: driver/library version mismatch",
@@ -333,8 +338,11 @@ RULES: tuple[Rule, ...] = (
          ("error", "cud", "fail"),
          (Step("Check the Fabric Manager service.",
                command="systemctl status nvidia-fabricmanager"),
-          Step("Install the version that matches the driver and start it.",
-               command="sudo systemctl enable --now nvidia-fabricmanager")),
+          Step("Install the Fabric Manager of the driver's branch (its major version, e.g. "
+               "nvidia-fabricmanager-535 for driver 535.x; Ubuntu package name) and start it.",
+               command="sudo apt-get install -y nvidia-fabricmanager-$(nvidia-smi "
+                       "--query-gpu=driver_version --format=csv,noheader | head -1 | cut -d. "
+                       "-f1) && sudo systemctl enable --now nvidia-fabricmanager")),
          examples=("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()"
                    ". Did you run some cuda functions before calling NumCudaDevices() that might "
                    "have already set an error? Error 802: system not yet initialized",)),

@@ -113,7 +113,8 @@ WATCHDOG = declare(
          "saving), it crashed, or the ranks called different collectives.",
     why="The watchdog aborts the communicator and tears the job down.",
     fix="Find the rank that did not reach the collective (its own error comes first); raise "
-        "init_process_group(timeout=...) for long rank-0-only work.",
+        "init_process_group(timeout=...) for long rank-0-only work (YOLO trainers: update "
+        "them, or validate less: val=False, --noval).",
     docs_url="https://pytorch.org/docs/stable/distributed.html#torch.distributed."
              "init_process_group")
 ABORTED = declare(
