@@ -273,6 +273,11 @@ def test_specific_lines(line, code):
      "container error: cgroup subsystem devices not found: unknown.", "LOG072"),
     ("nvidia-container-cli: container error: failed to get device cgroup mount path: relative "
      "path in absolute URI: unknown", "LOG072"),
+    # NVML's return codes where only the number is printed (ollama/ollama#1898): 9 is
+    # NVML_ERROR_DRIVER_NOT_LOADED, 17 NVML_ERROR_OPERATING_SYSTEM; others are not these
+    ("gpu.go:39: CUDA not detected: nvml vram init failure: 9", "LOG009"),
+    ("gpu.go:39: CUDA not detected: nvml vram init failure: 17", "LOG020"),
+    ("gpu.go:39: CUDA not detected: nvml vram init failure: 999", None),
     # NCCL's error trace, first frame in its network code (NVIDIA/nccl#1000)
     ("dso-s1-r1-a100-03:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2", "LOG073"),
     ("node1:2330:2658 [2] NCCL INFO transport/net_ib.cc:1012 -> 6", "LOG073"),

@@ -183,6 +183,9 @@ RULES: tuple[Rule, ...] = (
                        r"nvrm: the nvidia probe routine was not called",
                        r"error[_:\s]+driver ?not ?loaded",
                        r"fail\w* to [\w ]{0,30}nvml: driver not loaded",
+                       # NVML's return code alone: 9 is NVML_ERROR_DRIVER_NOT_LOADED (nvml.h),
+                       # as ollama's GPU discovery prints it (ollama/ollama#1898)
+                       r"nvml[^\n]*\binit\w*[^\n]*\bfail\w*:? ?9\b(?![.\d])",
                        r"error: libcuda\.so\.1: cannot open shared object file"),
          ("nvidia", "nvrm", "error", "fail"),
          (Step("Is the kernel module loaded, and built for the running kernel?",
@@ -199,7 +202,9 @@ RULES: tuple[Rule, ...] = (
              "Make sure that the latest NVIDIA driver is installed and running.",
              "modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic",
              "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
-             "Failed to properly shut down NVML: Driver Not Loaded"),
+             "Failed to properly shut down NVML: Driver Not Loaded",
+             "Jan 08 19:28:33 XDFAF ollama[178990]: 2024/01/08 19:28:33 gpu.go:39: CUDA not "
+             "detected: nvml vram init failure: 9"),
          symptom_of=("LOG061", "LOG020"),
          alternatives=("wsl_setup: inside WSL2 this means the Linux driver was installed in WSL "
                        "or /usr/lib/wsl/lib is missing",),
@@ -401,10 +406,13 @@ RULES: tuple[Rule, ...] = (
          ("cud",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
                               "symbolic link",)),
     Rule(WSL_BLOCKED, rx(r"fail\w* to [\w ]{0,30}nvml: gpu access blocked by the operating "
-                         r"system", r"error\W+gpu access blocked by the operating system"),
+                         r"system", r"error\W+gpu access blocked by the operating system",
+                         # 17 is NVML_ERROR_OPERATING_SYSTEM (nvml.h), the same refusal
+                         r"nvml[^\n]*\binit\w*[^\n]*\bfail\w*:? ?17\b(?![.\d])"),
          ("fail", "error"),
          (Step("Update WSL and restart it.", command="wsl --update && wsl --shutdown"),),
          examples=("Failed to initialize NVML: GPU access blocked by the operating system",
+                   "gpu.go:39: CUDA not detected: nvml vram init failure: 17",
                    "Failed to properly shut down NVML: GPU access blocked by the operating "
                    "system")),
     Rule(WSL1, rx(r"error[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)",
