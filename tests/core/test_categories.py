@@ -36,6 +36,7 @@ CONTRACT = [
     "hardware_fault",
     "package_conflict",
     "node_mismatch",
+    "performance_degraded",
     "unknown",
 ]
 
