@@ -675,7 +675,8 @@ def nccl_p2p_data(facts: FactsView) -> Iterator[Finding | Summary]:
                       evidence=tuple(Evidence("pair", v.text, "P2P data test (torch probe)")
                                      for v in slow),
                       remediation=_pair_steps(facts, n or 2), affects=tuple(gpus))
-    rates = [p.get("gbps") for p in copy.get("pairs") or [] if p.get("ok") and p.get("gbps")]
+    rates = [float(p.get("gbps") or 0) for p in copy.get("pairs") or []
+             if p.get("ok") and p.get("gbps")]
     span = (f", {min(rates):.1f}-{max(rates):.1f} GB/s" if rates else "")
     yield Summary(f"{count(len(verdicts), 'pair')} copied {size} x{copy.get('repeats')}{span}"
                   + (f"; {count(len(not_run), 'pair')} not run ({copy.get('stopped')})"

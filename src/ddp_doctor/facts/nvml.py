@@ -164,11 +164,12 @@ def clock_event_reasons(nvml: Any, h: Any) -> int | None:
     same query "throttle reasons")."""
     for name in ("nvmlDeviceGetCurrentClocksEventReasons",
                  "nvmlDeviceGetCurrentClocksThrottleReasons"):
-        query = getattr(nvml, name, None)
-        if query is not None:
-            value = _try(lambda q=query: int(q(h)))
-            if value is not None:
-                return value
+        query: Callable[[Any], Any] | None = getattr(nvml, name, None)
+        if query is None:
+            continue
+        value = _try(lambda q=query: q(h))  # type: ignore[misc]
+        if value is not None:
+            return int(value)
     return None
 
 
