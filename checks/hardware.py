@@ -412,7 +412,7 @@ def _unreadable_finding(facts: FactsView) -> Finding:
 
 @check(
     id="gpu.xid",
-    title="GPU Xid errors in the kernel log",
+    title="Xid errors in the kernel log",
     area="driver",
     requires=("kernel_log",),
     codes=(XID_HARDWARE, XID_APPLICATION, SXID, KERNEL_LOG_UNREADABLE),

@@ -632,11 +632,12 @@ def _pair_steps(facts: FactsView, n: int) -> tuple[Step, ...]:
 )
 def nccl_p2p_data(facts: FactsView) -> Iterator[Finding | Summary]:
     copy = facts.torch_cuda().get("p2p_copy")
-    if not copy:
-        yield Summary("no P2P data test recorded (fewer than 2 working GPUs, or an older "
-                      "snapshot)")
-        return
     n = len(facts.cuda_devices()) or int(facts.torch_cuda().get("device_count") or 0)
+    if not copy:
+        yield Summary("fewer than 2 CUDA devices: no GPU pairs to copy between" if n < 2 else
+                      "no P2P data test recorded (fewer than 2 GPUs passed their test, or a "
+                      "snapshot from an older version)")
+        return
     to_nvml = _cuda_to_nvml(facts, n) if n else None
     topo = _topology(facts)
     nvml_gpus = {g.get("index"): g for g in facts.reachable_gpus()}

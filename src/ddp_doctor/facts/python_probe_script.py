@@ -42,8 +42,8 @@ GPU_DEADLINE_S = 15.0  # functional test + cuDNN test of one GPU (context creati
 P2P_DEADLINE_S = 10.0  # every can_device_access_peer query together
 MATMUL_N = 1024  # 1024x1024 float32: 4 MiB per operand
 LOAD_DEADLINE_S = 3.0  # queueing the load and reading NVML, per GPU
-LOAD_MATMUL_N = 4096  # 64 MiB per operand; 40 products keep any GPU busy for tens of ms
-LOAD_ROUNDS = 40
+LOAD_MATMUL_N = 4096  # 64 MiB per operand; 20 products keep a GPU busy 50 ms (H100) to 0.4 s
+LOAD_ROUNDS = 20
 LOAD_READS = 5  # NVML readings while the work is pending, LOAD_POLL_S apart
 LOAD_POLL_S = 0.02
 P2P_COPY_BYTES = 64 * 1024 * 1024
@@ -461,8 +461,10 @@ def under_load(torch, index, nvml, n=LOAD_MATMUL_N, rounds=LOAD_ROUNDS, reads=LO
     return reading
 
 
-def readings_under_load(torch, indices, deadline=LOAD_DEADLINE_S, nvml_loader=load_nvml):
-    """NVML under load for each GPU in ``indices``; ``(readings, stuck)``."""
+def readings_under_load(torch, indices, deadline=LOAD_DEADLINE_S, nvml_loader=load_nvml,
+                        **load):
+    """NVML under load for each GPU in ``indices``; ``(readings, stuck)``. ``load`` goes to
+    ``under_load`` (the work's size)."""
     nvml, why = nvml_loader()
     readings, stuck = [], False
     for index in indices:
@@ -472,7 +474,7 @@ def readings_under_load(torch, indices, deadline=LOAD_DEADLINE_S, nvml_loader=lo
             continue
         stage("cuda.under_load:%d" % index)
         finished, value, error, _ = run_with_deadline(
-            lambda i=index: under_load(torch, i, nvml), deadline)
+            lambda i=index: under_load(torch, i, nvml, **load), deadline)
         if not finished:
             stuck = True
             error = "no answer within %gs" % deadline
