@@ -368,6 +368,9 @@ def _xid_finding(code: Code, label: str, gpu: NvmlGpu | None,
                          f"{count(len(events), 'event')} this boot, {_when(events)}; last: "
                          f"{events[-1].get('message') or ''}"[:400], source)
                 for x, events in by_xid.items()]
+    if gpu is not None:
+        evidence.append(Evidence("GPU", f"index {gpu.get('index')}, UUID "
+                                 f"{gpu.get('uuid') or 'unknown'}", "NVML, by PCI address"))
     codes = sorted({str(e.get("log_code")) for events in by_xid.values() for e in events
                     if e.get("log_code")})
     if codes:
@@ -492,7 +495,9 @@ PCIE_SLOW_GEN = declare(
     what=(
         "While the probe kept the GPU busy, NVML reported its PCIe link at a lower "
         "generation than the GPU and slot support. An idle GPU lowers the generation to save "
-        "power, which is normal; under load it should run at its maximum."
+        "power, which is normal; under load it should run at its maximum. The reading needs "
+        "pynvml in the diagnosed interpreter: without it the generation is not judged, and "
+        "the check's summary says so."
     ),
     why=(
         "Each generation step halves the link's bandwidth: host-to-GPU copies and PCIe "

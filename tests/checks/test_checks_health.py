@@ -114,6 +114,8 @@ def test_xid_events_are_reported_per_gpu_with_the_catalogues_meaning_and_action(
          "GPU 3 (Tesla V100-PCIE-32GB) at PCI 0000:2a:00 logged Xid 79 (GPU has fallen off "
          "the bus) x2 this boot"),
     ]
+    remap = result.findings[2]
+    assert evidence(remap)["GPU"] == "index 1, UUID GPU-06e3d8e6-3f54-374a-8142-9752ca1f2316"
     fallen = result.findings[-1]
     assert fallen.category is Category.HARDWARE_FAULT
     assert evidence(fallen) == {
@@ -121,6 +123,7 @@ def test_xid_events_are_reported_per_gpu_with_the_catalogues_meaning_and_action(
             "2 events this boot, first at 2025-03-14T17:02:44+0000, last at "
             "2025-03-14T17:02:44+0000; last: pid='<unknown>', name=<unknown>, GPU has fallen "
             "off the bus",
+        "GPU": "index 3, UUID unknown",  # the table-only GPUs of the recording have none
         "what `ddp-doctor diagnose` makes of these lines": "LOG017",
     }
     assert fallen.remediation[0].text.startswith("Xid 79: Drain the node and reboot")
