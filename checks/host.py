@@ -179,9 +179,8 @@ RAM_TOO_SMALL = declare(
 
 CPU_STARVED = declare(
     id="HST003",
-    # Slow input, not a failure any category names: host_out_of_memory is an OOM kill,
-    # and no other id covers CPU starvation, so the contract's "none of the above".
-    category=Category.UNKNOWN,
+    # Slow input: the job runs, at less than the GPUs' speed.
+    category=Category.PERFORMANCE_DEGRADED,
     summary="Too few CPU cores for the GPU processes and their DataLoader workers",
     what=(
         "Fewer than 2 CPU cores per GPU process, or more DataLoader worker processes than "

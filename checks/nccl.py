@@ -17,6 +17,10 @@ Sources:
   command once per rank, https://docs.pytorch.org/docs/stable/elastic/run.html; bus
   bandwidth = algorithm bandwidth x 2(n-1)/n for all_reduce, as nccl-tests'
   doc/PERFORMANCE.md defines it)
+- The P2P data test (a patterned buffer copied between every pair of GPUs, checked and
+  timed by the interpreter probe) is judged against the pair's link: NVLink count x 25 GB/s,
+  or the slower of the two GPUs' PCIe links (knowledge/links.py); "far below" is under a
+  quarter of that, where P2P redirected through the CPU by ACS ends up.
 - IOMMU passthrough on the kernel command line: GRUB_CMDLINE_LINUX + update-grub on
   Debian/Ubuntu; `grubby --update-kernel=ALL --args=...` on RHEL-family systems, which
   adds the argument to every boot entry (grubby(8), https://github.com/rhboot/grubby)
@@ -25,13 +29,17 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Callable
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.facts.shapes import Topology
+from ddp_doctor.facts.shapes import P2pCopy, PcieLink, Topology
 from ddp_doctor.facts.view import FactsView
+from ddp_doctor.knowledge.links import NVLINK_GBPS_PER_LINK, SLOW_FRACTION, pcie_gbps
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
+from ddp_doctor.wording import count, human_bytes
 
 from ._util import install_steps
 
@@ -106,8 +114,8 @@ IFNAME_MISSING = declare(
 )
 DEBUG_ON = declare(
     id="NCC006",
-    # Not a fault: the contract has no category for verbose logging, so "unknown".
-    category=Category.UNKNOWN,
+    # Not a fault: verbose logging on every rank slows the job and buries real errors.
+    category=Category.PERFORMANCE_DEGRADED,
     summary="NCCL debug logging is left on",
     what="NCCL_DEBUG=INFO or TRACE makes every rank print NCCL's setup and (TRACE) each call.",
     why="Logs grow large and real errors drown; keep it for diagnosing, then switch it off.",
@@ -498,3 +506,179 @@ def nccl_network(facts: FactsView) -> Iterator[Finding | Summary]:
         return
     rates = sorted({p.get("rate") or "?" for p in active})
     yield Summary(f"{len(active)} of {len(ports)} ports active ({', '.join(rates)})")
+
+
+# ---------------------------------------------------------------- the P2P data test
+
+P2P_COPY_FAILED = declare(
+    id="NCC011",
+    category=Category.NCCL_P2P,
+    summary="Copying data between two GPUs hung or corrupted it",
+    what=(
+        "The interpreter probe copied a patterned 64 MiB buffer from every GPU to every other "
+        "one and checked each word: for at least one pair the copy never finished within the "
+        "deadline, or the data that arrived was not the data sent."
+    ),
+    why=(
+        "NCCL moves gradients over the same path: DDP's first broadcast or all-reduce hangs "
+        "until the watchdog kills it, or training silently goes wrong. PCIe P2P redirected "
+        "through an IOMMU (ACS) is the usual cause; a failing link or GPU the other."
+    ),
+    fix=(
+        "Test with NCCL_P2P_DISABLE=1; if that helps, boot with iommu=pt (or disable the "
+        "IOMMU / ACS in the BIOS), or keep P2P off for that pair's level with NCCL_P2P_LEVEL."
+    ),
+    docs_url=NCCL_TROUBLE,
+)
+P2P_COPY_SLOW = declare(
+    id="NCC012",
+    category=Category.PERFORMANCE_DEGRADED,
+    summary="Copies between two GPUs run far below their link's speed",
+    what=(
+        "The probe timed copies between every pair of GPUs: at least one pair moved data at "
+        "under a quarter of what its link (NVLink, or the two GPUs' PCIe links) carries."
+    ),
+    why=(
+        "NCCL's traffic between those GPUs crawls the same way, and DDP waits for the slowest "
+        "pair at every all-reduce. Through an IOMMU that redirects P2P via the CPU (ACS), "
+        "PCIe P2P runs at a fraction of its speed."
+    ),
+    fix=(
+        "Compare all_reduce bandwidth with and without NCCL_P2P_DISABLE=1; fix the IOMMU "
+        "(iommu=pt) or ACS, check NVLink health, or set NCCL_P2P_LEVEL to avoid the slow path."
+    ),
+    severity=Severity.WARNING,
+    docs_url=NCCL_TROUBLE,
+)
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """What one recorded pair of the P2P data test says, judged against its link."""
+
+    src: int
+    dst: int
+    problem: str | None  # "hung", "corrupt", "slow", "error", or None (fine)
+    text: str  # "GPU 2 -> GPU 5: copy hung after 15 s"
+    expected_gbps: float | None
+    link: str
+
+
+def pair_expectation(nvlinks: int | None, links: list[PcieLink | None]) -> tuple[
+        float | None, str]:
+    """The GB/s a copy between two GPUs should approach, and the link it would use."""
+    if nvlinks:
+        return nvlinks * NVLINK_GBPS_PER_LINK, f"NV{nvlinks}"
+    rates = [pcie_gbps((link or {}).get("gen_max"), (link or {}).get("width_max"))
+             for link in links]
+    if rates and all(r is not None for r in rates):
+        slowest = min(r for r in rates if r is not None)
+        worst = min(links, key=lambda link: pcie_gbps((link or {}).get("gen_max"),
+                                                      (link or {}).get("width_max")) or 0)
+        return slowest, f"PCIe Gen{(worst or {}).get('gen_max')} x{(worst or {}).get('width_max')}"
+    return None, "link unknown"
+
+
+def judge_pairs(copy: P2pCopy, expect: Callable[[int, int], tuple[float | None, str]]) -> list[
+        PairVerdict]:
+    """Each recorded pair's verdict; ``expect(src, dst)`` gives its link's rate and name."""
+    verdicts = []
+    for pair in copy.get("pairs") or []:
+        src, dst = int(pair.get("src") or 0), int(pair.get("dst") or 0)
+        rate, link = expect(src, dst)
+        head = f"GPU {src} -> GPU {dst}"
+        gbps = pair.get("gbps")
+        if pair.get("timed_out"):
+            problem, text = "hung", f"{head}: {pair.get('error') or 'copy hung'}"
+        elif pair.get("corrupt"):
+            problem, text = "corrupt", f"{head}: data corrupted ({pair.get('error')})"
+        elif not pair.get("ok"):
+            problem, text = "error", f"{head}: {pair.get('error') or 'failed'}"
+        elif gbps is not None and rate and gbps < SLOW_FRACTION * rate:
+            problem, text = "slow", (f"{head}: {gbps:.1f} GB/s over {link} "
+                                     f"(expected about {rate:.0f} GB/s)")
+        else:
+            problem, text = None, f"{head}: {gbps} GB/s"
+        verdicts.append(PairVerdict(src, dst, problem, text, rate, link))
+    return verdicts
+
+
+def _pair_steps(facts: FactsView, n: int) -> tuple[Step, ...]:
+    """The IOMMU/ACS and NCCL_P2P_* advice of NCC008, for a pair the data test caught."""
+    return (
+        Step("Test: if all_reduce finishes (or the job runs) with P2P off but hangs or crawls "
+             "without, the P2P path is the problem.",
+             command="NCCL_P2P_DISABLE=1 " + all_reduce_test(facts, n)),
+        Step("Keep NCCL off the bad path until fixed: P2P off entirely, or P2P only within "
+             "a PCIe switch (NCCL_P2P_LEVEL=PXB) or over NVLink (NCCL_P2P_LEVEL=NVL).",
+             command="export NCCL_P2P_DISABLE=1", url=NCCL_ENV_DOCS),
+        Step("Fix: IOMMU passthrough on the kernel command line, then reboot; or disable "
+             "VT-d/IOMMU or ACS in the BIOS.", command=_iommu_pt_command(facts),
+             url=NCCL_TROUBLE),
+        Step("Look at ACS on the PCIe bridges (ReqRedir+ CmpltRedir+ = redirected).",
+             command="sudo lspci -vvv | grep -i acsctl"),
+        Step("Look for Xid errors (74: NVLink; 79: fallen off the bus).",
+             command="sudo dmesg -T | grep -i xid"),
+    )
+
+
+@check(
+    id="nccl.p2p_data",
+    title="GPU-to-GPU copies",
+    area="nccl",
+    requires=("torch",),
+    codes=(P2P_COPY_FAILED, P2P_COPY_SLOW),
+    blocked_by=("torch.import", "torch.cuda_build"),
+)
+def nccl_p2p_data(facts: FactsView) -> Iterator[Finding | Summary]:
+    copy = facts.torch_cuda().get("p2p_copy")
+    n = len(facts.cuda_devices()) or int(facts.torch_cuda().get("device_count") or 0)
+    if not copy:
+        yield Summary("fewer than 2 CUDA devices: no GPU pairs to copy between" if n < 2 else
+                      "no P2P data test recorded (fewer than 2 GPUs passed their test, or a "
+                      "snapshot from an older version)")
+        return
+    to_nvml = _cuda_to_nvml(facts, n) if n else None
+    topo = _topology(facts)
+    nvml_gpus = {g.get("index"): g for g in facts.reachable_gpus()}
+
+    def expect(src: int, dst: int) -> tuple[float | None, str]:
+        if to_nvml is None or src >= len(to_nvml) or dst >= len(to_nvml):
+            return None, "link unknown"
+        i, j = to_nvml[src], to_nvml[dst]
+        nvlinks = topo.get("nvlinks") or []
+        links = nvlinks[i][j] if i < len(nvlinks) and j < len(nvlinks[i]) else None
+        return pair_expectation(links, [(nvml_gpus.get(i) or {}).get("pcie"),
+                                        (nvml_gpus.get(j) or {}).get("pcie")])
+
+    verdicts = judge_pairs(copy, expect)
+    size = human_bytes(copy.get("bytes"))
+    failed = [v for v in verdicts if v.problem in ("hung", "corrupt", "error")]
+    slow = [v for v in verdicts if v.problem == "slow"]
+    not_run = copy.get("not_run") or []
+    gpus = sorted({f"gpu:{g}" for v in failed + slow for g in (v.src, v.dst)})
+    if failed:
+        evidence = [Evidence("pair", v.text, "P2P data test (torch probe)") for v in failed]
+        if not_run:
+            evidence.append(Evidence("not run", f"{count(len(not_run), 'pair')} after: "
+                                     f"{copy.get('stopped')}", "P2P data test"))
+        first = failed[0]
+        more = f" (and {count(len(failed) - 1, 'more pair')})" if len(failed) > 1 else ""
+        yield Finding(code=P2P_COPY_FAILED, title=f"{first.text}{more}",
+                      evidence=tuple(evidence), remediation=_pair_steps(facts, n or 2),
+                      affects=tuple(gpus))
+    if slow:
+        slowest = min(slow, key=lambda v: (next(
+            (p.get("gbps") for p in copy.get("pairs") or []
+             if p.get("src") == v.src and p.get("dst") == v.dst), 0) or 0))
+        more = f" (and {count(len(slow) - 1, 'more pair')})" if len(slow) > 1 else ""
+        yield Finding(code=P2P_COPY_SLOW, title=f"{slowest.text}{more}",
+                      evidence=tuple(Evidence("pair", v.text, "P2P data test (torch probe)")
+                                     for v in slow),
+                      remediation=_pair_steps(facts, n or 2), affects=tuple(gpus))
+    rates = [float(p.get("gbps") or 0) for p in copy.get("pairs") or []
+             if p.get("ok") and p.get("gbps")]
+    span = (f", {min(rates):.1f}-{max(rates):.1f} GB/s" if rates else "")
+    yield Summary(f"{count(len(verdicts), 'pair')} copied {size} x{copy.get('repeats')}{span}"
+                  + (f"; {count(len(not_run), 'pair')} not run ({copy.get('stopped')})"
+                     if not_run else ""))

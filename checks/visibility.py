@@ -107,9 +107,9 @@ GPU_BUSY = declare(
 )
 MIXED_MODELS = declare(
     id="VIS007",
-    # Every GPU is visible and works; the cost is speed and the smallest card's memory, which
-    # no category names (gpu_not_visible means GPUs are hidden), so "none of the above".
-    category=Category.UNKNOWN,
+    # Every GPU is visible and works; the cost is speed (the slowest card sets the pace)
+    # and the smallest card's memory.
+    category=Category.PERFORMANCE_DEGRADED,
     summary="The visible GPUs are different models",
     what="The GPUs one job would use are not all the same model.",
     why=("DDP waits for every rank at each all-reduce, so the slowest GPU sets the pace and "

@@ -37,6 +37,7 @@ class Category(str, Enum):
     HARDWARE_FAULT = "hardware_fault"
     PACKAGE_CONFLICT = "package_conflict"
     NODE_MISMATCH = "node_mismatch"
+    PERFORMANCE_DEGRADED = "performance_degraded"
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:  # enums render as their id everywhere (JSON, Markdown, CLI)
@@ -160,6 +161,10 @@ DESCRIPTIONS: dict[Category, str] = {
     Category.NODE_MISMATCH: (
         "The nodes of a multi-node job differ in a way that breaks or slows DDP: NCCL, "
         "torch, CUDA or driver versions, GPU counts or models, or NCCL settings."
+    ),
+    Category.PERFORMANCE_DEGRADED: (
+        "Training runs, but slower than this hardware should: a narrowed link, throttling, "
+        "a slow transport or a slow rank, too few CPU cores per GPU."
     ),
     Category.UNKNOWN: (
         "The evidence does not establish any of the categories above."

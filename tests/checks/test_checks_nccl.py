@@ -137,6 +137,7 @@ def test_debug_left_on():
     """nccl#1267's log: NCCL_DEBUG=INFO output from every rank."""
     finding = only_finding(run(variant(H100, {"env_vars.NCCL_DEBUG": "INFO"}))["nccl.env"])
     assert finding.code.id == "NCC006" and finding.effective_severity is Severity.INFO
+    assert finding.category is Category.PERFORMANCE_DEGRADED  # slower, not broken
     assert run(variant(H100, {"env_vars.NCCL_DEBUG": "WARN"}))["nccl.env"].findings == ()
 
 

@@ -172,8 +172,8 @@ def test_mixed_models_and_device_order():
     result = run(facts)["visibility.models"]
     found = {f.code.id: f for f in result.findings}
     assert set(found) == {"VIS007", "VIS004"}
-    # nothing is hidden, so not gpu_not_visible; no category names "slow mix", hence unknown
-    assert found["VIS007"].category is Category.UNKNOWN
+    # nothing is hidden, so not gpu_not_visible: a mix of models runs at the slowest pace
+    assert found["VIS007"].category is Category.PERFORMANCE_DEGRADED
     assert found["VIS007"].title.startswith(
         "This job would mix GPU models: 1x NVIDIA GeForce RTX 3090 (GPU 0), "
         "1x NVIDIA GeForce RTX 4090 (GPU 1)")

@@ -36,6 +36,7 @@ CONTRACT = [
     "hardware_fault",
     "package_conflict",
     "node_mismatch",
+    "performance_degraded",
     "unknown",
 ]
 
@@ -62,7 +63,7 @@ def documented_categories() -> list[tuple[str, str]]:
 
 def test_enum_is_exactly_the_contract():
     assert [c.value for c in Category] == CONTRACT
-    assert len(CONTRACT) == 24 == len(set(CONTRACT))
+    assert len(CONTRACT) == 25 == len(set(CONTRACT))
 
 
 def test_ids_are_lower_snake_case_and_render_as_themselves():

@@ -6,6 +6,7 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -23,7 +24,10 @@ NVML_ARGV = (sys.executable, "-m", "ddp_doctor.facts.nvml")
 GIB = 1024**3
 MIB = 1024**2
 ALL_FACTS = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect",
-             "wsl"}
+             "wsl", "kernel_log"}
+JOURNAL_ARGV = ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso")
+HEALTHY_JOURNAL = (Path(__file__).parents[1] / "fixtures" / "kernel_log"
+                   / "kernel-log-journal-healthy.txt").read_text(encoding="utf-8")
 
 V100_NVML = collect_nvml(nvml_from_smi_table(
     "nvidia-smi-bsyonline-8xv100.txt", full_name="Tesla V100-PCIE-32GB",
@@ -72,6 +76,7 @@ def v100_server(**overrides) -> FakeEnv:
             ((PY, "-c"), CommandResult((PY, "-c", "..."), 0, HEALTHY, "", duration_s=4.0)),
             (NVML_ARGV, CommandResult(NVML_ARGV, 0, json.dumps(V100_NVML) + "\n", "",
                                       duration_s=0.4)),
+            (JOURNAL_ARGV, CommandResult(JOURNAL_ARGV, 0, HEALTHY_JOURNAL, "", duration_s=0.1)),
         ],
     )
     for name, value in overrides.items():
@@ -102,8 +107,11 @@ def test_gather_collects_all_eight_facts():
                                  "PATH": "/usr/local/bin:/usr/bin:/bin"}
     assert facts.meta["target_python"] == PY
     assert facts.meta["tool_version"] == __version__
-    assert len(env.calls) == 2  # one interpreter probe, one NVML child; nothing else runs
-    assert NVML_ARGV in env.calls
+    assert facts["kernel_log"]["source"] == " ".join(JOURNAL_ARGV)
+    assert facts["kernel_log"]["events"] == []
+    # One interpreter probe, one NVML child, one journalctl; nothing else runs.
+    assert len(env.calls) == 3
+    assert NVML_ARGV in env.calls and JOURNAL_ARGV in env.calls
     assert any(call[:2] == (PY, "-c") for call in env.calls)
     # The snapshot is plain JSON all the way down.
     assert json.loads(json.dumps(facts.to_dict()))["facts"]["nvml"]["ok"] is True

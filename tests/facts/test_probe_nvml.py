@@ -53,6 +53,12 @@ V100_GPU = {
     "remapped_rows": None,  # "Remapped Rows: N/A": row remapping is Ampere and newer
     "fabric": None,  # no "Fabric" section: a PCIe V100 joins no NVSwitch fabric
     "processes": [],
+    # "GPU Link Info": Gen3 x16 of Gen3 x16, "Replays Since Reset: 0"
+    "pcie": {"gen_current": 3, "gen_max": 3, "width_current": 16, "width_max": 16,
+             "replay_counter": 0},
+    "clock_event_reasons": 0x1,  # "Clocks Throttle Reasons / Idle: Active", nothing else
+    "temperature": 29,  # "GPU Current Temp: 29 C"
+    "temperature_slowdown": 87,  # "GPU Slowdown Temp: 87 C"
 }
 
 
@@ -125,6 +131,12 @@ def test_wsl2_laptop_4070_without_ecc():
                           "failure": False},
         "fabric": None,
         "processes": [],
+        # A laptop GPU on Gen4 x8 (its full width), idle; the slowdown temperature is N/A.
+        "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 8, "width_max": 8,
+                 "replay_counter": 0},
+        "clock_event_reasons": 0x1,
+        "temperature": 42,
+        "temperature_slowdown": None,
     }
 
 
@@ -177,6 +189,8 @@ def test_h800_fragment_everything_unknown_is_none_not_a_crash():
         "retired_pages_pending": None, "remapped_rows": None,
         # "Fabric / State: In Progress": the NVSwitch fabric never finished registering.
         "fabric": {"state": "in_progress"}, "processes": [],
+        "pcie": None, "clock_event_reasons": None, "temperature": None,
+        "temperature_slowdown": None,
     }
 
 

@@ -178,6 +178,11 @@ class NVMLError_Uninitialized(NVMLError):
 
 
 _NOT_SHOWN = ("N/A", "[N/A]", "ERR!", "Unknown Error")
+# nvmlClocksEventReason* bits by the names `nvidia-smi -q` prints (nvml.h).
+_REASON_BITS = {"Idle": 0x1, "Applications Clocks Setting": 0x2, "SW Power Cap": 0x4,
+                "HW Slowdown": 0x8, "Sync Boost": 0x10, "SW Thermal Slowdown": 0x20,
+                "HW Thermal Slowdown": 0x40, "HW Power Brake Slowdown": 0x80,
+                "Display Clock Setting": 0x100}
 
 
 @dataclass
@@ -358,6 +363,49 @@ class FakeNVML:
         state = self._get(h, ("Fabric", "State"))
         info._obj.state = _FABRIC_STATES[state]
         return 0
+
+    # -- PCIe link, clock-event reasons, temperature ("GPU Link Info", "Clocks Event Reasons",
+    #    "Temperature" of `nvidia-smi -q`)
+    def _link(self, h: FakeGpu, what: str, which: str) -> int:
+        self._need_init("pcie")
+        return int(self._get(h, ("PCI", "GPU Link Info", what, which)).rstrip("x"))
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: FakeGpu) -> int:
+        return self._link(h, "PCIe Generation", "Current")
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: FakeGpu) -> int:
+        return self._link(h, "PCIe Generation", "Max")
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: FakeGpu) -> int:
+        return self._link(h, "Link Width", "Current")
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeGpu) -> int:
+        return self._link(h, "Link Width", "Max")
+
+    def nvmlDeviceGetPcieReplayCounter(self, h: FakeGpu) -> int:
+        self._need_init("pcie replays")
+        return int(self._get(h, ("PCI", "Replays Since Reset")))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeGpu) -> int:
+        self._need_init("clock events")
+        mask, seen = 0, False
+        for path, value in h.values.items():
+            if path[0] in ("Clocks Event Reasons", "Clocks Throttle Reasons") and \
+                    path[-1] in _REASON_BITS:
+                seen = True
+                mask |= _REASON_BITS[path[-1]] if value == "Active" else 0
+        if not seen:
+            raise NVMLError_NotSupported()
+        return mask
+
+    def nvmlDeviceGetTemperature(self, h: FakeGpu, sensor: int) -> int:
+        self._need_init("temperature")
+        return int(self._get(h, ("Temperature", "GPU Current Temp")).split()[0])
+
+    def nvmlDeviceGetTemperatureThreshold(self, h: FakeGpu, threshold: int) -> int:
+        self._need_init("temperature threshold")
+        name = {0: "GPU Shutdown Temp", 1: "GPU Slowdown Temp"}.get(threshold, "")
+        return int(self._get(h, ("Temperature", name)).split()[0])
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: FakeGpu) -> list[SimpleNamespace]:
         self._need_init("processes")

@@ -30,6 +30,8 @@ from ddp_doctor.facts.driver_files import probe_driver_files
 from ddp_doctor.facts.environment_variables import probe_environ
 from ddp_doctor.facts.host import probe_host
 from ddp_doctor.facts.interconnect import probe_interconnect
+from ddp_doctor.facts.kernel_log import COMMANDS as KERNEL_LOG_COMMANDS
+from ddp_doctor.facts.kernel_log import KERNEL_LOG_TIMEOUT_S, probe_kernel_log
 from ddp_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S, probe_nvidia_smi_text
 from ddp_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from ddp_doctor.facts.os_info import probe_os
@@ -120,6 +122,9 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         _in_process("env_vars", lambda: probe_environ(env), quick),
         _in_process("interconnect", lambda: probe_interconnect(env), quick),
         _in_process("wsl", lambda: probe_wsl(env), quick),
+        # Up to three commands in turn, each under its own deadline.
+        _in_process("kernel_log", lambda: probe_kernel_log(env),
+                    len(KERNEL_LOG_COMMANDS) * KERNEL_LOG_TIMEOUT_S + CHILD_SLACK_S),
     ]
     if options.nvidia_smi_text:
         smi_timeout = options.nvidia_smi_timeout_s

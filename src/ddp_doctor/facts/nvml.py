@@ -13,6 +13,12 @@ Hopper and newer HGX boards the state stays "not started" or "in progress" until
 Fabric Manager has registered the GPU; DCGM#120 shows "Fabric State: In Progress" on an
 H800 whose CUDA never initialised), and names the processes that hold a GPU through
 psutil, so a "GPU busy" finding can say whose job it is.
+
+It also reads each GPU's PCIe link (current and maximum generation and width, the replay
+counter), its clock-event ("throttle") reasons and its temperature. This child runs while
+the GPUs are idle, and an idle GPU lowers its link generation to save power, so only the
+link's WIDTH read here is judged; the generation, and the throttle reasons under load, are
+read again by the interpreter probe during its own GPU work (python_probe_script.py).
 """
 
 from __future__ import annotations
@@ -27,7 +33,15 @@ from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord
 
 if TYPE_CHECKING:  # the child process stays light: shapes are for the type checker only
-    from ddp_doctor.facts.shapes import Ecc, Fabric, GpuProcess, NvmlFact, NvmlGpu, RemappedRows
+    from ddp_doctor.facts.shapes import (
+        Ecc,
+        Fabric,
+        GpuProcess,
+        NvmlFact,
+        NvmlGpu,
+        PcieLink,
+        RemappedRows,
+    )
 
 NVML_TIMEOUT_S = 20.0
 
@@ -116,7 +130,47 @@ def _collect_gpu(nvml: Any, index: int, psutil: Any = None) -> NvmlGpu:
              **_process_owner(psutil, p.pid)}
             for p in procs
         ],
+        "pcie": collect_pcie(nvml, h),
+        "clock_event_reasons": clock_event_reasons(nvml, h),
+        "temperature": _try(lambda: int(nvml.nvmlDeviceGetTemperature(h, TEMPERATURE_GPU))),
+        "temperature_slowdown": _try(lambda: int(nvml.nvmlDeviceGetTemperatureThreshold(
+            h, TEMPERATURE_THRESHOLD_SLOWDOWN))),
     }
+
+
+# nvmlTemperatureSensors_t / nvmlTemperatureThresholds_t (nvml.h)
+TEMPERATURE_GPU = 0
+TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+
+
+def collect_pcie(nvml: Any, h: Any) -> PcieLink | None:
+    """The GPU's PCIe link; None where NVML answers none of it (WSL, some VMs).
+
+    NVML's Max* queries give the most the GPU *and the slot* allow (a Gen4 GPU in a Gen3 slot
+    reports 3), so current < max is a real shortfall, not a cheaper slot.
+    """
+    link: PcieLink = {
+        "gen_current": _try(lambda: int(nvml.nvmlDeviceGetCurrPcieLinkGeneration(h))),
+        "gen_max": _try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h))),
+        "width_current": _try(lambda: int(nvml.nvmlDeviceGetCurrPcieLinkWidth(h))),
+        "width_max": _try(lambda: int(nvml.nvmlDeviceGetMaxPcieLinkWidth(h))),
+        "replay_counter": _try(lambda: int(nvml.nvmlDeviceGetPcieReplayCounter(h))),
+    }
+    return link if any(v is not None for v in link.values()) else None
+
+
+def clock_event_reasons(nvml: Any, h: Any) -> int | None:
+    """The clock-event reasons bit mask (nvmlClocksEventReasons; the older bindings call the
+    same query "throttle reasons")."""
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons",
+                 "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        query: Callable[[Any], Any] | None = getattr(nvml, name, None)
+        if query is None:
+            continue
+        value = _try(lambda q=query: q(h))  # type: ignore[misc]
+        if value is not None:
+            return int(value)
+    return None
 
 
 def _process_owner(psutil: Any, pid: int) -> GpuProcess:

@@ -11,10 +11,22 @@ stopped) or ``{"key": k, "value": v}`` (a result, sent as soon as it is known, s
 partial results survive a hang or a segfault).
 
 GPU work (a functional matmul test and a cuDNN convolution per GPU, the peer-to-peer
-matrix) runs in a daemon thread joined with a deadline, so one hung device is named
-(``timed_out``) and the probe goes on to the next; a thread still stuck at the end is
-left behind with ``os._exit``. The functions take ``torch`` as an argument so tests can
-drive them in-process with a stand-in.
+matrix, NVML read while each GPU is busy, a copy between every pair of GPUs) runs in a
+daemon thread joined with a deadline, so one hung device is named (``timed_out``) and the
+probe goes on to the next; a thread still stuck at the end is left behind with
+``os._exit``. The functions take ``torch`` as an argument so tests can drive them
+in-process with a stand-in.
+
+Why NVML is read here too: an idle GPU drops its PCIe link to a lower generation to save
+power, so the link generation and the clock-event ("throttle") reasons mean something only
+while the GPU works. The probe queues matrix products and reads NVML (pynvml, when the
+diagnosed interpreter has it) before they finish. Without pynvml the reading says so, and
+only the link width, which idling does not change, is judged from the NVML probe.
+
+The P2P data test copies a patterned buffer from every GPU to every other one, checks every
+word arrived, and times the copies: ``can_device_access_peer`` only says a path is allowed,
+not that data crosses it intact and at speed (an IOMMU that redirects P2P through the CPU
+lets the query say True and the copy crawl or hang).
 """
 
 import json
@@ -29,6 +41,14 @@ MARK = "@@ddp-doctor@@ "
 GPU_DEADLINE_S = 15.0  # functional test + cuDNN test of one GPU (context creation included)
 P2P_DEADLINE_S = 10.0  # every can_device_access_peer query together
 MATMUL_N = 1024  # 1024x1024 float32: 4 MiB per operand
+LOAD_DEADLINE_S = 3.0  # queueing the load and reading NVML, per GPU
+LOAD_MATMUL_N = 4096  # 64 MiB per operand; 20 products keep a GPU busy 50 ms (H100) to 0.4 s
+LOAD_ROUNDS = 20
+LOAD_READS = 5  # NVML readings while the work is pending, LOAD_POLL_S apart
+LOAD_POLL_S = 0.02
+P2P_COPY_BYTES = 64 * 1024 * 1024
+P2P_COPY_REPEATS = 5  # timed copies per pair, after one untimed warm-up copy
+P2P_COPY_BUDGET_S = 20.0  # every pair together, a hung pair's wait included
 _EMIT_LOCK = threading.Lock()
 PACKAGE_PREFIXES = ("nvidia-", "nvidia_")
 PACKAGES = (
@@ -338,6 +358,222 @@ def p2p_matrix(torch, count, deadline=P2P_DEADLINE_S):
     return p2p, not finished
 
 
+# ----------------------------------------------------------------- NVML under load
+
+
+def load_nvml():
+    """``(pynvml, None)`` initialised, or ``(None, why not)``: pynvml is optional here."""
+    try:
+        import pynvml
+    except BaseException as exc:
+        return None, "pynvml is not importable in this interpreter (%s)" % error_text(exc)
+    try:
+        pynvml.nvmlInit()
+    except BaseException as exc:
+        return None, "nvmlInit failed: %s" % error_text(exc)
+    return pynvml, None
+
+
+def nvml_read(fn):
+    try:
+        return int(fn())
+    except BaseException:
+        return None
+
+
+def nvml_handle(nvml, torch, index):
+    """The NVML handle of CUDA device ``index``: by UUID, else by PCI address (the CUDA
+    order and NVML's differ when CUDA_DEVICE_ORDER or CUDA_VISIBLE_DEVICES reorder them)."""
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        text = str(uuid)
+        text = text if text.startswith(("GPU-", "MIG-")) else "GPU-" + text
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(text), text
+        except BaseException:
+            pass
+    bus = "%08X:%02X:%02X.0" % (getattr(props, "pci_domain_id", 0) or 0,
+                                getattr(props, "pci_bus_id", 0) or 0,
+                                getattr(props, "pci_device_id", 0) or 0)
+    return nvml.nvmlDeviceGetHandleByPciBusId(bus), (str(uuid) if uuid is not None else None)
+
+
+def nvml_state(nvml, handle):
+    """Link, clock-event reasons and temperature of one GPU now (the same queries as the
+    NVML probe, facts/nvml.py, which this interpreter cannot import)."""
+    reasons = None
+    for name in ("nvmlDeviceGetCurrentClocksEventReasons",
+                 "nvmlDeviceGetCurrentClocksThrottleReasons"):
+        query = getattr(nvml, name, None)
+        if query is not None and reasons is None:
+            reasons = nvml_read(lambda q=query: q(handle))
+    return {
+        "pcie": {
+            "gen_current": nvml_read(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+            "gen_max": nvml_read(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+            "width_current": nvml_read(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+            "width_max": nvml_read(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+            "replay_counter": nvml_read(lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle)),
+        },
+        "clock_event_reasons": reasons,
+        "temperature": nvml_read(lambda: nvml.nvmlDeviceGetTemperature(handle, 0)),
+    }
+
+
+def merge_readings(readings):
+    """Several readings during one burst of work: the highest link generation and width
+    seen (the link ramps up as the GPU wakes) and every clock-event reason seen."""
+    merged = readings[0]
+    for reading in readings[1:]:
+        for key in ("gen_current", "width_current"):
+            values = [v for v in (merged["pcie"][key], reading["pcie"][key]) if v is not None]
+            merged["pcie"][key] = max(values) if values else None
+        if reading["clock_event_reasons"] is not None:
+            merged["clock_event_reasons"] = ((merged["clock_event_reasons"] or 0)
+                                             | reading["clock_event_reasons"])
+        values = [v for v in (merged["temperature"], reading["temperature"]) if v is not None]
+        merged["temperature"] = max(values) if values else None
+    return merged
+
+
+def under_load(torch, index, nvml, n=LOAD_MATMUL_N, rounds=LOAD_ROUNDS, reads=LOAD_READS,
+               poll=LOAD_POLL_S):
+    """Queue ``rounds`` matrix products on GPU ``index`` and read NVML while they run."""
+    handle, uuid = nvml_handle(nvml, torch, index)
+    device = "cuda:%d" % index
+    a = torch.rand(n, n, device=device)
+    b = None
+    for _ in range(rounds):
+        b = torch.matmul(a, a)
+    done = torch.cuda.Event()
+    done.record()
+    readings = []
+    for _ in range(reads):
+        time.sleep(poll)
+        readings.append(nvml_state(nvml, handle))
+        if done.query():  # the work is over: a later reading would be of an idle GPU
+            break
+    torch.cuda.synchronize(device)
+    del a, b
+    reading = merge_readings(readings)
+    reading.update({"index": index, "uuid": uuid, "error": None})
+    return reading
+
+
+def readings_under_load(torch, indices, deadline=LOAD_DEADLINE_S, nvml_loader=load_nvml,
+                        **load):
+    """NVML under load for each GPU in ``indices``; ``(readings, stuck)``. ``load`` goes to
+    ``under_load`` (the work's size)."""
+    nvml, why = nvml_loader()
+    readings, stuck = [], False
+    for index in indices:
+        if nvml is None:
+            readings.append({"index": index, "uuid": None, "pcie": None,
+                             "clock_event_reasons": None, "temperature": None, "error": why})
+            continue
+        stage("cuda.under_load:%d" % index)
+        finished, value, error, _ = run_with_deadline(
+            lambda i=index: under_load(torch, i, nvml, **load), deadline)
+        if not finished:
+            stuck = True
+            error = "no answer within %gs" % deadline
+        readings.append(value if value is not None else {
+            "index": index, "uuid": None, "pcie": None, "clock_event_reasons": None,
+            "temperature": None, "error": error or "not read"})
+        if stuck:
+            break
+    return readings, stuck
+
+
+# ----------------------------------------------------------------- P2P data test
+
+
+def plan_pairs(indices):
+    """Every ordered pair of distinct GPUs: a copy each way, since a path can fail one way."""
+    return [[i, j] for i in indices for j in indices if i != j]
+
+
+def pattern(torch, n, seed, device):
+    """n int32 words that differ from word to word and from pair to pair."""
+    return torch.arange(n, dtype=torch.int32, device=device) * 7 + seed
+
+
+def copy_pair(torch, src, dst, nbytes=P2P_COPY_BYTES, repeats=P2P_COPY_REPEATS,
+              clock=time.monotonic):
+    """Copy a patterned buffer GPU src -> GPU dst, check it, time ``repeats`` more copies.
+
+    Returns ``(seconds, problem)``: problem is None when every word arrived both after the
+    warm-up copy and after the timed ones (the target is cleared in between, so a copy that
+    silently does nothing is caught too).
+    """
+    n = nbytes // 4
+    seed = src * 1000 + dst + 1
+    source = pattern(torch, n, seed, "cuda:%d" % src)
+    expected = pattern(torch, n, seed, "cuda:%d" % dst)
+    target = torch.empty(n, dtype=torch.int32, device="cuda:%d" % dst)
+    for phase in ("the first copy", "the timed copies"):
+        target.fill_(-1)
+        torch.cuda.synchronize("cuda:%d" % dst)
+        start = clock()
+        for _ in range(1 if phase == "the first copy" else repeats):
+            target.copy_(source)
+        torch.cuda.synchronize("cuda:%d" % dst)
+        torch.cuda.synchronize("cuda:%d" % src)
+        seconds = clock() - start
+        if not bool(torch.equal(target, expected)):
+            wrong = int((target != expected).sum().item())
+            return seconds, "%d of %d words differ after %s" % (wrong, n, phase)
+    return seconds, None
+
+
+def p2p_copy_test(torch, indices, matrix=None, deadline=GPU_DEADLINE_S,
+                  budget=P2P_COPY_BUDGET_S, nbytes=P2P_COPY_BYTES, repeats=P2P_COPY_REPEATS):
+    """Copy between every ordered pair of ``indices``; ``(result, stuck)``.
+
+    Each pair runs under ``deadline`` (never past what is left of ``budget``). A hung copy
+    usually leaves the device wedged, so the test stops there and lists the pairs it did not
+    run; so does running out of budget.
+    """
+    pairs, not_run, stopped, stuck = [], [], None, False
+    start = time.monotonic()
+    plan = plan_pairs(indices)
+    for position, (src, dst) in enumerate(plan):
+        left = budget - (time.monotonic() - start)
+        if left < 1.0:
+            stopped = "the test's %gs budget ran out" % budget
+            not_run = plan[position:]
+            break
+        peer = None
+        if matrix and src < len(matrix) and dst < len(matrix[src]):
+            peer = matrix[src][dst]
+        stage("cuda.p2p_copy:%d>%d" % (src, dst))
+        wait = min(deadline, left)
+        began = time.monotonic()
+        finished, value, error, _ = run_with_deadline(
+            lambda s=src, d=dst: copy_pair(torch, s, d, nbytes, repeats), wait)
+        entry = {"src": src, "dst": dst, "peer_access": peer, "ok": False, "timed_out": False,
+                 "corrupt": False, "error": error, "seconds": None, "gbps": None}
+        if not finished:
+            entry["timed_out"] = True
+            entry["error"] = "copy hung after %.0f s" % (time.monotonic() - began)
+            pairs.append(entry)
+            stuck = True
+            stopped = "GPU %d -> GPU %d hung" % (src, dst)
+            not_run = plan[position + 1:]
+            break
+        if value is not None:
+            seconds, problem = value
+            entry["seconds"] = round(seconds, 6)
+            entry["gbps"] = round(nbytes * repeats / seconds / 1e9, 3) if seconds > 0 else None
+            entry["corrupt"] = problem is not None
+            entry["error"] = problem
+            entry["ok"] = problem is None
+        pairs.append(entry)
+    return {"bytes": nbytes, "repeats": repeats, "pairs": pairs, "not_run": not_run,
+            "stopped": stopped}, stuck
+
+
 def cuda_facts(torch):
     cuda = {"available": False, "device_count": 0, "init_error": None, "devices": [],
             "functional": [], "cudnn_test": [], "p2p": None}
@@ -376,6 +612,16 @@ def cuda_facts(torch):
             stage("cuda.p2p")
             cuda["p2p"], p2p_stuck = p2p_matrix(torch, count)
             stuck = stuck or p2p_stuck
+            put("cuda", cuda)
+        working = [r["index"] for r in cuda["functional"] if r.get("ok")]
+        if not stuck and working:
+            cuda["under_load"], load_stuck = readings_under_load(torch, working)
+            stuck = stuck or load_stuck
+            put("cuda", cuda)
+        if not stuck and len(working) >= 2:
+            matrix = (cuda["p2p"] or {}).get("matrix")
+            cuda["p2p_copy"], copy_stuck = p2p_copy_test(torch, working, matrix)
+            stuck = stuck or copy_stuck
             put("cuda", cuda)
     return cuda, stuck
 

@@ -16,7 +16,8 @@ Where each shape comes from: ``nvml`` ``facts/nvml.py`` (+ ``nvml_topology.py``)
 (the interpreter probe, ``python_probe_script.py``), ``host`` ``facts/host.py``, ``os``
 ``facts/os_info.py``, ``wsl`` ``facts/wsl.py``, ``interconnect`` ``facts/interconnect.py``,
 ``env_vars`` ``facts/environment_variables.py``, ``plan`` ``facts/plan.py`` (the CLI's
-``--gpus/--batch/--workers``), ``nvidia_smi_text`` ``facts/nvidia_smi_text.py``.
+``--gpus/--batch/--workers``), ``nvidia_smi_text`` ``facts/nvidia_smi_text.py``,
+``kernel_log`` ``facts/kernel_log.py``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,17 @@ class GpuProcess(TypedDict, total=False):
     username: Optional[str]
 
 
+class PcieLink(TypedDict, total=False):
+    """The GPU's PCIe link: generation and lane count now and the most this GPU and slot
+    allow (NVML's Max* queries answer for the pair), and the link's replay counter."""
+
+    gen_current: Optional[int]
+    gen_max: Optional[int]
+    width_current: Optional[int]
+    width_max: Optional[int]
+    replay_counter: Optional[int]
+
+
 class NvmlGpu(TypedDict, total=False):
     """One GPU as NVML sees it; a GPU NVML cannot reach has only index, error, error_type."""
 
@@ -73,6 +85,10 @@ class NvmlGpu(TypedDict, total=False):
     remapped_rows: Optional[RemappedRows]
     fabric: Optional[Fabric]
     processes: list[GpuProcess]
+    pcie: Optional[PcieLink]  # read at idle: the generation may be lowered to save power
+    clock_event_reasons: Optional[int]  # nvmlClocksEventReasons bit mask, at idle
+    temperature: Optional[int]  # degrees C
+    temperature_slowdown: Optional[int]  # degrees C at which the GPU slows itself down
     error: str
     error_type: str
 
@@ -215,6 +231,39 @@ class PeerAccess(TypedDict, total=False):
     timed_out: bool
 
 
+class GpuUnderLoad(TypedDict, total=False):
+    """NVML read by the interpreter probe while its own work kept the GPU busy."""
+
+    index: int  # the CUDA index
+    uuid: Optional[str]
+    pcie: Optional[PcieLink]
+    clock_event_reasons: Optional[int]
+    temperature: Optional[int]
+    error: Optional[str]  # why nothing was read (pynvml missing, the GPU not found)
+
+
+class P2pCopyPair(TypedDict, total=False):
+    """One directed copy GPU ``src`` -> GPU ``dst`` (CUDA indices) of the P2P data test."""
+
+    src: int
+    dst: int
+    peer_access: Optional[bool]  # can_device_access_peer(src, dst)
+    ok: bool
+    timed_out: bool
+    corrupt: bool
+    error: Optional[str]
+    seconds: Optional[float]  # the timed copies together
+    gbps: Optional[float]  # GB/s (10^9 bytes per second)
+
+
+class P2pCopy(TypedDict, total=False):
+    bytes: int  # per copy
+    repeats: int  # timed copies per pair
+    pairs: list[P2pCopyPair]
+    not_run: list[list[int]]  # [src, dst] pairs skipped after a hang or past the budget
+    stopped: Optional[str]  # why the test stopped early
+
+
 class TorchCuda(TypedDict, total=False):
     available: bool
     device_count: Optional[int]
@@ -223,6 +272,8 @@ class TorchCuda(TypedDict, total=False):
     functional: list[GpuTest]
     cudnn_test: list[GpuTest]
     p2p: Optional[PeerAccess]
+    under_load: list[GpuUnderLoad]
+    p2p_copy: Optional[P2pCopy]
 
 
 class NumpyBridge(TypedDict, total=False):
@@ -463,6 +514,28 @@ class NvidiaSmiTextFact(TypedDict, total=False):
     errors: NvidiaSmiTextErrors
 
 
+# --------------------------------------------------------------------------- kernel_log
+
+
+class XidEvent(TypedDict, total=False):
+    kind: str  # "Xid" (a GPU) or "SXid" (an NVSwitch)
+    xid: int
+    pci_bus_id: str  # as the log prints it, lowercased: "0000:3b:00" ("...:00.0" for SXid)
+    time: Optional[str]  # as printed: ISO (journalctl), a date (dmesg -T), seconds since boot
+    pid: Optional[int]
+    message: str  # the text after the number
+    log_code: Optional[str]  # what diagnose's rules make of the line (LOG017, ...)
+
+
+class KernelLogFact(TypedDict, total=False):
+    readable: bool
+    source: Optional[str]  # the command that read it
+    attempts: list[str]  # each command that could not, and why
+    dmesg_restrict: Optional[bool]  # /proc/sys/kernel/dmesg_restrict
+    events: list[XidEvent]
+    events_dropped: int  # events beyond those kept (the first and the latest)
+
+
 # Relevant variable name -> value (secret values already replaced by a marker).
 EnvVars = dict[str, str]
 
@@ -498,4 +571,5 @@ FACT_SHAPES: dict[str, Any] = {
     "env_vars": EnvVars,
     "plan": PlanFact,
     "nvidia_smi_text": NvidiaSmiTextFact,
+    "kernel_log": KernelLogFact,
 }

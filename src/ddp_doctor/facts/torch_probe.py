@@ -22,12 +22,15 @@ from ddp_doctor.redact.secrets import redact_text
 
 MARK = "@@ddp-doctor@@ "
 # The child runs each GPU's tests under its own deadline, so the parent's deadline is a
-# base (interpreter start, import torch, CUDA init) plus room for 8 GPUs and the P2P
-# queries: a machine with every GPU hung still reports within about three minutes.
+# base (interpreter start, import torch, CUDA init) plus room for 8 GPUs, the P2P
+# queries, NVML read under load on each GPU and the P2P data test's own budget: a machine
+# with every GPU hung still reports within four minutes.
 TORCH_PROBE_BASE_S = 60.0
 BUDGETED_GPUS = 8
 TORCH_PROBE_TIMEOUT_S = (TORCH_PROBE_BASE_S + BUDGETED_GPUS * probe_script.GPU_DEADLINE_S
-                         + probe_script.P2P_DEADLINE_S)
+                         + probe_script.P2P_DEADLINE_S
+                         + BUDGETED_GPUS * probe_script.LOAD_DEADLINE_S
+                         + probe_script.P2P_COPY_BUDGET_S)
 GPU_STAGES = ("cuda.functional:", "cuda.cudnn_test:")
 SCRIPT_PATH = Path(__file__).with_name("python_probe_script.py")
 

@@ -31,6 +31,7 @@ from ddp_doctor.facts.shapes import (
     GpuTest,
     HostFact,
     InterconnectFact,
+    KernelLogFact,
     NumpyBridge,
     NvmlFact,
     NvmlGpu,
@@ -43,6 +44,7 @@ from ddp_doctor.facts.shapes import (
     TorchFact,
     TorchLibraries,
     WslFact,
+    XidEvent,
 )
 from ddp_doctor.facts.sizing import (
     DEFAULT_MAX_WORKERS,
@@ -71,6 +73,22 @@ _DATACENTER_MODELS = frozenset({
     "P100", "T4", "V100", "K80",
 })
 _CLOUD_KERNEL = re.compile(r"-(aws|azure|gcp|gke|oracle|ibm|kvm|nvidia)(-|$)")
+
+
+def pci_key(bus_id: str | None) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of a PCI address in any of its spellings, None if unreadable.
+
+    NVML writes "00000000:3B:00.0", the kernel log "0000:3b:00" (no function), nvidia-smi's
+    table "00000000:3B:00.0": the function is left out, a GPU is function 0.
+    """
+    parts = (bus_id or "").strip().split(".")[0].split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        domain, bus, device = (int(p, 16) for p in parts)
+    except ValueError:
+        return None
+    return domain, bus, device
 
 
 def mig_on(gpu: NvmlGpu) -> bool:
@@ -163,6 +181,10 @@ class FactsView:
         value: PlanFact = self._value("plan")
         return value
 
+    def kernel_log(self) -> KernelLogFact:
+        value: KernelLogFact = self._value("kernel_log")
+        return value
+
     # ------------------------------------------------------------------ nested parts
 
     def nvml_gpus(self) -> list[NvmlGpu]:
@@ -186,6 +208,30 @@ class FactsView:
     def gpu_tests(self, kind: GpuTestKind) -> list[GpuTest]:
         """The torch probe's per-GPU results: the matmul (functional) or cuDNN test."""
         return self.torch_cuda().get(kind) or []
+
+    def gpu_by_bus(self, bus_id: str | None) -> NvmlGpu | None:
+        """The NVML GPU at a PCI address, however it is written: NVML's "00000000:3B:00.0",
+        the kernel log's "0000:3b:00", torch's bus number alone is not enough (use UUIDs)."""
+        wanted = pci_key(bus_id)
+        if wanted is None:
+            return None
+        return next((g for g in self.nvml_gpus() if pci_key(g.get("pci_bus_id")) == wanted),
+                    None)
+
+    def gpu_by_uuid(self, uuid: str | None) -> NvmlGpu | None:
+        """The NVML GPU with this UUID ("GPU-" prefix or not, as torch prints it)."""
+        wanted = (uuid or "").lower().removeprefix("gpu-")
+        if not wanted:
+            return None
+        return next((g for g in self.nvml_gpus()
+                     if (g.get("uuid") or "").lower().removeprefix("gpu-") == wanted), None)
+
+    def xid_events(self) -> list[tuple[XidEvent, NvmlGpu | None]]:
+        """This boot's Xid/SXid events, each with the NVML GPU at its PCI address (None for an
+        NVSwitch or a GPU NVML does not list)."""
+        events = self.kernel_log().get("events") or []
+        return [(e, self.gpu_by_bus(e.get("pci_bus_id")) if e.get("kind") == "Xid" else None)
+                for e in events]
 
     def torch_libraries(self) -> TorchLibraries:
         return self.torch().get("libraries") or {}

@@ -12,7 +12,13 @@ Errors" > "Volatile" > "DRAM Uncorrectable"); each value is one NVML query
   Occurred), "N/A" on older GPUs; the stas00/ml-engineering capture after an Xid 63 has
   "Pending: Yes";
 - "Fabric / State" on NVSwitch boards ("In Progress" until Fabric Manager registers the GPU);
-- name, UUID, bus id, memory, MIG, compute and persistence mode, and "Processes : None".
+- name, UUID, bus id, memory, MIG, compute and persistence mode, and "Processes : None";
+- "GPU Link Info": "PCIe Generation" and "Link Width" (Max / Current, "16x") and "Replays
+  Since Reset"; "Clocks Event Reasons" ("Clocks Throttle Reasons" before R535), each reason
+  "Active" or "Not Active", into NVML's bit mask; "Temperature": "GPU Current Temp" and
+  "GPU Slowdown Temp" ("34 C"). A pasted report is a snapshot of an unknown moment, so
+  like the NVML probe's reading it is taken as idle: the link's width and the slowdown
+  reasons are judged, its generation is not.
 
 The section starts at the "Driver Version" line (the "NVSMI LOG" banner and Timestamp
 before it carry nothing); pastes are often excerpts ("[...]" where the author cut), so a
@@ -26,6 +32,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ddp_doctor.knowledge.links import active_reasons, reasons_mask
 from ddp_doctor.textfacts.parsed import MIB, Parsed, known, normalize_line, to_int, yes_no
 from ddp_doctor.wording import count
 
@@ -151,7 +158,43 @@ def _gpu(block: dict[Path, str], position: int) -> dict[str, Any]:
     processes = _processes(block)
     if processes is not None:
         gpu["processes"] = processes
+    pcie = _pcie(block)
+    if pcie is not None:
+        gpu["pcie"] = pcie
+    gpu["clock_event_reasons"] = _clock_reasons(block)
+    gpu["temperature"] = _celsius(_get(block, "Temperature", "GPU Current Temp"))
+    gpu["temperature_slowdown"] = _celsius(_get(block, "Temperature", "GPU Slowdown Temp"))
     return {k: v for k, v in gpu.items() if v is not None}
+
+
+def _lanes(value: str | None) -> int | None:
+    return to_int((value or "").rstrip("xX").strip() or None)
+
+
+def _pcie(block: dict[Path, str]) -> dict[str, Any] | None:
+    """The "GPU Link Info" block (under "PCI"); None when it was not pasted or is N/A."""
+    link = {
+        "gen_current": to_int(_find(block, "GPU Link Info", "PCIe Generation", "Current")),
+        "gen_max": to_int(_find(block, "GPU Link Info", "PCIe Generation", "Max")),
+        "width_current": _lanes(_find(block, "GPU Link Info", "Link Width", "Current")),
+        "width_max": _lanes(_find(block, "GPU Link Info", "Link Width", "Max")),
+        "replay_counter": to_int(_find(block, "Replays Since Reset")),
+    }
+    return link if any(v is not None for v in link.values()) else None
+
+
+def _clock_reasons(block: dict[Path, str]) -> int | None:
+    """NVML's clock-event bit mask from the reasons' "Active"/"Not Active" lines."""
+    names: dict[str, bool] = {}
+    for path, value in block.items():
+        if path and path[0] in ("Clocks Event Reasons", "Clocks Throttle Reasons") \
+                and len(path) >= 2 and known(value):
+            names[path[-1]] = value.strip().lower() == "active"
+    return reasons_mask(names) if names else None
+
+
+def _celsius(value: str | None) -> int | None:
+    return to_int((value or "").replace("C", "").strip() or None)
 
 
 def _int_or_none(value: bool | None) -> int | None:
@@ -213,4 +256,11 @@ def _problems(gpu: dict[str, Any]) -> list[str]:
         problems.append("uncorrectable ECC errors")
     if (gpu.get("fabric") or {}).get("state") in ("not_started", "in_progress"):
         problems.append(f"fabric {gpu['fabric']['state'].replace('_', ' ')}")
+    link = gpu.get("pcie") or {}
+    if link.get("width_current") and link.get("width_max") \
+            and link["width_current"] < link["width_max"]:
+        problems.append(f"PCIe link x{link['width_current']} of x{link['width_max']}")
+    slowed = [r.name for r in active_reasons(gpu.get("clock_event_reasons")) if r.slows]
+    if slowed:
+        problems.append(", ".join(slowed))
     return problems

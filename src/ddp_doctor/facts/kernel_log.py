@@ -1,0 +1,126 @@
+"""The kernel log of this boot: the GPU driver's Xid and the NVSwitch driver's SXid events.
+
+An Xid is the NVIDIA driver's error report and lives only in the kernel log, which outlives
+the program that triggered it: a GPU that fell off the bus yesterday, or keeps logging
+double-bit ECC errors, is visible here before any job runs on it.
+
+The log is read through the Env seam, each command under its own deadline, in this order:
+``journalctl -k -b --no-pager -o short-iso`` (this boot's kernel messages, with ISO times),
+then ``dmesg -T`` (human times), then plain ``dmesg`` (seconds since boot; some busybox and
+container builds lack ``-T``). Containers usually have no journal, and ``dmesg`` fails for
+an unprivileged user where ``kernel.dmesg_restrict=1``: then the fact says the log could not
+be read and why, and the check says so and gives the command for the host, never a silent
+pass.
+
+Which lines are events: the driver's own format strings, ``"NVRM: Xid (" attr "): %d, "``
+(``kernel_rc.c``; ``attr`` is ``PCI:dddd:bb:dd``, with `` GPU-I:nn`` for a MIG instance) and
+``"nvidia-%s: SXid (PCI:%04x:%02x:%02x.%x): %05d, "`` (``common_nvswitch.h``), both in
+https://github.com/NVIDIA/open-gpu-kernel-modules. Each event's line is also run through the
+rule engine that ``diagnose`` uses (``logrules.match_text``), so the event records the log
+code ``diagnose`` would give the same line (LOG017 for a hardware Xid, for instance); the
+rules' patterns are not repeated here. Mapping a bus id to the GPU's index and UUID needs
+the NVML fact, gathered in parallel, so that join is done where the facts are read
+(``facts/view.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ddp_doctor.facts.seam import CommandResult, Env
+from ddp_doctor.logrules import match_text
+
+if TYPE_CHECKING:
+    from ddp_doctor.facts.shapes import KernelLogFact, XidEvent
+
+KERNEL_LOG_TIMEOUT_S = 10.0  # per command; journalctl on a large journal is the slow one
+COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("journalctl", "-k", "-b", "--no-pager", "-o", "short-iso"),
+    ("dmesg", "-T"),
+    ("dmesg",),
+)
+# A GPU that flaps can log an Xid many times a second: keep the first events (the cause
+# usually comes first) and the latest ones, and count the rest.
+KEEP_FIRST = 100
+KEEP_LAST = 400
+
+# Candidate lines: any line that names an Xid or SXid (a C-speed scan of the whole text).
+_CANDIDATE = re.compile(r"^.*\bS?Xid\b.*$", re.MULTILINE)
+_EVENT = re.compile(
+    r"(?P<kind>\bS?Xid) \(PCI:(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+    r"(?:\.[0-7])?)(?: GPU-I:\w+)?\): (?P<xid>\d+),? ?(?P<rest>.*)$")
+_PID = re.compile(r"\bpid=(?:'?)(?P<pid>\d+)")
+_ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)\s")
+_BRACKET_TIME = re.compile(r"^\[\s*([^\]]+?)\s*\]\s")
+_NO_ENTRIES = ("-- No entries --",)
+
+
+def _time_of(line: str) -> tuple[str | None, str]:
+    """The line's timestamp as printed (ISO, dmesg -T's date, or seconds since boot), and
+    the rest of the line."""
+    for pattern in (_ISO_TIME, _BRACKET_TIME):
+        match = pattern.match(line)
+        if match:
+            return match.group(1), line[match.end():]
+    return None, line
+
+
+def parse_events(text: str) -> list[XidEvent]:
+    """Every Xid and SXid event in a kernel log, oldest first."""
+    events: list[XidEvent] = []
+    for match in _CANDIDATE.finditer(text):
+        line = match.group(0).strip()
+        event = _EVENT.search(line)
+        if event is None:
+            continue  # "xid" in another sense, or a line cut short
+        time, _ = _time_of(line)
+        pid = _PID.search(event.group("rest"))
+        matches = match_text(line)
+        events.append({
+            "kind": event.group("kind"),
+            "xid": int(event.group("xid")),
+            "pci_bus_id": event.group("pci").lower(),
+            "time": time,
+            "pid": int(pid.group("pid")) if pid else None,
+            "message": event.group("rest").strip()[:300],
+            "log_code": matches[0].rule.code.id if matches else None,
+        })
+    return events
+
+
+def _keep(events: list[XidEvent]) -> tuple[list[XidEvent], int]:
+    if len(events) <= KEEP_FIRST + KEEP_LAST:
+        return events, 0
+    return events[:KEEP_FIRST] + events[-KEEP_LAST:], len(events) - KEEP_FIRST - KEEP_LAST
+
+
+def _readable(result: CommandResult) -> str | None:
+    """None when ``result`` holds a kernel log; otherwise why it does not."""
+    if not result.ok:
+        return result.describe_failure()
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    if not lines or all(line.strip() in _NO_ENTRIES for line in lines):
+        # journalctl run without the rights to the system journal answers "-- No entries --"
+        # (with a hint on stderr) and exit code 0.
+        hint = result.stderr.strip().splitlines()[:1]
+        return f"{result.argv[0]}: no kernel messages" + (f" ({hint[0][:200]})" if hint else "")
+    return None
+
+
+def probe_kernel_log(env: Env, timeout: float = KERNEL_LOG_TIMEOUT_S) -> KernelLogFact:
+    """Read this boot's kernel log with the first command that can, and list its events."""
+    restrict_text = (env.read_text("/proc/sys/kernel/dmesg_restrict") or "").strip()
+    restrict = restrict_text == "1" if restrict_text in ("0", "1") else None
+    attempts: list[str] = []
+    for argv in COMMANDS:
+        result = env.run(list(argv), timeout=timeout)
+        problem = _readable(result)
+        if problem is not None:
+            attempts.append(f"{' '.join(argv)}: {problem}")
+            continue
+        events, dropped = _keep(parse_events(result.stdout))
+        return {"readable": True, "source": " ".join(argv), "attempts": attempts,
+                "dmesg_restrict": restrict, "events": events, "events_dropped": dropped}
+    return {"readable": False, "source": None, "attempts": attempts,
+            "dmesg_restrict": restrict, "events": [], "events_dropped": 0}
