@@ -19,41 +19,33 @@ The index is read on first use only (``load_index``), so ``diagnose`` on a log p
 for it before the end, and a query costs well under a millisecond over a few hundred
 threads (bench/similar_precision.py measures both).
 
-Regenerate the shipped index after the corpus changes (tests/diagnose/test_similar.py
-fails until it is)::
-
-    python -m ddp_doctor.diagnose.similar --build tests/data/logs \\
-        > src/ddp_doctor/knowledge/solved_threads.json
-
-The blind split (``split = "blind"``) is left out of the index: those logs stay unseen so
-that their score stays an honest estimate.
+``similar_build.py`` makes the index from the corpus (and a test checks the shipped one is
+a fresh build); nothing here reads the repository's tests/ at run time.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.rank_prefixes import split_rank
 from ddp_doctor.diagnose.scan import ScanResult
-from ddp_doctor.model import Evidence, Finding, Severity, Step
-from ddp_doctor.redact.secrets import redact_text
+from ddp_doctor.model import Evidence, Family, Finding, Severity, Step
 
 INDEX_PACKAGE, INDEX_FILE = "ddp_doctor.knowledge", "solved_threads.json"
 INDEX_FORMAT = 1
 TOP = 3  # threads listed per diagnosis
-MIN_SIMILARITY = 0.05  # below it two logs share only words every log has
+# Below this, the nearest thread of a corpus log (leave-one-out) shared its category in 2
+# of 10 cases, against 139 of 198 above: such a thread is noise, not context.
+MIN_SIMILARITY = 0.15
 MAX_LINES = 40  # distinct normalised error lines kept per log
 MAX_LINE_CHARS = 240
 MAX_TITLE_CHARS = 120
@@ -75,8 +67,8 @@ SUGGESTED_CATEGORY = declare(
     what="No log rule matched (DIAG001), and the solved threads whose error lines are most "
          "like this log's share one root-cause category. That category is a lead to check, "
          "not a diagnosis.",
-    why="Similar words are weaker evidence than a rule: on the corpus (leave-one-out) this "
-        "suggestion was right in most but not all of the logs no rule explained.",
+    why="Similar words are weaker evidence than a rule: two logs can share an error message "
+        "and differ in cause, which is why it is made only when the closest threads agree.",
     fix="Read the threads listed with DIAG005 and test the suggested category's usual cause "
         "(`ddp-doctor explain` on a code of that category) before acting on it.",
     severity=Severity.INFO)
@@ -86,7 +78,7 @@ SUGGESTED_CATEGORY = declare(
 # DIAG001, leave-one-out, as the pair with the most right minus wrong suggestions (a wrong
 # one misleads as much as a right one helps), ties to the stricter threshold
 # (bench/similar_precision.py); never on the blind split.
-SUGGEST_MIN_SIMILARITY = 0.2
+SUGGEST_MIN_SIMILARITY = 0.4
 SUGGEST_AGREEING = 3
 
 # Lines worth comparing: what the engine treats as errors (rule phrases, exception lines)
@@ -101,7 +93,7 @@ _ERROR_LINE = re.compile(
 
 # -- normalisation ----------------------------------------------------------------------
 
-_NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
+NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 # syslog's "Jan 10 12:00:01 host " (journalctl output pasted from a service's log)
 _SYSLOG_PREFIX = re.compile(r"^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ ")
 _URL = re.compile(r"\b[a-z][\w+.-]*://\S+", re.IGNORECASE)
@@ -139,7 +131,7 @@ def normalize_line(line: str) -> str:
     every other number.
     """
     text = split_rank(line.strip())[1].strip()
-    text = _SYSLOG_PREFIX.sub("", _NCCL_PREFIX.sub("", text))
+    text = _SYSLOG_PREFIX.sub("", NCCL_PREFIX.sub("", text))
     text = _URL.sub("<url>", text)
     text = _USER_HOST.sub("<host>", text)
     text = _IP.sub("<ip>", text)
@@ -162,7 +154,8 @@ def terms(lines: Iterable[str]) -> Counter[str]:
     return found
 
 
-def _is_error(line: str) -> bool:
+def is_error_line(line: str) -> bool:
+    """Whether a raw log line holds an error word (``_ERROR_LINE``)."""
     return bool(_ERROR_LINE.search(line))
 
 
@@ -175,15 +168,18 @@ def _capped(lines: list[str]) -> list[str]:
     return distinct[:half] + distinct[-half:]
 
 
-def error_lines(scan: ScanResult) -> list[str]:
+def error_lines(scan: ScanResult, every_line_if_none: bool = False) -> list[str]:
     """The normalised error lines of a scanned input, in the order the input shows them.
 
-    A log with no error word at all (``torch.cuda.is_available()`` printing ``False``, a
-    job that hangs after NCCL's setup lines) is compared by all of its lines instead: they
-    are all it shows.
+    ``every_line_if_none`` is for the index: a corpus log with no error word at all
+    (``torch.cuda.is_available()`` printing ``False``, a job that hangs after NCCL's setup
+    lines) is described by all of its lines, as they are all its thread showed. A query
+    never is: the lines of a package list or a healthy run would find threads by chance.
     """
-    return _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=True)]) \
-        or _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=False)])
+    found = _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=True)])
+    if found or not every_line_if_none:
+        return found
+    return _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=False)])
 
 
 def _raw_lines(scan: ScanResult, errors_only: bool) -> list[str]:
@@ -191,13 +187,13 @@ def _raw_lines(scan: ScanResult, errors_only: bool) -> list[str]:
     quotes = [q for hits in scan.hits.values() for q in hits.quotes] + scan.exceptions
     for context in scan.contexts:
         head_lines = context.head.split("\n")
-        raw += [line for line in head_lines if not errors_only or _is_error(line)]
+        raw += [line for line in head_lines if not errors_only or is_error_line(line)]
         covered = len(head_lines)
         raw += [q.text for q in sorted(quotes, key=lambda q: q.line)
                 if q.document == context.document and covered < q.line < context.tail_first_line]
         tail_lines = context.tail.split("\n")
         skip = max(0, covered - context.tail_first_line + 1)  # the tail overlaps the head
-        raw += [line for line in tail_lines[skip:] if not errors_only or _is_error(line)]
+        raw += [line for line in tail_lines[skip:] if not errors_only or is_error_line(line)]
     return raw
 
 
@@ -350,11 +346,14 @@ def similar_findings(scan: ScanResult, findings: Sequence[Finding],
                      index: SimilarIndex | None = None) -> list[Finding]:
     """What a diagnosis appends after its own findings: never first, so never the lead.
 
-    Nothing when the diagnosis has no finding of its own (a bundle whose recorded run
-    passed), when the input shows no line to compare, or when the shipped index cannot be
-    read (a broken install must not break the diagnosis).
+    Only for a diagnosis of a failing log: some finding came from the log (a ``LOG`` or
+    ``DIAG`` code, DIAG001 included) or the text holds a Python exception. Not for a
+    bundle whose findings all come from its facts, where the only text is ddp-doctor's own
+    listing of the environment. Nothing either when the input shows no error line, or when
+    the shipped index cannot be read (a broken install must not break the diagnosis).
     """
-    if not findings:
+    from_log = any(f.code.family in (Family.LOG, Family.DIAGNOSE) for f in findings)
+    if not findings or not (from_log or scan.exceptions):
         return []
     try:
         matches = similar_threads(scan, index)
@@ -365,91 +364,3 @@ def similar_findings(scan: ScanResult, findings: Sequence[Finding],
         out += [f for f in (suggestion_finding(matches),) if f is not None]
     out += [f for f in (similar_finding(matches),) if f is not None]
     return out
-
-
-# -- building the index from the corpus -------------------------------------------------
-
-
-def _read_cases(logs: Path) -> list[dict[str, Any]]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - the dependency pyproject.toml declares for Python < 3.11
-        import tomli as tomllib
-    found: list[dict[str, Any]] = []
-    for index in sorted(logs.glob("cases_*.toml")):
-        found += tomllib.loads(index.read_text(encoding="utf-8"))["case"]
-    return found
-
-
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:\s*\S")
-
-
-def telling_line(raw_lines: Sequence[str]) -> str:
-    """The line that stands for a log without a recorded title.
-
-    Python's last exception line when there is one (what the traceback ends with), else the
-    first line that says "error", else the first error line at all.
-    """
-    stripped = [split_rank(line.strip())[1].strip() for line in raw_lines]
-    stripped = [_NCCL_PREFIX.sub("", line) for line in stripped if line]
-    exceptions = [line for line in stripped if _EXCEPTION_LINE.match(line)]
-    said = [line for line in stripped if "error" in line.lower()]
-    line = (exceptions[-1:] or said[:1] or stripped[:1] or [""])[0]
-    line = redact_text(_SPACE.sub(" ", line))
-    return line if len(line) <= MAX_TITLE_CHARS else line[:MAX_TITLE_CHARS - 1] + "…"
-
-
-def thread_of(case: dict[str, Any], log: Path) -> SolvedThread:
-    """One corpus case as an index entry, its error lines read as ``diagnose`` reads them."""
-    from ddp_doctor.diagnose import scan_input
-
-    scan = scan_input(str(log))[0]
-    lines = error_lines(scan)
-    title = case.get("title")
-    if title:
-        source = "thread"
-    else:
-        text = log.read_text(encoding="utf-8", errors="replace").splitlines()
-        title, source = telling_line([line for line in text if _is_error(line)] or text), "log"
-    root_cause = _SPACE.sub(" ", case["root_cause"]).strip()
-    return SolvedThread(url=case["url"], title=_SPACE.sub(" ", title).strip(),
-                        title_source=source, category=case["category"],
-                        root_cause=root_cause,
-                        fix=_SPACE.sub(" ", case.get("fix") or root_cause).strip(),
-                        lines=tuple(lines))
-
-
-def build_index_data(logs: Path, include_blind: bool = False) -> dict[str, Any]:
-    """The index's JSON document for the corpus in ``logs`` (blind cases left out)."""
-    threads = [thread_of(case, logs / case["file"]) for case in _read_cases(logs)
-               if include_blind or case.get("split", "train") != "blind"]
-    threads.sort(key=lambda t: t.url)
-    return {"format": INDEX_FORMAT,
-            "about": "Solved public threads of the log corpus: link, title (title_source "
-                     "'log': no thread title was recorded and the title is the log's most "
-                     "telling error line), category, root cause, the fix that worked, and "
-                     "the normalised error lines retrieval compares. Built by python -m "
-                     "ddp_doctor.diagnose.similar --build tests/data/logs; blind cases left "
-                     "out.",
-            "threads": [t.to_dict() for t in threads]}
-
-
-def dump_index(data: dict[str, Any]) -> str:
-    """The index as shipped: one thread per line, so a diff shows which threads changed."""
-    head = {k: v for k, v in data.items() if k != "threads"}
-    rows = ",\n".join(json.dumps(t, ensure_ascii=False, separators=(",", ":"))
-                      for t in data["threads"])
-    return json.dumps(head, ensure_ascii=False)[:-1] + ', "threads": [\n' + rows + "\n]}\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build the solved-threads index.")
-    parser.add_argument("--build", metavar="LOGS", type=Path, required=True,
-                        help="the corpus folder (tests/data/logs); the index goes to stdout")
-    args = parser.parse_args(argv)
-    sys.stdout.write(dump_index(build_index_data(args.build)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
