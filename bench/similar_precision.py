@@ -48,6 +48,33 @@ def precision(rows: list[tuple[str, list[S.Match]]], minimum: float, agreeing: i
     return sum(e == got for e, got in made), len(made), len(rows)
 
 
+BIG_LOG = "".join(
+    f"Epoch {i}/100 GPU_mem 23.1G box_loss 0.0{i % 97} cls_loss 1.{i % 13} 640: 45% "
+    f"{i}/2000\n" + (f"[rank{i % 8}]: WARNING: step {i} failed on node-{i % 5}\n"
+                     if i % 500 == 0 else "") for i in range(200_000)
+) + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+
+
+def big_log_mb() -> float:
+    return len(BIG_LOG) / 1e6
+
+
+def big_log_ms(index: S.SimilarIndex) -> float:
+    """Error lines and query for a long training log: bounded by the context the scan keeps."""
+    import tempfile
+
+    from ddp_doctor.diagnose import scan_input
+
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "train.log"
+        log.write_text(BIG_LOG, encoding="utf-8")
+        scan = scan_input(str(log))[0]
+    started = time.perf_counter()
+    for _ in range(10):
+        index.query(S.error_lines(scan))
+    return (time.perf_counter() - started) / 10 * 1000
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blind", action="store_true",
@@ -61,8 +88,8 @@ def main() -> int:
     timings: list[float] = []
     for case in train:
         diagnosis = diagnose(str(LOGS / case["file"]))
+        started = time.perf_counter()  # what a diagnosis pays: its error lines, the query
         lines = S.error_lines(diagnosis.scan)
-        started = time.perf_counter()
         matches = index.query(lines, exclude=case["url"])
         timings.append(time.perf_counter() - started)
         categories = [m.thread.category for m in matches]
@@ -76,7 +103,9 @@ def main() -> int:
     print(f"leave-one-out category agreement: top-1 {top1}/{n} = {top1 / n:.1%}, "
           f"top-3 {top3}/{n} = {top3 / n:.1%} ({n - asked} logs show no error line and "
           f"query nothing)")
-    print(f"query: mean {sum(timings) / n * 1000:.2f} ms, max {max(timings) * 1000:.2f} ms")
+    print(f"error lines + query: mean {sum(timings) / n * 1000:.2f} ms, max "
+          f"{max(timings) * 1000:.2f} ms; on a {big_log_mb():.0f} MB log: "
+          f"{big_log_ms(index):.1f} ms")
     S.load_index.cache_clear()
     started = time.perf_counter()
     S.load_index()
