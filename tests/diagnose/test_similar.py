@@ -94,6 +94,12 @@ def test_normalisation_keeps_what_says_something():
     assert normalize_line("root@4f2a9c1b7d3e:/workspace# python train.py") == \
         "<host>:/workspace# python train.py"
     assert normalize_line("GPU-5d3c1f2a-8b7e-4c6d-9a0b-1c2d3e4f5a6b lost") == "GPU-<hex> lost"
+    # host names go; a word after "host" stays
+    assert normalize_line("failed to connect/validate to host slinky-0:29400 - Name or "
+                          "service not known") == \
+        "failed to connect/validate to host <host>:<n> - Name or service not known"
+    assert normalize_line("node-01.cluster.example.com: cudaMallocHost failed: host memory") \
+        == "<host>: cudaMallocHost failed: host memory"
 
 
 def test_terms_drop_placeholders_numbers_and_common_words():
@@ -277,7 +283,9 @@ def test_the_index_holds_every_non_blind_case_and_no_blind_one():
     for entry in shipped()["threads"]:
         case = by_url[entry["url"]]
         assert entry["category"] == case["category"]
-        assert entry["fix"] == " ".join((case.get("fix") or case["root_cause"]).split())
+        assert S.SolvedThread.from_dict(entry).fix == \
+            " ".join((case.get("fix") or case["root_cause"]).split())
+        assert ("fix" in entry) == bool(case.get("fix"))
         assert "\n" not in entry["root_cause"]
         assert entry["title_source"] == ("thread" if case.get("title") else "log")
         assert entry["title"]

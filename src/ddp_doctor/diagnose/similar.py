@@ -5,9 +5,8 @@ error and what fixed it. The corpus of real logs (tests/data/logs) is shipped as
 index, ``knowledge/solved_threads.json``: for each solved thread its link, title, category,
 root cause, the fix that worked and its *normalised error lines* (numbers, hex addresses,
 paths, hosts and rank prefixes removed, so that two users' copies of one error read the
-same). Retrieval is lexical: TF-IDF cosine over the words of those lines,
-which also gives a bounded similarity (0 to 1) that a threshold can be set on, unlike a
-raw BM25 score.
+same). Retrieval is lexical: TF-IDF cosine over the words of those lines, which also gives
+a bounded similarity (0 to 1) that a threshold can be set on, unlike a raw BM25 score.
 
 Which lines count as errors: every line of the start and the end of each document that the
 scan kept for context (``scan.DocumentContext``, the whole of a short log) holding an error
@@ -103,6 +102,12 @@ NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 _SYSLOG_PREFIX = re.compile(r"^[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ ")
 _URL = re.compile(r"\b[a-z][\w+.-]*://\S+", re.IGNORECASE)
 _USER_HOST = re.compile(r"\b[\w.-]+@[\w.-]+")
+_DOMAIN = re.compile(r"\b(?:[\w-]+\.)+(?:com|net|org|io|edu|local|internal|lan|cluster)\b",
+                     re.IGNORECASE)
+# a machine's name after "host"/"node": "to host slinky-0:29400", "hostname=gpu-a12"
+# (only a name with a digit or a hyphen, so "host memory" keeps its word)
+_NAMED_HOST = re.compile(r"\b(host(?:name)?|node)([ =:]+)(?=[\w.-]*[\d-])[A-Za-z][\w.-]*",
+                         re.IGNORECASE)
 _IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
 _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f-]*\d)(?=[0-9a-f-]*[a-f])[0-9a-f]{8,}"
                   r"(?:-[0-9a-f]{4,})*\b", re.IGNORECASE)
@@ -131,14 +136,16 @@ def _path(found: re.Match[str]) -> str:
 def normalize_line(line: str) -> str:
     """One log line reduced to what two users' copies of the same error share.
 
-    Rank and NCCL prefixes go first, then links, user@host, IP addresses, hex numbers and
-    hashes, paths (their last part stays: ``socket.cc``, ``libcuda.so`` say something), and
-    every other number.
+    Rank, NCCL and syslog prefixes go first, then links, host names, IP addresses, hex
+    numbers and hashes, paths (their last part stays: ``socket.cc``, ``libcuda.so`` say
+    something), and every other number.
     """
     text = split_rank(line.strip())[1].strip()
     text = _SYSLOG_PREFIX.sub("", NCCL_PREFIX.sub("", text))
     text = _URL.sub("<url>", text)
     text = _USER_HOST.sub("<host>", text)
+    text = _DOMAIN.sub("<host>", text)
+    text = _NAMED_HOST.sub(r"\1\2<host>", text)
     text = _IP.sub("<ip>", text)
     text = _HEX.sub("<hex>", text)
     text = _PATH.sub(_path, text)
@@ -254,15 +261,17 @@ class SolvedThread:
         return self.title if self.title_source == "thread" else f'"{self.title}" (from its log)'
 
     def to_dict(self) -> dict[str, Any]:
+        """As shipped; ``fix`` is left out where it is the root cause (no fix recorded)."""
+        fix = {} if self.fix == self.root_cause else {"fix": self.fix}
         return {"url": self.url, "title": self.title, "title_source": self.title_source,
-                "category": self.category, "root_cause": self.root_cause, "fix": self.fix,
+                "category": self.category, "root_cause": self.root_cause, **fix,
                 "lines": list(self.lines)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SolvedThread:
         return cls(url=data["url"], title=data["title"], title_source=data["title_source"],
-                   category=data["category"], root_cause=data["root_cause"], fix=data["fix"],
-                   lines=tuple(data["lines"]))
+                   category=data["category"], root_cause=data["root_cause"],
+                   fix=data.get("fix") or data["root_cause"], lines=tuple(data["lines"]))
 
 
 @dataclass(frozen=True)

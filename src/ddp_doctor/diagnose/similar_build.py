@@ -92,8 +92,9 @@ def build_index_data(logs: Path, include_blind: bool = False) -> dict[str, Any]:
     return {"format": INDEX_FORMAT,
             "about": "Solved public threads of the log corpus: link, title (title_source "
                      "'log': no thread title was recorded and the title is the log's most "
-                     "telling error line), category, root cause, the fix that worked, and "
-                     "the normalised error lines retrieval compares. Built by python -m "
+                     "telling error line, not the thread's title), category, root cause, the "
+                     "fix that worked (absent: none was recorded apart from the root cause) "
+                     "and the normalised error lines retrieval compares. Built by python -m "
                      "ddp_doctor.diagnose.similar_build tests/data/logs; blind cases left "
                      "out.",
             "threads": [t.to_dict() for t in threads]}
