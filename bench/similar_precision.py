@@ -1,5 +1,5 @@
 """How well the solved-threads index finds threads of the same root cause, and whether the
-low-confidence category suggestion (DIAG006) is worth making.
+low-confidence category suggestion (DIAG009) is worth making.
 
     python bench/similar_precision.py            # train: leave-one-out, the threshold grid
     python bench/similar_precision.py --blind    # + the blind cases, once, counts only

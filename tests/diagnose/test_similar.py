@@ -1,4 +1,4 @@
-"""Similar solved threads (DIAG005) and the low-confidence category suggestion (DIAG006).
+"""Similar solved threads (DIAG008) and the low-confidence category suggestion (DIAG009).
 
 Retrieval is tested on hand-made mini indexes (its ranking and its normalisation), the
 shipped index against a fresh build of the corpus (drift), and the finding in real
@@ -182,7 +182,7 @@ def test_the_finding_lists_title_category_url_and_each_fix():
     matches = SimilarIndex(MINI).query([normalize_line(
         "RuntimeError: NCCL error: unhandled system error, NCCL version 2.19.3")])
     finding = S.similar_finding(matches)
-    assert finding is not None and finding.code.id == "DIAG005"
+    assert finding is not None and finding.code.id == "DIAG008"
     assert finding.effective_severity.value == "info"
     assert [e.value for e in finding.evidence] == [
         f"{m.thread.title} - {m.thread.category} - {m.thread.url}" for m in matches]
@@ -201,7 +201,7 @@ def test_the_suggestion_needs_similarity_and_agreement_and_never_says_unknown():
                                         "segment nccl-shm-recv")])
     assert S.suggested_category(agree) == "nccl_shared_memory"
     finding = S.suggestion_finding(agree)
-    assert finding is not None and finding.code.id == "DIAG006"
+    assert finding is not None and finding.code.id == "DIAG009"
     assert finding.title.startswith("LOW CONFIDENCE: no rule matched; the most similar "
                                     "solved threads were nccl_shared_memory")
     weak = [S.Match(m.thread, S.SUGGEST_MIN_SIMILARITY / 2) for m in agree]
@@ -226,7 +226,7 @@ def test_the_suggestion_comes_only_after_dIAG001_and_leads_nothing(tmp_path):
     found = diagnosis.report.results[0].findings
     assert found[0].code.id == "DIAG001"
     extra = S.similar_findings(diagnosis.scan, found[:1], index)
-    assert [f.code.id for f in extra] == ["DIAG006", "DIAG005"]
+    assert [f.code.id for f in extra] == ["DIAG009", "DIAG008"]
     assert "ddp_usage_error (3 of 3)" in extra[0].title
     oom = tmp_path / "oom.log"
     oom.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
@@ -234,7 +234,7 @@ def test_the_suggestion_comes_only_after_dIAG001_and_leads_nothing(tmp_path):
     found = diagnosis.report.results[0].findings
     assert found[0].code.category.value == "gpu_out_of_memory"
     assert [f.code.id for f in S.similar_findings(diagnosis.scan, found[:1], index)] == \
-        ["DIAG005"]
+        ["DIAG008"]
     assert S.similar_findings(diagnosis.scan, [], index) == []
 
 
@@ -252,7 +252,7 @@ def test_findings_from_facts_alone_get_no_similar_threads(tmp_path):
     assert S.similar_findings(scan, [check], index) == []
     log_rule = Finding(all_codes()["LOG002"], "a log rule's finding")
     assert [f.code.id for f in S.similar_findings(scan, [check, log_rule], index)] == \
-        ["DIAG005"]
+        ["DIAG008"]
 
 
 # -- the shipped index ---------------------------------------------------------------------
@@ -330,24 +330,24 @@ def test_a_corpus_log_lists_similar_threads_last_in_every_format():
     report = corpus_report("nccl-473.log")
     findings = report.results[0].findings
     assert findings[0].code.category.value == "nccl_shared_memory"
-    assert findings[-1].code.id == "DIAG005"
-    assert report.findings[0].code.id != "DIAG005"
+    assert findings[-1].code.id == "DIAG008"
+    assert report.findings[0].code.id != "DIAG008"
     similar = findings[-1]
     assert len(similar.evidence) == 3
     assert similar.evidence[0].value.endswith(
         " - nccl_shared_memory - https://github.com/NVIDIA/nccl/issues/473")
     data = json.loads(render_json(report))
-    entry = next(f for f in data["findings"] if f["code"] == "DIAG005")
+    entry = next(f for f in data["findings"] if f["code"] == "DIAG008")
     assert entry["severity"] == "info" and entry["category"] == "unknown"
     assert [e["label"].startswith("similar thread (") for e in entry["evidence"]] == [True] * 3
     assert all(s["url"].startswith("https://") for s in entry["remediation"])
     assert data["findings"][0]["code"] == findings[0].code.id
     markdown = render_markdown(report)
-    assert "DIAG005" in markdown and "https://github.com/NVIDIA/nccl/issues/473" in markdown
+    assert "DIAG008" in markdown and "https://github.com/NVIDIA/nccl/issues/473" in markdown
     out = io.StringIO()
     render_console(report, Console(file=out, width=100, color_system=None, highlight=False))
     text = out.getvalue()
-    assert "DIAG005" in text and text.index(findings[0].code.id) < text.index("DIAG005")
+    assert "DIAG008" in text and text.index(findings[0].code.id) < text.index("DIAG008")
     assert "https://github.com/NVIDIA/nccl/issues/473" in text
 
 
@@ -356,6 +356,6 @@ def test_a_log_no_rule_explains_keeps_dIAG001_first():
     report = corpus_report("yolox-512.log")
     codes = [f.code.id for f in report.results[0].findings]
     assert codes[0] == "DIAG001", codes
-    assert codes[-1] == "DIAG005"
+    assert codes[-1] == "DIAG008"
     assert report.results[0].summary == "no known failure signature"
     assert report.findings[0].code.id == "DIAG001"

@@ -51,7 +51,7 @@ def _quotes_a_log(label: str) -> bool:
 # Findings whose evidence and steps quote solved public threads (their titles, log lines,
 # root causes and fixes) as their authors wrote them, "(s)" and all; their titles and
 # labels are ddp-doctor's own words and are still read.
-QUOTES_THREADS = {"DIAG005", "DIAG006"}
+QUOTES_THREADS = {"DIAG008", "DIAG009"}
 
 
 def _texts(finding: Finding) -> Iterator[tuple[str, str]]:

@@ -51,7 +51,7 @@ MAX_LINE_CHARS = 240
 MAX_TITLE_CHARS = 120
 
 SIMILAR_THREADS = declare(
-    "DIAG005", Category.UNKNOWN, "Solved threads with similar errors",
+    "DIAG008", Category.UNKNOWN, "Solved threads with similar errors",
     what="The public threads of the shipped corpus whose error lines are most like this "
          "log's (lexical similarity, 0 to 1), each with its category, link and the fix that "
          "worked there.",
@@ -62,14 +62,14 @@ SIMILAR_THREADS = declare(
     severity=Severity.INFO)
 
 SUGGESTED_CATEGORY = declare(
-    "DIAG006", Category.UNKNOWN,
+    "DIAG009", Category.UNKNOWN,
     "Low confidence: no rule matched, but the most similar solved threads agree on a category",
     what="No log rule matched (DIAG001), and the solved threads whose error lines are most "
          "like this log's share one root-cause category. That category is a lead to check, "
          "not a diagnosis.",
     why="Similar words are weaker evidence than a rule: two logs can share an error message "
         "and differ in cause, which is why it is made only when the closest threads agree.",
-    fix="Read the threads listed with DIAG005 and test the suggested category's usual cause "
+    fix="Read the threads listed with DIAG008 and test the suggested category's usual cause "
         "(`ddp-doctor explain` on a code of that category) before acting on it.",
     severity=Severity.INFO)
 
