@@ -52,7 +52,8 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.PLAN: ("ddp_doctor.checks.launch",),
     Family.SMOKE: ("ddp_doctor.smoke.codes",),
     Family.LOG: ("ddp_doctor.logrules",),  # imports every area module of the rules
-    Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context"),
+    Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context",
+                      "ddp_doctor.diagnose.similar"),
     Family.POLICY: ("ddp_doctor.policy.codes",),
     Family.RUN: ("ddp_doctor.job.codes",),
     Family.NODES: ("ddp_doctor.nodes.codes",),

@@ -96,6 +96,7 @@ def test_built_wheel_contains_and_imports_every_package(dist):
     expected |= {f"ddp_doctor/checks/{p.name}" for p in (REPO / "checks").glob("*.py")}
     expected |= {f"ddp_doctor/train_smoke/{p.name}" for p in (REPO / "train_smoke").glob("*.py")}
     expected.add("ddp_doctor/py.typed")  # PEP 561: the package's hints reach its users
+    expected.add("ddp_doctor/knowledge/solved_threads.json")  # diagnose's similar threads
     missing = sorted(expected - names)
     assert not missing, f"files left out of the wheel: {missing}"
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]
@@ -106,6 +107,8 @@ def test_built_wheel_contains_and_imports_every_package(dist):
     assert not [r for r in requires if r.startswith("Requires-Dist: torch") and "extra" not in r]
     code = ("from ddp_doctor.registry import load_catalogue; import ddp_doctor.checks as c; "
             "cat = load_catalogue(entry_points=[]); assert not cat.failures, cat.failures; "
+            "from ddp_doctor.diagnose.similar import load_index; "
+            "assert len(load_index()) > 100, len(load_index()); "
             "print(c.__file__)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp, capture_output=True,
                          text=True, check=True, env={"PYTHONPATH": str(tmp / "site"),

@@ -53,14 +53,14 @@ def test_the_harmless_numpy_warning_of_a_healthy_run_is_not_a_package_conflict(t
 def test_the_numpy_abi_break_is_still_a_package_conflict(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("UserWarning: Failed to initialize NumPy: _ARRAY_API not found\n")
-    assert [f.code.id for f in diagnose(str(log)).report.findings] == ["LOG026"]
+    assert [f.code.id for f in diagnose(str(log)).report.findings] == ["LOG026", "DIAG008"]
 
 
 def test_an_error_line_in_the_logs_of_a_passed_run_is_only_a_warning(tmp_path):
     path = bundle(tmp_path, recorded("ready", 0, [], smoke_ok=True), {"rank0.stderr": OOM})
     report = diagnose(str(path)).report
-    [finding] = report.findings
-    assert finding.code.id == "LOG005"
+    finding, similar = report.findings  # the log's finding, then similar solved threads
+    assert (finding.code.id, similar.code.id) == ("LOG005", "DIAG008")
     assert finding.effective_severity.value == "warning"
     assert ("but the run passed", "the report made on the machine says 'ready': these lines "
             "did not stop it") in [(e.label, e.value) for e in finding.evidence]
@@ -77,7 +77,7 @@ def test_the_recorded_findings_lead_and_log_rules_add_to_them(tmp_path):
     path = bundle(tmp_path, recorded("problems found", 1, [shm], smoke_ok=False),
                   {"rank1.stderr": OOM})
     report = diagnose(str(path)).report
-    assert [f.code.id for f in report.findings] == ["HST001", "LOG005"]
+    assert [f.code.id for f in report.findings] == ["HST001", "LOG005", "DIAG008"]
     lead = report.findings[0]
     assert lead.title == "/dev/shm is 64 MiB" and lead.category.value == "nccl_shared_memory"
     assert lead.remediation[0].command == "docker run --shm-size=16g ..."

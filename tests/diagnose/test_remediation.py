@@ -190,7 +190,7 @@ def test_a_tensor_left_on_the_cpu_is_its_own_code_with_the_fix_for_it(tmp_path):
     log = tmp_path / "cpu.log"
     log.write_text(TRACEBACK + CPU_LINE + "\n", encoding="utf-8")
     findings = diagnose(str(log)).report.results[0].findings
-    assert [f.code.id for f in findings] == ["LOG070"]
+    assert [f.code.id for f in findings] == ["LOG070", "DIAG008"]  # then similar threads
     texts = [step.text for step in findings[0].remediation]
     assert texts[0].startswith("Move each batch to the model's device in the training loop: "
                                "imgs, targets = imgs.to(device), targets.to(device)")
@@ -215,7 +215,7 @@ def test_both_meanings_in_one_log_are_two_findings(tmp_path):
     log = tmp_path / "both.log"
     log.write_text(f"[rank0]: {CPU_LINE}\n[rank1]: {GPUS_LINE}\n", encoding="utf-8")
     codes = [f.code.id for f in diagnose(str(log)).report.results[0].findings]
-    assert sorted(codes) == ["LOG057", "LOG070"]
+    assert sorted(codes) == ["DIAG008", "LOG057", "LOG070"]  # and similar solved threads
 
 
 def test_nccl_given_a_cpu_tensor_is_told_to_move_it_or_use_gloo(tmp_path):

@@ -114,6 +114,10 @@ def test_a_rank_out_of_memory_is_named_with_its_rank_and_the_machine_is_checked(
     assert "gpu_out_of_memory" in run001["title"]
     assert evidence(run001, "category").startswith("gpu_out_of_memory")
     assert "NCCL_DEBUG=INFO" in evidence(run001, "--nccl-debug")
+    # Solved threads with similar errors come with the log's diagnosis, after its cause.
+    similar = job.finding("DIAG008")
+    assert codes.index("DIAG008") > codes.index("LOG005")
+    assert all(" - https://" in e["value"] for e in similar["evidence"])
     # The log is kept and holds what the ranks saw: the variables --nccl-debug set.
     log = Path(evidence(run001, "log"))
     assert "NCCL_DEBUG=INFO" in log.read_text()

@@ -48,15 +48,23 @@ def _quotes_a_log(label: str) -> bool:
     return re.search(r"(?:^|, )line \d+$", label) is not None
 
 
+# Findings whose evidence and steps quote solved public threads (their titles, log lines,
+# root causes and fixes) as their authors wrote them, "(s)" and all; their titles and
+# labels are ddp-doctor's own words and are still read.
+QUOTES_THREADS = {"DIAG008", "DIAG009"}
+
+
 def _texts(finding: Finding) -> Iterator[tuple[str, str]]:
     yield "title", finding.title
+    quoting = finding.code.id in QUOTES_THREADS
     for e in finding.evidence:
-        if _quotes_a_log(e.label):
+        if quoting or _quotes_a_log(e.label):
             yield f"evidence {e.label!r}", f"{e.label} ({e.source})"
         else:
             yield f"evidence {e.label!r}", f"{e.label}: {e.value} ({e.source})"
     for step in finding.remediation:
-        yield "step", step.text
+        if not quoting:
+            yield "step", step.text
         if step.command is not None:
             yield "command", step.command
 

@@ -164,6 +164,9 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
                    + ", ".join(dict.fromkeys(f.code.id for f in findings)))
     if where:
         summary += f"; environment read from {where}"
+    from ddp_doctor.diagnose.similar import similar_findings
+
+    findings += similar_findings(scan, findings)  # context, appended: never the lead
     result = CheckResult(
         check_id="diagnose.log", title="Log diagnosis", area="log",
         status=status_of(findings), summary=summary, findings=tuple(findings))
