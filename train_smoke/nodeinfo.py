@@ -2,8 +2,8 @@
 
 In a multi-node smoke job every node's local rank 0 collects a compact record of its
 node (``collect_node``) with the keys of ddp-doctor's ``NodeSummary`` (nodes/summary.py),
-and ``exchange_nodes`` gathers every node's record on every rank with one
-``all_gather_object`` over the job's own process group, right after it is created. Each
+and ``exchange_nodes`` gathers every node's record on every rank over the job's own
+process group (gloo or NCCL, whatever the job uses), right after it is created. Each
 node's supervisor then holds the same records and judges them the same way, so every
 node reports the same differences.
 
@@ -20,6 +20,7 @@ supervisor with ``nodes.summary.relevant_env``, and a test keeps the prefixes eq
 from __future__ import annotations
 
 import glob
+import json
 import os
 import platform
 import socket
@@ -108,15 +109,40 @@ def collect_node(environ: dict[str, str] | None = None) -> dict[str, Any]:
     return {k: v for k, v in record.items() if v is not None}
 
 
-def exchange_nodes(local_rank: int, node_rank: int) -> list[dict[str, Any]]:
-    """Every node's record, on every rank, ordered by node rank: one all_gather_object.
+def all_gather_json(obj: Any, device: torch.device) -> list[Any]:
+    """``obj`` of every rank, in rank order, sent as JSON bytes over the job's group.
 
-    Only local rank 0 of each node collects (the others send None), so the cost is one
-    collection per node and one small gather, whatever the number of ranks per node.
+    ``dist.all_gather_object`` would do, but it pickles, and torch decodes the result
+    through NumPy (``tensor.numpy()``), which a training interpreter need not have; and a
+    pickle may not load on a node with another Python, the very difference this exchange
+    is meant to find. JSON bytes in a uint8 tensor need neither: one all-gather of the
+    lengths, one of the padded bytes.
+    """
+    world = dist.get_world_size()
+    data = json.dumps(obj, separators=(",", ":"), default=str).encode("utf-8")
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    lengths = [int(s.item()) for s in sizes]
+    mine = torch.zeros(max(lengths), dtype=torch.uint8)
+    mine[:len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    mine = mine.to(device)
+    gathered = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(gathered, mine)
+    return [json.loads(bytes(g[:n].cpu().tolist()).decode("utf-8"))
+            for g, n in zip(gathered, lengths)]
+
+
+def exchange_nodes(local_rank: int, node_rank: int, device: torch.device
+                   ) -> list[dict[str, Any]]:
+    """Every node's record, on every rank, ordered by node rank.
+
+    Only local rank 0 of each node collects (the others send null), so the cost is one
+    collection per node and two small all-gathers, whatever the number of ranks per node.
     """
     mine = None
     if local_rank == 0:
         mine = {"node_rank": node_rank, "rank": dist.get_rank(), **collect_node()}
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, mine)
-    return sorted((g for g in gathered if g is not None), key=lambda g: g["node_rank"])
+    gathered = all_gather_json(mine, device)
+    return sorted((g for g in gathered if isinstance(g, dict)),
+                  key=lambda g: int(g.get("node_rank", 0)))

@@ -163,7 +163,7 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
                                     timeout=timedelta(seconds=args.pg_timeout))
         if args.exchange_nodes:
             with ev.phase("nodes") as out:
-                nodes = exchange_nodes(local_rank, _node_rank(args))
+                nodes = exchange_nodes(local_rank, _node_rank(args), device)
                 out["node_count"] = len(nodes)
                 if local_rank == 0:  # one copy per node is enough for its supervisor
                     out["nodes"] = nodes

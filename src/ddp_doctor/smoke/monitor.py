@@ -277,4 +277,6 @@ def rendezvous_peers(procs: Iterable[psutil.Process], port: int) -> RendezvousPe
                 outgoing += 1
     if not readable:
         return RendezvousPeers(None, None)
-    return RendezvousPeers(len(accepted), outgoing > 0, tuple(sorted({ip for ip, _ in accepted})))
+    remote = sorted({ip[len("::ffff:"):] if ip.startswith("::ffff:") else ip
+                     for ip, _ in accepted})
+    return RendezvousPeers(len(accepted), outgoing > 0, tuple(remote))

@@ -110,7 +110,7 @@ def missing_node_findings(ctx: RunContext) -> list[Finding]:
             return []
         missing = (members - arrived + per - 1) // per
         evidence.append(Evidence(f"reached {addr}:{port}",
-                                 f"{count(arrived, unit)} of {members}"
+                                 f"{arrived} of {count(members, unit)}"
                                  + (f" (from {', '.join(peers.remote)})" if peers.remote
                                     else ""), "TCP connections of the rendezvous store"))
         if missing >= len(others):
