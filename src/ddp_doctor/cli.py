@@ -125,7 +125,8 @@ FACTS = typer.Option(None, "--facts", metavar="FILE",
                           "touches nothing here.")
 SAVE_FACTS = typer.Option(None, "--save-facts", metavar="FILE",
                           help="Also save the gathered facts as JSON, for --facts or compare "
-                               "later; %n in FILE is the Slurm node index, %N the host name.")
+                               "later (with --facts: the replayed ones, e.g. a bundle's); %n in "
+                               "FILE is the Slurm node index, %N the host name.")
 PROBE_TIMEOUT = typer.Option(
     None, "--probe-timeout", metavar="SECONDS",
     help=f"Deadline for the whole torch probe (default {TORCH_PROBE_TIMEOUT_S:g}, 1 or more: "

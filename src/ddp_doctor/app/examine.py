@@ -84,8 +84,6 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
     check_common(common, OutputPath("--save-facts", save_path))
     if machine.facts is not None and machine.python:
         raise UsageError("--facts replays saved facts; it cannot be combined with --python")
-    if machine.facts is not None and machine.save_facts is not None:
-        raise UsageError("--facts replays saved facts; there is nothing new to --save-facts")
     plan = make_plan(gpus=GPUS.whole_number(machine.gpus),
                      batch=GLOBAL_BATCH.whole_number(machine.global_batch),
                      workers=PLAN_WORKERS.whole_number(machine.workers))

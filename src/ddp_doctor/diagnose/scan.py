@@ -278,7 +278,7 @@ class Scanner:
                 if literals is not None and not any(map(low.__contains__, literals)):
                     continue
                 if rule.pattern.search(text):
-                    found.append((rule, text))
+                    found.append((_read(rule, text), text))
         return found
 
     def _record(self, rule: RuleLike, name: str, chunk: bytes, start: int, text: str,
@@ -318,6 +318,13 @@ class Scanner:
         self._capture_left -= len(taken)
         if self._capture_left <= 0:
             self._capture = None
+
+
+def _read(rule: RuleLike, text: str) -> RuleLike:
+    """The rule as it applies to this line (``Rule.read``: the variant that fits it, which
+    may carry its own code); a rule without variants is itself."""
+    read = getattr(rule, "read", None)
+    return rule if read is None else read(text)
 
 
 def _lines_above(chunk: bytes, start: int, count: int) -> Iterator[str]:
