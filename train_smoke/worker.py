@@ -5,11 +5,14 @@ each process reads RANK/LOCAL_RANK/WORLD_SIZE from its environment; with ``--spa
 same program starts N local ranks itself through ``torch.multiprocessing.spawn``; with
 ``--mode dp`` one process drives every visible GPU through ``nn.DataParallel``.
 
-Each phase (init_process_group, barrier, the checked all-reduce and its bandwidth, data,
-model, train, checksum, destroy_process_group) is bracketed in the rank's own JSON-lines
-event file (``events.py``), so the supervisor can judge the run and locate a hang without
-reading stdout. Only torch and the standard library are imported: this file runs in the user's
-training interpreter, which need not have ddp-doctor's dependencies.
+Each phase (init_process_group, nodes (in a multi-node job: every node's summary, gathered
+once), barrier, the checked all-reduce and its bandwidth, data, model, train, checksum,
+destroy_process_group) is bracketed in the rank's own JSON-lines event file
+(``events.py``), so the supervisor can judge the run and locate a hang without reading
+stdout. Each step records the rank's own loss and the loss averaged over every rank of the
+job, so every node judges the same curve. Only torch and the standard library are
+imported: this file runs in the user's training interpreter, which need not have
+ddp-doctor's dependencies.
 
 Test hook: ``DDP_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP`` makes one rank misbehave at a step so
 the supervisor's fault handling can be tested with the real job: ``kill`` (SIGKILL
@@ -38,6 +41,7 @@ from .data import SyntheticDetection, collate
 from .detector import build_model, build_optimizer, parameter_fingerprint
 from .events import EventWriter, event_path, stderr_path
 from .loss import DetectionLoss
+from .nodeinfo import exchange_nodes
 
 NUM_CLASSES = 4
 # A small fixed data set seen again and again: a working setup must memorise it, so the
@@ -75,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--node-rank", type=int, default=0)
     p.add_argument("--master-addr", default="127.0.0.1")
     p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--exchange-nodes", action="store_true",
+                   help="gather every node's summary once after init (multi-node jobs)")
     return p.parse_args(argv)
 
 
@@ -113,6 +119,24 @@ def _batches(loader: DataLoader, sampler: DistributedSampler | None) -> Iterator
         epoch += 1
 
 
+def _node_rank(args: argparse.Namespace) -> int:
+    """This node's rank: torchrun's GROUP_RANK, else the --node-rank of the spawn launcher."""
+    group = os.environ.get("GROUP_RANK", "")
+    return int(group) if group.isdigit() else args.node_rank
+
+
+def _mean_over_ranks(loss: torch.Tensor, world: int) -> float:
+    """The step's loss averaged over every rank of the job (all nodes).
+
+    Each node's supervisor sees only its own ranks' event files; judging this value
+    instead of the local losses gives every node the same loss curve, hence the same
+    verdict with the same figures.
+    """
+    total = loss.detach().float().reshape(1).clone()
+    dist.all_reduce(total)
+    return float(total.item()) / world
+
+
 def _use_amp(args: argparse.Namespace, device: torch.device) -> bool:
     return device.type == "cuda" and args.amp != "off"
 
@@ -137,6 +161,12 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
         with ev.phase("init_process_group", backend=backend):
             dist.init_process_group(backend, rank=rank, world_size=world,
                                     timeout=timedelta(seconds=args.pg_timeout))
+        if args.exchange_nodes:
+            with ev.phase("nodes") as out:
+                nodes = exchange_nodes(local_rank, _node_rank(args), device)
+                out["node_count"] = len(nodes)
+                if local_rank == 0:  # one copy per node is enough for its supervisor
+                    out["nodes"] = nodes
         with ev.phase("barrier"):
             dist.barrier()
         with ev.phase("all_reduce_check") as out:
@@ -196,9 +226,12 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
             scaler.update()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
+            # Every rank joins the loss's all-reduce before a fault strikes, so a faulty
+            # rank is still the one behind, not its peers waiting in this collective.
+            job = {"loss_all": _mean_over_ranks(loss, world)} if distributed else {}
             if fault and fault[1] == step:
                 _apply_fault(fault[0])
-            ev.step(step, t0, w0, loss=float(loss.detach()), images=int(images.shape[0]))
+            ev.step(step, t0, w0, loss=float(loss.detach()), images=int(images.shape[0]), **job)
         out["peak_mem_bytes"] = (torch.cuda.max_memory_allocated(device)
                                  if device.type == "cuda" else None)
 

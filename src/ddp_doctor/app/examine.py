@@ -155,5 +155,5 @@ def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: C
         # A CPU fallback (SMK017) names the checks' findings that explain it.
         result.findings = smoke_plan.with_check_causes(result.findings, report)
     report = replace(report, results=(*report.results, result.check_result()),
-                     smoke=result.data)
+                     smoke=result.data, nodes=result.nodes)
     return report, result.kept_run_dir

@@ -58,7 +58,8 @@ def run_smoke(common: Common, request: SmokeRequest) -> int:
     try:
         report = Report(tool_version=__version__, created_at=now_iso(),
                         results=(result.check_result(),),
-                        environment={"python_executable": options.python}, smoke=result.data)
+                        environment={"python_executable": options.python}, smoke=result.data,
+                        nodes=result.nodes)
         if policy is not None:
             report = apply_policy(report, policy, None)
         emit(report, common, smoke_dir=result.kept_run_dir, view=render_smoke_console)

@@ -55,8 +55,9 @@ LOSS_NOT_FINITE = declare(
         "run the GPU diagnostics (dcgmi diag -r 2) on this machine.")
 LOSS_FLAT = declare(
     "SMK006", Category.UNKNOWN, "The training loss did not fall",
-    what="Over the smoke job's repeated synthetic batches the mean loss of the last steps "
-         "was not clearly below the mean of the first steps.",
+    what="Over the smoke job's repeated synthetic batches a least-squares line through the "
+         "loss of every step (averaged over every rank of every node) fell less than 10%, or "
+         "its slope was within the noise of the steps (a one-sided t-test at 1%).",
     why="On a small data set seen again and again any working setup memorises it quickly; "
         "a flat loss means gradients are not reaching the weights (or not being averaged).",
     fix="Re-run with more --steps; if the loss stays flat, run with --no-amp and --mode dp to "

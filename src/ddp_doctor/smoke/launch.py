@@ -55,6 +55,9 @@ class SmokeOptions:
     # builtin: our own YOLO (train_smoke/); ultralytics: the Ultralytics package installed
     # in the diagnosed interpreter, through its own DDP path.
     trainer: str = "builtin"
+    # A multi-node run gathers every node's summary once after init, to compare the nodes
+    # inside the job; off only to measure what the exchange costs (bench/node_exchange.py).
+    node_exchange: bool = True
 
     def deadlines(self) -> tuple[float, float, float]:
         """(wall, stall, process-group) deadlines: stall < process group < wall.
@@ -288,13 +291,14 @@ def shim_dir(run_dir: Path) -> Path:
 
 
 def worker_args(options: SmokeOptions, run_dir: Path, tag: str, device: str, workers: int,
-                pg_timeout: float) -> list[str]:
+                pg_timeout: float, exchange_nodes: bool = False) -> list[str]:
     args = ["--run-dir", str(run_dir), "--tag", tag, "--device", device,
             "--steps", str(options.steps), "--batch", str(options.batch),
             "--imgsz", str(options.imgsz), "--model", options.model,
             "--workers", str(workers), "--mode", options.mode,
             "--amp", "on" if options.amp else "off", "--pg-timeout", f"{pg_timeout:g}"]
-    return args + (["--sync-bn"] if options.sync_bn else [])
+    return (args + (["--sync-bn"] if options.sync_bn else [])
+            + (["--exchange-nodes"] if exchange_nodes else []))
 
 
 def launch_command(options: SmokeOptions, layout: NodeLayout, port: int, nproc: int,

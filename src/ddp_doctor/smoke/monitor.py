@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-PHASES = ("startup", "init_process_group", "barrier", "all_reduce_check",
+PHASES = ("startup", "init_process_group", "nodes", "barrier", "all_reduce_check",
           "all_reduce_bandwidth", "data", "model", "train", "checksum",
           "destroy_process_group", "done")
 POLL_S = 0.25  # waiting on the launcher in between: its exit is seen at once
@@ -124,6 +124,7 @@ class Outcome:
     wall_s: float = 0.0
     started: float = 0.0  # supervisor's monotonic time at launch
     stall_s: float | None = None  # the stall deadline in force when it fired
+    peers: RendezvousPeers | None = None  # a stopped multi-node run: who had joined
 
 
 def stall_deadline(ranks: list[RankState], stall_s: float) -> float:
@@ -232,3 +233,50 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
             return Outcome(None, "deadline", [], now - started, started)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=POLL_S)
+
+
+@dataclass(frozen=True)
+class RendezvousPeers:
+    """Who had reached the rendezvous port when a multi-node run was stopped.
+
+    Read from the run's own processes' TCP connections (psutil), because a node that never
+    joined leaves no event file anywhere: on the node hosting the store, ``joined`` is the
+    number of connections it accepted (torchrun: one per node's agent, its own included;
+    the spawn launcher: one per rank); on another node, ``reached_host`` says whether it
+    holds a connection to the store at all. ``remote`` lists the peers' addresses. Both
+    are None when the processes' connections could not be read.
+    """
+
+    joined: int | None
+    reached_host: bool | None
+    remote: tuple[str, ...] = ()
+
+
+def _connections(proc: psutil.Process) -> list[Any]:
+    getter = getattr(proc, "net_connections", None) or proc.connections
+    return list(getter(kind="tcp"))
+
+
+def rendezvous_peers(procs: Iterable[psutil.Process], port: int) -> RendezvousPeers:
+    """Count the established connections to the rendezvous ``port`` among ``procs``."""
+    accepted: set[tuple[str, int]] = set()
+    outgoing = 0
+    readable = False
+    for proc in procs:
+        try:
+            conns = _connections(proc)
+        except (psutil.Error, OSError):
+            continue
+        readable = True
+        for conn in conns:
+            if conn.status != psutil.CONN_ESTABLISHED or not conn.raddr:
+                continue
+            if conn.laddr and conn.laddr.port == port:
+                accepted.add((conn.raddr.ip, conn.raddr.port))
+            elif conn.raddr.port == port:
+                outgoing += 1
+    if not readable:
+        return RendezvousPeers(None, None)
+    remote = sorted({ip[len("::ffff:"):] if ip.startswith("::ffff:") else ip
+                     for ip, _ in accepted})
+    return RendezvousPeers(len(accepted), outgoing > 0, tuple(remote))

@@ -26,6 +26,7 @@ from ddp_doctor.wording import count
 # What each phase of the job means to a person watching a log (train_smoke/worker.py).
 PHASE_WORDS = {
     "init_process_group": "rendezvous: init_process_group",
+    "nodes": "all ranks joined; exchanging node summaries",
     "barrier": "all ranks joined; first barrier",
     "all_reduce_check": "checking all_reduce",
     "all_reduce_bandwidth": "measuring all_reduce bandwidth",

@@ -46,13 +46,14 @@ from ddp_doctor.smoke.launch import (
     with_nproc,
     worker_args,
 )
-from ddp_doctor.smoke.monitor import Outcome, RankState, Reaper, supervise
+from ddp_doctor.smoke.monitor import Outcome, RankState, Reaper, rendezvous_peers, supervise
 from ddp_doctor.smoke.verdict import (
     RunContext,
     criteria_findings,
     failure_findings,
+    judge_nodes,
     loss_curve,
-    loss_first_last,
+    loss_trend,
     measurements,
     phase_timings,
 )
@@ -122,6 +123,9 @@ class SmokeResult:
     data: dict[str, Any]
     findings: list[Finding] = field(default_factory=list)
     kept_run_dir: str | None = None  # a passed run's temporary directory kept for --bundle
+    # A multi-node run: every node's summary compared (Comparison.to_dict(), the Report's
+    # ``nodes``), the same on every node because the ranks exchanged their summaries.
+    nodes: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -269,8 +273,10 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     run_dir.mkdir(parents=True, exist_ok=True)
     tag = new_tag()
     workers = options.workers if options.workers is not None else (2 if device == "cuda" else 1)
+    multi = layout.nnodes > 1 and options.mode == "ddp"
     cmd = launch_command(options, layout, port, nproc,
-                         worker_args(options, run_dir, tag, device, workers, pg))
+                         worker_args(options, run_dir, tag, device, workers, pg,
+                                     exchange_nodes=multi and options.node_exchange))
     data["command"] = " ".join(cmd)
     first_rank = layout.node_rank * nproc if options.mode == "ddp" else 0
     ranks = [RankState(r, event_path(str(run_dir), r))
@@ -281,7 +287,8 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     with stop_signals_raise():
         try:
             outcome = _launch_and_watch(cmd, env, run_dir, out_path, err_path, tag, ranks,
-                                        started, wall, stall, progress, label, options.steps)
+                                        started, wall, stall, progress, label, options.steps,
+                                        port if multi else None)
         except BaseException:
             if own_dir:
                 shutil.rmtree(run_dir, ignore_errors=True)
@@ -294,10 +301,14 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
                      _read(err_path) + "\n" + _read(out_path),
                      {s.rank: _read(Path(stderr_path(str(run_dir), s.rank))) for s in ranks},
                      stall, wall, options.mode, data["backend"], options,
-                     (layout.master_addr, port))
+                     (layout.master_addr, port), layout.nnodes if multi else 1,
+                     layout.node_rank)
     clean = outcome.stopped_by is None and outcome.returncode == 0
     findings = (criteria_findings(ctx) if clean else
                 failure_findings(ctx, first_rank))
+    comparison = judge_nodes(ranks) if multi else None
+    if comparison is not None:  # the same records on every node: the same findings
+        findings += comparison.findings
     _fill(data, ctx, outcome.started)
     if clean:
         data["loss_judged"] = not any(f.code is C.LOSS_NOT_JUDGED for f in findings)
@@ -311,14 +322,20 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
         data["run_dir"] = None
-    return SmokeResult(data, findings, kept_run_dir=kept)
+    return SmokeResult(data, findings, kept_run_dir=kept,
+                       nodes=comparison.to_dict() if comparison is not None else None)
 
 
 def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_path: Path,
                       err_path: Path, tag: str, ranks: list[RankState], started: float,
                       wall: float, stall: float, progress: ProgressSink | None, label: str,
-                      steps: int) -> Outcome | OSError:
-    """Start the launcher and supervise it; everything it started is ended on the way out."""
+                      steps: int, peers_port: int | None = None) -> Outcome | OSError:
+    """Start the launcher and supervise it; everything it started is ended on the way out.
+
+    With ``peers_port`` (a multi-node run), a run stopped by a deadline first records who
+    had reached the rendezvous on that port, while the processes still hold their
+    connections: a node that never joined is named from that.
+    """
     proc: subprocess.Popen[bytes] | None = None
     reaper: Reaper | None = None
     begun = False
@@ -335,6 +352,8 @@ def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_pa
             progress.begin(label, [s.rank for s in ranks], steps)
         outcome = supervise(proc, reaper, ranks, started, wall, stall,
                             progress.update if progress is not None else None)
+        if outcome.stopped_by is not None and peers_port is not None:
+            outcome.peers = rendezvous_peers(reaper.alive(), peers_port)
     finally:
         if proc is not None:
             (reaper or Reaper(proc, tag)).stop()
@@ -348,8 +367,9 @@ def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_pa
 def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:
     curve = loss_curve(ctx.ranks)
     if curve:
-        first, last = loss_first_last(curve)
-        data.update(loss_first=round(first, 6), loss_last=round(last, 6))
+        trend = loss_trend(curve)
+        data.update(loss_first=round(trend.first, 6), loss_last=round(trend.last, 6),
+                    loss_trend=trend.to_dict())
     data["steps_done"] = min((s.steps_done for s in ctx.ranks), default=0)
     checks = [s.ended("checksum") for s in ctx.ranks]
     if all(checks) and checks and ctx.mode == "ddp":  # one replica (dp) has nothing to compare

@@ -66,6 +66,8 @@ class RunContext:
     backend: str | None = None  # nccl | gloo | None (dp)
     options: SmokeOptions | None = None  # for rerun commands with the user's options
     master: tuple[str, int] | None = None  # the rendezvous address and port actually used
+    nnodes: int = 1  # nodes in the job (a multi-node DDP run), and this node's rank
+    node_rank: int = 0
 
     def rerun(self, env: str = "", **changes: Any) -> str:
         return rerun_command(self.options, env, **changes)

@@ -17,6 +17,7 @@ from ddp_doctor.logrules import match_text
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.verdict.context import RunContext, phase_of
+from ddp_doctor.smoke.verdict.nodes import missing_node_findings
 
 TAIL_LINES = 8
 
@@ -189,7 +190,14 @@ def _rule_findings(ctx: RunContext, ranks: list[int], exits: dict[int, int]) -> 
 
 
 def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]:
-    """Why a run that did not end cleanly failed: stall, deadline, or a failed rank."""
+    """Why a run that did not end cleanly failed: a node missing, stall, deadline, or a
+    failed rank."""
+    if ctx.outcome.stopped_by is not None:
+        # Waiting for a node that never joined looks like a rank that never started or
+        # never met the others; the node is the finding, named (NOD014, as ``compare``).
+        missing = missing_node_findings(ctx)
+        if missing:
+            return missing
     if ctx.outcome.stopped_by == "stall":
         return stall_findings(ctx)
     if ctx.outcome.stopped_by == "deadline":
