@@ -31,6 +31,8 @@ from ddp_doctor.redact.secrets import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
+MEMO_LINE_BYTES = 2048  # longer lines are not remembered, so the memos stay small
+GATE_BLOCK = 16 * 1024  # bytes: the blocks a chunk is cut into for the gate search
 MAX_QUOTE = 300  # characters of one quoted line
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
@@ -42,6 +44,11 @@ _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|I
                         r"(?::\s|:?$)")
 _BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
+
+# For the gate search: ASCII letters lowered, every other byte deleted.
+_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_NOT_LETTER = bytes(b for b in range(256) if not chr(b).isascii() or not chr(b).isalpha())
+_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
 class RuleLike(Protocol):
@@ -92,6 +99,28 @@ class CodeHits:
             self.seen.add(key)
             self.quotes.append(quote)
 
+    def again(self, rule: Any, rank: str | None) -> None:
+        """``add`` for a line that will not be quoted: counted, its rule and rank kept."""
+        self.count += 1
+        if all(known is not rule for known in self.rules) and rule not in self.rules:
+            self.rules.append(rule)
+        if rank:
+            self.ranks.add(rank)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """What one raw line says, apart from where it is: remembered per distinct line."""
+
+    rank: str | None
+    text: str  # without the launcher's rank prefix
+    marker: bool  # holds an environment-section marker
+    matched: tuple[tuple[Any, str], ...]  # (rule, text) of the rules it matches
+    bare: bool  # a bare "AssertionError" whose cause is the line above
+    exception: str | None  # the redacted exception line to quote, if it is one
+    stripped: str  # text.strip()
+    key: str  # the stripped text without NCCL's host:pid:tid prefix (distinct quotes)
+
 
 @dataclass
 class Section:
@@ -140,16 +169,34 @@ class Scanner:
             self._literals[id(rule)] = required_literals(rule.pattern)
             for anchor in rule.anchors:
                 self._by_gate.setdefault(anchor, []).append(rule)
-        # Per gate, one pattern of all its rules' literal phrases: most candidate lines hold
-        # a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one search.
-        self._gate_filter: dict[str, re.Pattern[str] | None] = {}
-        for gate, gated in self._by_gate.items():
-            phrases = [self._literals[id(rule)] for rule in gated]
-            self._gate_filter[gate] = None if any(p is None for p in phrases) else \
-                phrase_pattern([word for p in phrases for word in p or ()])
         self._markers = tuple(dict.fromkeys(m.lower() for m in markers))
         self._gates = tuple(dict.fromkeys([*(g.lower() for g in gates), *self._markers]))
-        self._gate_bytes = tuple(gate.encode() for gate in self._gates)
+        # Each gate as bytes, with its letters alone: a block of the log whose letters do not
+        # hold a gate's letters cannot hold the gate (see _gate_starts).
+        self._gate_bytes = tuple((gate.encode(), gate.encode().translate(_LOWER, _NOT_LETTER))
+                                 for gate in self._gates)
+        # Where each rule is tried when its anchors are in a line: (gate, gate's index, place in
+        # that gate's list), in gate order. The first anchor present decides the order in which
+        # the rules of one line are reported, as the gate-by-gate walk always did.
+        self._places: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        for index, gate in enumerate(self._gates):
+            for place, rule in enumerate(self._by_gate.get(gate, ())):
+                known = self._places.get(id(rule), ())
+                if all(g != gate for g, _, _ in known):
+                    self._places[id(rule)] = (*known, (gate, index, place))
+        # The same gates and phrases with every digit read as 0, for the candidate rules of a
+        # line whose only difference from one met before is a number (a step, a rank, a pid).
+        self._zeroed_literals: dict[int, tuple[bytes, ...] | None] = {
+            key: None if phrases is None else tuple(dict.fromkeys(_zeroed(p) for p in phrases))
+            for key, phrases in self._literals.items()}
+        # Per gate, one pattern of all its rules' literal phrases: most candidate lines hold
+        # a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one search.
+        self._gate_filter: dict[str, re.Pattern[bytes] | None] = {}
+        for gate, gated in self._by_gate.items():
+            zeroed = [self._zeroed_literals[id(rule)] for rule in gated]
+            self._gate_filter[gate] = None if any(p is None for p in zeroed) else re.compile(
+                phrase_pattern([w.decode() for p in zeroed for w in p or ()]).pattern.encode())
+        self._zeroed_gates = tuple((gate, _zeroed(gate)) for gate in self._gates)
         # One byte-level test for a whole candidate line before it is decoded: does it hold
         # any rule's phrase, a section marker, or an exception? (None: some rule has no
         # phrase, so every candidate line is read.)
@@ -162,7 +209,11 @@ class Scanner:
         self._capture_left = 0
         self._order = 0
         self._before = b""  # the last lines of the previous chunk, for looking upward
+        # Bounded memos of pure functions of one line; a log repeats the same warning from
+        # every rank and every step, and the thousandth copy costs a dictionary lookup.
         self._memo: OrderedDict[str, list[tuple[RuleLike, str]]] = OrderedDict()
+        self._read: OrderedDict[bytes, _Line | None] = OrderedDict()
+        self._candidates: OrderedDict[bytes, tuple[RuleLike, ...]] = OrderedDict()
 
     def scan(self, document: Document) -> None:
         self.result.documents.append(document.name)
@@ -174,12 +225,13 @@ class Scanner:
         for chunk in byte_chunks(document.blocks, document.encoding):
             if self.result.blank and not chunk.isspace():
                 self.result.blank = False
-            self._chunk(document.name, chunk, base)
+            newlines = self._chunk(document.name, chunk, base)
             if len(head) < HEAD_CHARS:
                 head += chunk[: HEAD_CHARS - len(head)]
-            tail, tail_first = _keep_tail(tail, tail_first, chunk, base)
-            self._before = _last_lines(self._before + chunk)
-            base += chunk.count(b"\n")
+            tail, tail_first = _keep_tail(tail, tail_first, chunk, base, newlines)
+            self._before = _last_lines(chunk if len(chunk) > _KEEP_BYTES
+                                       else (self._before + chunk)[-_KEEP_BYTES:])
+            base += newlines
             last = chunk[-1:] or last
         self.result.lines += base - 1 + (last != b"\n")
         self._before = b""
@@ -190,48 +242,93 @@ class Scanner:
 
     # -- one chunk ---------------------------------------------------------------------
 
-    def _chunk(self, name: str, chunk: bytes, base: int) -> None:
-        low = chunk.lower()  # ASCII only, which is all the gates are
+    def _gate_starts(self, chunk: bytes) -> list[int]:
+        """Where the lines holding a gate word start, in order.
+
+        A pass of ``bytes.find`` per gate over the whole chunk is what bounds the speed, so
+        the chunk is cut (at line ends) into blocks, and each block's letters alone (the
+        rest deleted, one ``translate``) are searched first: in a log of progress bars,
+        numbers and tables they are a third of its bytes. A gate whose letters are not among
+        a block's letters is not in the block; the others are searched for exactly, in the
+        lowered block.
+        """
         starts: set[int] = set()
-        for gate in self._gate_bytes:
-            at = low.find(gate)
-            while at != -1:
-                start = low.rfind(b"\n", 0, at) + 1
-                starts.add(start)
-                end = low.find(b"\n", at)
-                if end == -1:
-                    break
-                at = low.find(gate, end)
+        size, begin = len(chunk), 0
+        while begin < size:
+            stop = chunk.find(b"\n", begin + GATE_BLOCK) + 1 or size
+            block = chunk[begin:stop]
+            letters = block.translate(_LOWER, _NOT_LETTER)
+            low: bytes | None = None
+            for gate, gate_letters in self._gate_bytes:
+                if gate_letters not in letters:
+                    continue
+                if low is None:
+                    low = block.lower()  # ASCII only, which is all the gates are
+                at = low.find(gate)
+                while at != -1:
+                    starts.add(begin + low.rfind(b"\n", 0, at) + 1)
+                    end = low.find(b"\n", at)
+                    if end == -1:
+                        break
+                    at = low.find(gate, end)
+            begin = stop
+        return sorted(starts)
+
+    def _chunk(self, name: str, chunk: bytes, base: int) -> int:
+        """Scan one chunk of whole lines; return how many newlines it holds."""
+        starts = self._gate_starts(chunk)
         if self._capture is not None:
             self._continue_capture(chunk)
-        if not starts:
-            return
         counted_to, line_no = 0, base
-        line_filter = self._line_filter
-        view: bytes | None = None
-        for start in sorted(starts):
-            end = low.find(b"\n", start)
-            end = len(low) if end == -1 else end
-            if line_filter is not None and line_filter.search(low, start, end) is None \
-                    and low.find(b"\x1b", start, end) == -1:
+        read, size = self._read, len(chunk)
+        for start in starts:
+            end = chunk.find(b"\n", start)
+            end = size if end == -1 else end
+            raw = chunk[start:end]
+            if raw in read:
+                line = read[raw]
+            else:
+                line = self._read_line(raw)
+                if len(raw) <= MEMO_LINE_BYTES:
+                    read[raw] = line
+                    if len(read) > MEMO_LINES:
+                        read.popitem(last=False)
+            if line is None:
                 continue  # a gate word by chance ("cudaDev"): no phrase of any rule
-            line_no += low.count(b"\n", counted_to, start)
+            line_no += chunk.count(b"\n", counted_to, start)
             counted_to = start
-            line = clean_line(chunk[start:end])
-            if view is None:  # once per chunk: a look upward can cross the chunk's start
-                view = self._before + chunk
-            self._line(name, view, start + len(self._before), line, line.lower(), line_no)
+            self._line(name, chunk, start, line, line_no)
+        return line_no - base + chunk.count(b"\n", counted_to)
 
-    def _line(self, name: str, chunk: bytes, start: int, line: str, low: str,
-              line_no: int) -> None:
+    def _read_line(self, raw: bytes) -> _Line | None:
+        """What one raw candidate line says, apart from where it is; None: nothing."""
+        line_filter = self._line_filter
+        if line_filter is not None:
+            low = raw.lower()
+            if b"error" not in low and line_filter.search(low) is None \
+                    and b"\x1b" not in raw:
+                return None
+        line = clean_line(raw)
         rank, text = split_rank(line)
-        if self._markers and self._capture is None and \
-                any(marker in low for marker in self._markers):
+        low_line = line.lower()
+        marker = any(marker in low_line for marker in self._markers)
+        matched = tuple(self._matching(text, low_line))
+        stripped = text.strip()
+        exception = None
+        if not matched and _EXCEPTION.match(text):
+            exception = redact_text(stripped)[:MAX_QUOTE]
+        bare = not matched and _BARE_EXCEPTION.match(text) is not None
+        return _Line(rank, text, marker, matched, bare, exception, stripped,
+                     _NCCL_PREFIX.sub("", stripped))
+
+    def _line(self, name: str, chunk: bytes, start: int, line: _Line, line_no: int) -> None:
+        rank, text = line.rank, line.text
+        if line.marker and self._capture is None:
             self._start_capture(name, chunk, start, line_no)
-        matched = self._matching(text, low)
-        if not matched and _BARE_EXCEPTION.match(text):
+        matched = list(line.matched)
+        if line.bare:
             # "AssertionError" alone: the cause is the source line Python printed above it.
-            above = _line_above(chunk, start)
+            above = _line_above(chunk, start, self._before)
             if above:
                 source, up = split_rank(above[0])[1].strip(), above[1]
                 joined = f"{text.strip()}: {source}"
@@ -239,64 +336,104 @@ class Scanner:
                     self._record(rule, name, chunk, start, source, line_no - up, rank)
                     matched.append((rule, text))
         for rule, quoted in matched:
-            self._record(rule, name, chunk, start, quoted, line_no, rank)
-        if not matched and _EXCEPTION.match(text):
+            if quoted is text:
+                self._record(rule, name, chunk, start, quoted, line_no, rank,
+                             line.stripped, line.key)
+            else:
+                self._record(rule, name, chunk, start, quoted, line_no, rank)
+        if not matched and line.exception is not None:
             quotes = self.result.exceptions
-            quotes.append(Quote(name, line_no, redact_text(text.strip())[:MAX_QUOTE], rank))
+            quotes.append(Quote(name, line_no, line.exception, rank))
             del quotes[:-3]
 
     def _matching(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        """The rules that match one (rank-stripped) line; repeated lines are remembered.
-
-        Logs repeat the same warning or traceback line from every rank and every step;
-        a bounded memo makes the thousandth copy as cheap as a dictionary lookup.
-        """
+        """The rules that match one (rank-stripped) line; repeated lines are remembered."""
         known = self._memo.get(text)
         if known is not None:
             self._memo.move_to_end(text)
             return list(known)
         found = self._match_rules(text, low)
-        self._memo[text] = found
-        if len(self._memo) > MEMO_LINES:
-            self._memo.popitem(last=False)
+        if len(text) <= MEMO_LINE_BYTES:
+            self._memo[text] = found
+            if len(self._memo) > MEMO_LINES:
+                self._memo.popitem(last=False)
         return list(found)
 
     def _match_rules(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        found: list[tuple[RuleLike, str]] = []
+        """Every rule whose anchor and phrase are in ``low`` and whose pattern is in ``text``.
+
+        Which rules could match is decided on the line with its digits read as 0 and
+        remembered (step 1 and step 2 of one warning ask the same rules); each of those
+        is then tested exactly. The order is that of a walk gate by gate: by the first of a
+        rule's anchors present, then by its place among that gate's rules.
+        """
+        key = _zeroed(low)
+        candidates = self._candidates.get(key)
+        if candidates is None:
+            candidates = self._candidates_of(key)
+            if len(key) <= MEMO_LINE_BYTES:
+                self._candidates[key] = candidates
+                if len(self._candidates) > MEMO_LINES:
+                    self._candidates.popitem(last=False)
+        found: list[tuple[tuple[int, int], RuleLike]] = []
+        for rule in candidates:
+            first = next(((index, place) for gate, index, place in self._places[id(rule)]
+                          if gate in low), None)
+            if first is None:
+                continue
+            literals = self._literals[id(rule)]
+            if literals is not None and not any(map(low.__contains__, literals)):
+                continue
+            if rule.pattern.search(text):
+                found.append((first, rule))
+        found.sort(key=lambda pair: pair[0])
+        return [(rule, text) for _, rule in found]
+
+    def _candidates_of(self, key: bytes) -> tuple[RuleLike, ...]:
+        """The rules a line could match, from the line with its digits read as 0.
+
+        Reading every digit as 0 keeps every phrase of the line a phrase of the key, so no
+        rule that can match is left out; a few that cannot are let through and then fail
+        the exact test.
+        """
+        found: list[RuleLike] = []
         tested: set[int] = set()
-        for gate in self._gates:
-            if gate not in low:
+        for gate, zeroed in self._zeroed_gates:
+            if zeroed not in key:
                 continue
             gate_filter = self._gate_filter.get(gate)
-            if gate_filter is not None and gate_filter.search(low) is None:
+            if gate_filter is not None and gate_filter.search(key) is None:
                 continue
             for rule in self._by_gate.get(gate, ()):
                 if id(rule) in tested:
                     continue
                 tested.add(id(rule))
-                literals = self._literals[id(rule)]
-                if literals is not None and not any(map(low.__contains__, literals)):
+                literals = self._zeroed_literals[id(rule)]
+                if literals is not None and not any(map(key.__contains__, literals)):
                     continue
-                if rule.pattern.search(text):
-                    found.append((rule, text))
-        return found
+                found.append(rule)
+        return tuple(found)
 
     def _record(self, rule: RuleLike, name: str, chunk: bytes, start: int, text: str,
-                line_no: int, rank: str | None) -> None:
+                line_no: int, rank: str | None, quoted: str | None = None,
+                key: str | None = None) -> None:
         if rank is None:
-            rank = _summary_rank(chunk, start)
+            rank = _summary_rank(chunk, start, self._before)
         code_id = rule.code.id
         hits = self.result.hits.get(code_id)
         if hits is None:
             self._order += 1
             hits = self.result.hits[code_id] = CodeHits(rule.code, order=self._order)
-        quoted = text.strip()
-        key = _NCCL_PREFIX.sub("", quoted)
+        if quoted is None or key is None:
+            quoted = text.strip()
+            key = _NCCL_PREFIX.sub("", quoted)
         if hits.wants(key):
             quoted = redact_text(quoted)  # logs carry tokens too: never quote one
             if len(quoted) > MAX_QUOTE:
                 quoted = quoted[: MAX_QUOTE - 1] + "…"
-        hits.add(rule, Quote(name, line_no, quoted, rank), key)
+            hits.add(rule, Quote(name, line_no, quoted, rank), key)
+        else:
+            hits.again(rule, rank)
 
     # -- environment sections ------------------------------------------------------------
 
@@ -320,27 +457,37 @@ class Scanner:
             self._capture = None
 
 
-def _lines_above(chunk: bytes, start: int, count: int) -> Iterator[str]:
-    """Up to ``count`` cleaned lines above the line starting at ``start``, nearest first."""
+def _lines_above(chunk: bytes, start: int, count: int, before: bytes = b"") -> Iterator[str]:
+    """Up to ``count`` cleaned lines above the line starting at ``start``, nearest first.
+
+    ``before`` holds the last lines of the previous chunk: the walk goes on into them once
+    it reaches the chunk's first line (joining the two only then, which is rare).
+    """
     end = start - 1  # the newline that ends the line above
     for _ in range(count):
+        begin = chunk.rfind(b"\n", 0, end) + 1 if end >= 0 else 0
+        if begin == 0 and before:
+            chunk, end, before = before + chunk, end + len(before), b""
+            begin = chunk.rfind(b"\n", 0, end) + 1 if end >= 0 else 0
         if end < 0:
             return
-        begin = chunk.rfind(b"\n", 0, end) + 1
         yield clean_line(chunk[begin:end])
         end = begin - 1
 
 
-def _line_above(chunk: bytes, start: int) -> tuple[str, int] | None:
-    """The nearest non-blank line above ``start`` in this chunk, and how many lines up."""
-    for up, line in enumerate(_lines_above(chunk, start, 3), start=1):
+def _line_above(chunk: bytes, start: int, before: bytes = b"") -> tuple[str, int] | None:
+    """The nearest non-blank line above ``start``, and how many lines up."""
+    for up, line in enumerate(_lines_above(chunk, start, 3, before), start=1):
         if line.strip():
             return line.strip(), up
     return None
 
 
 def _last_lines(data: bytes, count: int = 4, limit: int = 8192) -> bytes:
-    """The last few whole lines of ``data`` (bounded), kept for the next chunk."""
+    """The last few whole lines of ``data`` (bounded), kept for the next chunk.
+
+    Only the last ``limit + 1`` bytes of ``data`` decide the result (``_KEEP_BYTES``).
+    """
     at = len(data)
     for _ in range(count + 1):
         at = data.rfind(b"\n", 0, at - 1) if at > 0 else -1
@@ -349,11 +496,18 @@ def _last_lines(data: bytes, count: int = 4, limit: int = 8192) -> bytes:
     return data[at + 1:][-limit:] if at != -1 else data[-limit:]
 
 
-def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes, int]:
-    """The last TAIL_CHARS bytes of a document, cut at a line start, with its line number."""
+_KEEP_BYTES = 8192 + 1
+
+
+def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int, newlines: int
+               ) -> tuple[bytes, int]:
+    """The last TAIL_CHARS bytes of a document, cut at a line start, with its line number.
+
+    ``newlines`` is the chunk's count of newlines, so only its end is counted again.
+    """
     if len(chunk) >= TAIL_CHARS:
         cut = chunk.find(b"\n", len(chunk) - TAIL_CHARS) + 1 or len(chunk) - TAIL_CHARS
-        return chunk[cut:], base + chunk.count(b"\n", 0, cut)
+        return chunk[cut:], base + newlines - chunk.count(b"\n", cut)
     data = tail + chunk
     first = first if tail else base
     if len(data) > TAIL_CHARS:
@@ -363,10 +517,19 @@ def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes,
     return data, first
 
 
-def _summary_rank(chunk: bytes, start: int) -> str | None:
+def _summary_rank(chunk: bytes, start: int, before: bytes = b"") -> str | None:
     """The rank torchrun's failure summary names a few lines above an exit code."""
-    for line in _lines_above(chunk, start, 4):
+    for line in _lines_above(chunk, start, 4, before):
         found = SUMMARY_RANK.match(line)
         if found:
             return f"rank {int(found.group(1))}"
     return None
+
+
+def _zeroed(text: str) -> bytes:
+    """``text`` as UTF-8 with every ASCII digit read as 0.
+
+    A per-character substitution keeps every substring a substring, so a phrase of a
+    line, zeroed, is a phrase of the zeroed line.
+    """
+    return text.encode("utf-8", "surrogatepass").translate(_ZERO)
