@@ -21,7 +21,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from itertools import accumulate
+from typing import Any, NamedTuple, Protocol
 
 from ddp_doctor.diagnose.literals import phrase_pattern, required_literals
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
@@ -33,6 +34,7 @@ MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
 MEMO_LINE_BYTES = 2048  # longer lines are not remembered, so the memos stay small
 GATE_BLOCK = 16 * 1024  # bytes: the blocks a chunk is cut into for the gate search
+DENSE_HITS = 8  # lines of one block holding one gate, past which the block is read by line
 MAX_QUOTE = 300  # characters of one quoted line
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
@@ -49,6 +51,7 @@ _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 _LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 _NOT_LETTER = bytes(b for b in range(256) if not chr(b).isascii() or not chr(b).isalpha())
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
+_UNREAD = object()  # a line not met before (None is remembered: a line with nothing)
 
 
 class RuleLike(Protocol):
@@ -102,14 +105,13 @@ class CodeHits:
     def again(self, rule: Any, rank: str | None) -> None:
         """``add`` for a line that will not be quoted: counted, its rule and rank kept."""
         self.count += 1
-        if all(known is not rule for known in self.rules) and rule not in self.rules:
+        if rule not in self.rules:
             self.rules.append(rule)
         if rank:
             self.ranks.add(rank)
 
 
-@dataclass(frozen=True)
-class _Line:
+class _Line(NamedTuple):
     """What one raw line says, apart from where it is: remembered per distinct line."""
 
     rank: str | None
@@ -211,9 +213,11 @@ class Scanner:
         self._before = b""  # the last lines of the previous chunk, for looking upward
         # Bounded memos of pure functions of one line; a log repeats the same warning from
         # every rank and every step, and the thousandth copy costs a dictionary lookup.
-        self._memo: OrderedDict[str, list[tuple[RuleLike, str]]] = OrderedDict()
         self._read: OrderedDict[bytes, _Line | None] = OrderedDict()
         self._candidates: OrderedDict[bytes, tuple[RuleLike, ...]] = OrderedDict()
+        self._shapes: OrderedDict[bytes, tuple[bool, bool]] = OrderedDict()
+        self._inert: OrderedDict[bytes, None] = OrderedDict()  # raw lines, digits read as 0
+        self._digit_free_markers = not any(c.isdigit() for m in self._markers for c in m)
 
     def scan(self, document: Document) -> None:
         self.result.documents.append(document.name)
@@ -250,7 +254,8 @@ class Scanner:
         rest deleted, one ``translate``) are searched first: in a log of progress bars,
         numbers and tables they are a third of its bytes. A gate whose letters are not among
         a block's letters is not in the block; the others are searched for exactly, in the
-        lowered block.
+        lowered block: hit by hit, or, in a block where a gate is on line after line (a
+        warning every step), line by line.
         """
         starts: set[int] = set()
         size, begin = len(chunk), 0
@@ -259,18 +264,34 @@ class Scanner:
             block = chunk[begin:stop]
             letters = block.translate(_LOWER, _NOT_LETTER)
             low: bytes | None = None
+            lines: list[bytes] = []
+            pending: list[int] | None = None  # by line: the lines that hold no gate yet
+            rest = b""  # those lines, lowered, joined
             for gate, gate_letters in self._gate_bytes:
-                if gate_letters not in letters:
+                if pending is None:
+                    if gate_letters not in letters:
+                        continue
+                    if low is None:
+                        low = block.lower()  # ASCII only, which is all the gates are
+                    at, hits = low.find(gate), 0
+                    while at != -1 and hits < DENSE_HITS:
+                        hits += 1
+                        starts.add(begin + low.rfind(b"\n", 0, at) + 1)
+                        end = low.find(b"\n", at)
+                        at = -1 if end == -1 else low.find(gate, end)
+                    if at == -1:
+                        continue
+                    lines = low.split(b"\n")
+                    offsets = list(accumulate((len(line) + 1 for line in lines), initial=begin))
+                    pending = list(range(len(lines)))
+                elif gate not in rest:
                     continue
-                if low is None:
-                    low = block.lower()  # ASCII only, which is all the gates are
-                at = low.find(gate)
-                while at != -1:
-                    starts.add(begin + low.rfind(b"\n", 0, at) + 1)
-                    end = low.find(b"\n", at)
-                    if end == -1:
-                        break
-                    at = low.find(gate, end)
+                held = [i for i in pending if gate in lines[i]]
+                starts.update([offsets[i] for i in held])
+                pending = sorted(set(pending).difference(held))
+                if not pending:
+                    break  # every line of the block is read: no other gate can add one
+                rest = b"\n".join([lines[i] for i in pending])
             begin = stop
         return sorted(starts)
 
@@ -280,46 +301,85 @@ class Scanner:
         if self._capture is not None:
             self._continue_capture(chunk)
         counted_to, line_no = 0, base
-        read, size = self._read, len(chunk)
+        read, inert, size = self._read, self._inert, len(chunk)
         for start in starts:
             end = chunk.find(b"\n", start)
             end = size if end == -1 else end
             raw = chunk[start:end]
-            if raw in read:
-                line = read[raw]
-            else:
-                line = self._read_line(raw)
+            line = read.get(raw, _UNREAD)
+            if line is _UNREAD:
+                shape = raw.translate(_ZERO)
+                if shape in inert:
+                    continue  # as a line met before but for its numbers, which said nothing
+                line, said_nothing = self._read_line(raw)
                 if len(raw) <= MEMO_LINE_BYTES:
                     read[raw] = line
                     if len(read) > MEMO_LINES:
                         read.popitem(last=False)
+                    if said_nothing:
+                        inert[shape] = None
+                        if len(inert) > MEMO_LINES:
+                            inert.popitem(last=False)
             if line is None:
-                continue  # a gate word by chance ("cudaDev"): no phrase of any rule
+                continue  # a gate word by chance ("cudaDev"), or nothing any rule reads
             line_no += chunk.count(b"\n", counted_to, start)
             counted_to = start
             self._line(name, chunk, start, line, line_no)
         return line_no - base + chunk.count(b"\n", counted_to)
 
-    def _read_line(self, raw: bytes) -> _Line | None:
-        """What one raw candidate line says, apart from where it is; None: nothing."""
+    def _read_line(self, raw: bytes) -> tuple[_Line | None, bool]:
+        """What one raw candidate line says, apart from where it is (None: nothing), and
+        whether every line equal to it but for its digits says nothing too.
+
+        That holds when no rule could match it (decided with digits read as 0), it is no
+        exception and holds no section marker: cleaning, the rank prefixes and the
+        exception patterns tell digits from other characters, never one digit from another.
+        Such lines (a warning with its step number) then cost one lookup each.
+        """
         line_filter = self._line_filter
         if line_filter is not None:
             low = raw.lower()
             if b"error" not in low and line_filter.search(low) is None \
                     and b"\x1b" not in raw:
-                return None
+                return None, False  # a phrase with a digit may be in its numbered twin
         line = clean_line(raw)
         rank, text = split_rank(line)
         low_line = line.lower()
-        marker = any(marker in low_line for marker in self._markers)
-        matched = tuple(self._matching(text, low_line))
+        marker = False
+        for word in self._markers:
+            if word in low_line:
+                marker = True
+                break
+        candidates = self._candidates_of(low_line)
+        matched = tuple(self._exact(candidates, text, low_line))
         stripped = text.strip()
-        exception = None
-        if not matched and _EXCEPTION.match(text):
-            exception = redact_text(stripped)[:MAX_QUOTE]
-        bare = not matched and _BARE_EXCEPTION.match(text) is not None
-        return _Line(rank, text, marker, matched, bare, exception, stripped,
-                     _NCCL_PREFIX.sub("", stripped))
+        exception_line, bare = (False, False) if matched else self._exception_shape(text)
+        if not (marker or candidates or exception_line or bare):
+            return None, self._digit_free_markers
+        exception = redact_text(stripped)[:MAX_QUOTE] if exception_line else None
+        # (NCCL's prefix ends in "] ": without one, there is nothing to take off)
+        key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
+        line = _Line(rank, text, marker, matched, bare, exception, stripped, key)
+        return line, False
+
+    def _exception_shape(self, text: str) -> tuple[bool, bool]:
+        """(an exception line, a bare exception name), remembered with digits read as 0.
+
+        Neither pattern tells one digit from another, so a line that differs from one met
+        before only in a number has the same shape.
+        """
+        if "Error" not in text and "Exception" not in text and "Interrupt" not in text:
+            return False, False  # each pattern spells one of these words
+        key = _zeroed(text)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = (_EXCEPTION.match(text) is not None,
+                     _BARE_EXCEPTION.match(text) is not None)
+            if len(key) <= MEMO_LINE_BYTES:
+                self._shapes[key] = shape
+                if len(self._shapes) > MEMO_LINES:
+                    self._shapes.popitem(last=False)
+        return shape
 
     def _line(self, name: str, chunk: bytes, start: int, line: _Line, line_no: int) -> None:
         rank, text = line.rank, line.text
@@ -332,11 +392,11 @@ class Scanner:
             if above:
                 source, up = split_rank(above[0])[1].strip(), above[1]
                 joined = f"{text.strip()}: {source}"
-                for rule, _ in self._matching(joined, joined.lower()):
+                for rule, _ in self._match_rules(joined, joined.lower()):
                     self._record(rule, name, chunk, start, source, line_no - up, rank)
                     matched.append((rule, text))
         for rule, quoted in matched:
-            if quoted is text:
+            if quoted == text:
                 self._record(rule, name, chunk, start, quoted, line_no, rank,
                              line.stripped, line.key)
             else:
@@ -346,35 +406,30 @@ class Scanner:
             quotes.append(Quote(name, line_no, line.exception, rank))
             del quotes[:-3]
 
-    def _matching(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        """The rules that match one (rank-stripped) line; repeated lines are remembered."""
-        known = self._memo.get(text)
-        if known is not None:
-            self._memo.move_to_end(text)
-            return list(known)
-        found = self._match_rules(text, low)
-        if len(text) <= MEMO_LINE_BYTES:
-            self._memo[text] = found
-            if len(self._memo) > MEMO_LINES:
-                self._memo.popitem(last=False)
-        return list(found)
-
     def _match_rules(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        """Every rule whose anchor and phrase are in ``low`` and whose pattern is in ``text``.
+        """Every rule whose anchor and phrase are in ``low`` and whose pattern is in ``text``."""
+        return self._exact(self._candidates_of(low), text, low)
 
-        Which rules could match is decided on the line with its digits read as 0 and
-        remembered (step 1 and step 2 of one warning ask the same rules); each of those
-        is then tested exactly. The order is that of a walk gate by gate: by the first of a
-        rule's anchors present, then by its place among that gate's rules.
-        """
+    def _candidates_of(self, low: str) -> tuple[RuleLike, ...]:
+        """The rules that could match a line, decided on the line with its digits read as 0
+        and remembered: step 1 and step 2 of one warning ask the same rules."""
         key = _zeroed(low)
         candidates = self._candidates.get(key)
         if candidates is None:
-            candidates = self._candidates_of(key)
+            candidates = self._candidates_by_key(key)
             if len(key) <= MEMO_LINE_BYTES:
                 self._candidates[key] = candidates
                 if len(self._candidates) > MEMO_LINES:
                     self._candidates.popitem(last=False)
+        return candidates
+
+    def _exact(self, candidates: tuple[RuleLike, ...], text: str, low: str
+               ) -> list[tuple[RuleLike, str]]:
+        """The candidates that match, each tested exactly, in the order of a walk gate by
+        gate: by the first of a rule's anchors present, then by its place among that
+        gate's rules."""
+        if not candidates:
+            return []
         found: list[tuple[tuple[int, int], RuleLike]] = []
         for rule in candidates:
             first = next(((index, place) for gate, index, place in self._places[id(rule)]
@@ -389,7 +444,7 @@ class Scanner:
         found.sort(key=lambda pair: pair[0])
         return [(rule, text) for _, rule in found]
 
-    def _candidates_of(self, key: bytes) -> tuple[RuleLike, ...]:
+    def _candidates_by_key(self, key: bytes) -> tuple[RuleLike, ...]:
         """The rules a line could match, from the line with its digits read as 0.
 
         Reading every digit as 0 keeps every phrase of the line a phrase of the key, so no
@@ -426,7 +481,7 @@ class Scanner:
             hits = self.result.hits[code_id] = CodeHits(rule.code, order=self._order)
         if quoted is None or key is None:
             quoted = text.strip()
-            key = _NCCL_PREFIX.sub("", quoted)
+            key = _NCCL_PREFIX.sub("", quoted) if "] " in quoted else quoted
         if hits.wants(key):
             quoted = redact_text(quoted)  # logs carry tokens too: never quote one
             if len(quoted) > MAX_QUOTE:
