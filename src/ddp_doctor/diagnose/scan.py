@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, NamedTuple, Protocol
 
-from ddp_doctor.diagnose.literals import phrase_pattern, required_literals
+from ddp_doctor.diagnose.literals import phrase_source, required_literals
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
@@ -51,7 +51,6 @@ _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 _LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 _NOT_LETTER = bytes(b for b in range(256) if not chr(b).isascii() or not chr(b).isalpha())
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
-_UNREAD = object()  # a line not met before (None is remembered: a line with nothing)
 
 
 class RuleLike(Protocol):
@@ -124,6 +123,10 @@ class _Line(NamedTuple):
     key: str  # the stripped text without NCCL's host:pid:tid prefix (distinct quotes)
 
 
+_UNREAD = _Line(None, "", False, (), False, None, "", "")
+"""A line not met before (None is remembered too: a line that says nothing)."""
+
+
 @dataclass
 class Section:
     """Lines captured after a marker, for the environment parsers."""
@@ -191,21 +194,23 @@ class Scanner:
         self._zeroed_literals: dict[int, tuple[bytes, ...] | None] = {
             key: None if phrases is None else tuple(dict.fromkeys(_zeroed(p) for p in phrases))
             for key, phrases in self._literals.items()}
-        # Per gate, one pattern of all its rules' literal phrases: most candidate lines hold
-        # a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one search.
+        # Per gate, one pattern of all its rules' literal phrases (zeroed): most candidate
+        # lines hold a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one
+        # search. Compiled when first needed: a short log meets few gates.
         self._gate_filter: dict[str, re.Pattern[bytes] | None] = {}
+        self._gate_phrases: dict[str, list[str] | None] = {}
         for gate, gated in self._by_gate.items():
             zeroed = [self._zeroed_literals[id(rule)] for rule in gated]
-            self._gate_filter[gate] = None if any(p is None for p in zeroed) else re.compile(
-                phrase_pattern([w.decode() for p in zeroed for w in p or ()]).pattern.encode())
+            self._gate_phrases[gate] = None if any(p is None for p in zeroed) else \
+                [w.decode() for p in zeroed for w in p or ()]
         self._zeroed_gates = tuple((gate, _zeroed(gate)) for gate in self._gates)
         # One byte-level test for a whole candidate line before it is decoded: does it hold
         # any rule's phrase, a section marker, or an exception? (None: some rule has no
         # phrase, so every candidate line is read.)
         every = [self._literals[id(rule)] for rule in rules]
         self._line_filter = None if any(p is None for p in every) else re.compile(
-            phrase_pattern([*(w for p in every for w in p or ()), *self._markers,
-                            "error", "exception"]).pattern.encode())
+            phrase_source([*(w for p in every for w in p or ()), *self._markers,
+                           "error", "exception"]).encode())
         self.result = ScanResult()
         self._capture: Section | None = None
         self._capture_left = 0
@@ -359,8 +364,7 @@ class Scanner:
         exception = redact_text(stripped)[:MAX_QUOTE] if exception_line else None
         # (NCCL's prefix ends in "] ": without one, there is nothing to take off)
         key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
-        line = _Line(rank, text, marker, matched, bare, exception, stripped, key)
-        return line, False
+        return _Line(rank, text, marker, matched, bare, exception, stripped, key), False
 
     def _exception_shape(self, text: str) -> tuple[bool, bool]:
         """(an exception line, a bare exception name), remembered with digits read as 0.
@@ -456,7 +460,11 @@ class Scanner:
         for gate, zeroed in self._zeroed_gates:
             if zeroed not in key:
                 continue
-            gate_filter = self._gate_filter.get(gate)
+            if gate not in self._gate_filter:
+                phrases = self._gate_phrases.get(gate)
+                self._gate_filter[gate] = None if phrases is None else \
+                    re.compile(phrase_source(phrases).encode())
+            gate_filter = self._gate_filter[gate]
             if gate_filter is not None and gate_filter.search(key) is None:
                 continue
             for rule in self._by_gate.get(gate, ()):
