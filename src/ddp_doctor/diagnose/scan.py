@@ -2,17 +2,24 @@
 
 Testing ~60 regular expressions on every line of a 1 GB log would take minutes. Instead:
 
-1. each raw chunk of bytes is lowered once (ASCII only) and every *gate* word (the rules'
-   shared anchor vocabulary, ``GATES``, plus the section markers) is found with
-   ``bytes.find``, which runs at memory speed;
+1. every *gate* word (the rules' shared anchor vocabulary, ``GATES``, plus the section
+   markers) is searched with ``bytes.find``, block by block (16 KiB): first in the block's
+   letters alone (progress bars, numbers and tables are most of a long log's bytes), then,
+   for the gates whose letters are there, in the lowered block itself; a block whose lines
+   all hold a gate already is not searched for the others (``_gate_starts``);
 2. a line holding a gate is kept only if it also holds one of the literal phrases some
    rule cannot match without (one prefix-tree pattern, ``literals.py``), or an exception;
 3. only those lines are decoded and cleaned, and tested against the rules whose own
    phrases they hold.
 
+Logs repeat themselves, so what a line says is remembered: per raw line, and with every
+digit read as 0 for the rules a line could match, the shape of an exception, and a line
+that said nothing (the same warning at step 1 and at step 2). Only the exact tests of
+the few rules left are run on a line's own digits (``_read_line``).
+
 Memory stays bounded: evidence keeps a few distinct lines per code, the start and end of
-each document are kept for context, and the environment sections handed to the text
-parsers are capped in lines and size.
+each document are kept for context, the environment sections handed to the text parsers
+are capped in lines and size, and the memos are capped in entries and line length.
 """
 
 from __future__ import annotations
