@@ -54,9 +54,10 @@ _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|I
 _BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 
-# For the gate search: ASCII letters lowered, every other byte deleted.
+# For the gate search: ASCII letters lowered and newlines kept, every other byte deleted.
 _LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
-_NOT_LETTER = bytes(b for b in range(256) if not chr(b).isascii() or not chr(b).isalpha())
+_NOT_LETTER = bytes(b for b in range(256)
+                    if b != ord("\n") and not (chr(b).isascii() and chr(b).isalpha()))
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -274,7 +275,9 @@ class Scanner:
         while begin < size:
             stop = chunk.find(b"\n", begin + GATE_BLOCK) + 1 or size
             block = chunk[begin:stop]
-            letters = block.translate(_LOWER, _NOT_LETTER)
+            # (lines with the same letters, as most noise lines are but for their numbers,
+            # are kept once: the search is then over a block's distinct lines of letters)
+            letters = b"\n".join(set(block.translate(_LOWER, _NOT_LETTER).split(b"\n")))
             low: bytes | None = None
             lines: list[bytes] = []
             pending: list[int] | None = None  # by line: the lines that hold no gate yet
