@@ -28,7 +28,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, compress, repeat
+from operator import add, contains, not_
 from typing import Any, NamedTuple, Protocol
 
 from ddp_doctor.diagnose.literals import phrase_source, required_literals
@@ -279,9 +280,10 @@ class Scanner:
             # are kept once: the search is then over a block's distinct lines of letters)
             letters = b"\n".join(set(block.translate(_LOWER, _NOT_LETTER).split(b"\n")))
             low: bytes | None = None
-            lines: list[bytes] = []
-            pending: list[int] | None = None  # by line: the lines that hold no gate yet
-            rest = b""  # those lines, lowered, joined
+            # Read by line: the lines (lowered) that hold no gate yet, and where they start.
+            pending: list[bytes] | None = None
+            where: list[int] = []
+            rest = b""  # the pending lines joined
             for gate, gate_letters in self._gate_bytes:
                 if pending is None:
                     if gate_letters not in letters:
@@ -296,17 +298,19 @@ class Scanner:
                         at = -1 if end == -1 else low.find(gate, end)
                     if at == -1:
                         continue
-                    lines = low.split(b"\n")
-                    offsets = list(accumulate((len(line) + 1 for line in lines), initial=begin))
-                    pending = list(range(len(lines)))
+                    pending = low.split(b"\n")
+                    # each line starts one byte (its newline) after the end of the one before
+                    where = list(map(add, accumulate(map(len, pending), initial=begin),
+                                     range(len(pending) + 1)))
                 elif gate not in rest:
                     continue
-                held = [i for i in pending if gate in lines[i]]
-                starts.update([offsets[i] for i in held])
-                pending = sorted(set(pending).difference(held))
-                if not pending:
+                held = list(map(contains, pending, repeat(gate)))  # (all in C: no loop here)
+                starts.update(compress(where, held))
+                if all(held):
                     break  # every line of the block is read: no other gate can add one
-                rest = b"\n".join([lines[i] for i in pending])
+                kept = list(map(not_, held))
+                pending, where = list(compress(pending, kept)), list(compress(where, kept))
+                rest = b"\n".join(pending)
             begin = stop
         return sorted(starts)
 
