@@ -23,6 +23,7 @@ Targets: >= 100 MB/s on the realistic log, >= 30 MB/s on the worst case, < 300 M
 memory for a 1 GB log.
 
     python bench/diagnose_throughput.py [--mb 1024] [--dense-mb 64] [--runs 5]
+                                        [--against ../other-checkout/src]
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class Row:
     """Medians for one log."""
 
     name: str
+    kind: str  # "realistic" or "worst case"
     mb: float
     ours: tuple[float, float]  # (wall s, cpu s)
     grep_error: tuple[float, float]
@@ -111,16 +113,24 @@ class Row:
     findings: int
 
 
-def measure(name: str, log: Path, report: Path, runs: int) -> Row:
+def measure(name: str, log: Path, report: Path, runs: int, against: str | None = None
+            ) -> list[Row]:
+    """This checkout's row for one log, and, with ``against``, the row of the ``ddp_doctor``
+    found in that source folder (another checkout), measured in the same interleaved runs."""
     mb = log.stat().st_size / 1e6
     gates = "|".join(GATES)
-    ours, error, words, peaks = [], [], [], []
-    for _ in range(runs):  # interleaved: a burst of load elsewhere hits all three alike
-        run = timed(diagnose_cmd(log, report))
-        if run.code not in (0, 1):
-            sys.exit(f"diagnose failed on the {name} log with exit code {run.code}")
-        ours.append(run)
-        peaks.append(run.peak_mb)
+    ours: list[Run] = []
+    theirs: list[Run] = []
+    error, words = [], []
+    other = {**os.environ, "PYTHONPATH": against} if against else None
+    for _ in range(runs):  # interleaved: a burst of load elsewhere hits them all alike
+        for runs_of, env in ((ours, None), (theirs, other)):
+            if runs_of is theirs and other is None:
+                continue
+            run = timed(diagnose_cmd(log, report), env)
+            if run.code not in (0, 1):
+                sys.exit(f"diagnose failed on the {name} log with exit code {run.code}")
+            runs_of.append(run)
         error.append(timed(["grep", "-c", "-i", "error", str(log)], GREP_ENV))
         words.append(timed(["grep", "-c", "-i", "-E", gates, str(log)], GREP_ENV))
     findings = len(json.loads(report.read_text())["findings"])
@@ -128,13 +138,19 @@ def measure(name: str, log: Path, report: Path, runs: int) -> Row:
     def median(found: list[Run]) -> tuple[float, float]:
         return statistics.median(r.wall for r in found), statistics.median(r.cpu for r in found)
 
-    return Row(name, mb, median(ours), median(error), median(words), max(peaks), findings)
+    rows = [Row(name, name, mb, median(ours), median(error), median(words),
+                max(r.peak_mb for r in ours), findings)]
+    if theirs:
+        rows.append(Row(f"{name} (--against)", name, mb, median(theirs), median(error),
+                        median(words), max(r.peak_mb for r in theirs), findings))
+    return rows
 
 
 def table(rows: list[Row], runs: int) -> str:
     """The figures side by side: MB/s wall | cpu, and how many times grep's time it took."""
+    width = max(len(row.name) for row in rows)
     out = [f"medians of {runs} runs; MB/s as wall | cpu; 'x grep' = diagnose time / grep time",
-           f"{'log':<11} {'size':>8}  {'diagnose MB/s':>15}  {'grep -ci error':>15}  "
+           f"{'log':<{width}} {'size':>8}  {'diagnose MB/s':>15}  {'grep -ci error':>15}  "
            f"{'grep -ciE gates':>15}  {'x grep error':>13}  {'x grep gates':>13}  "
            f"{'peak RSS':>8}  target"]
     for row in rows:
@@ -142,10 +158,10 @@ def table(rows: list[Row], runs: int) -> str:
                 for pair in (row.ours, row.grep_error, row.grep_gates)]
         times = [f"{row.ours[0] / pair[0]:5.1f} | {row.ours[1] / pair[1]:5.1f}"
                  for pair in (row.grep_error, row.grep_gates)]
-        target = TARGET_MBS[row.name]
+        target = TARGET_MBS[row.kind]
         met = "met" if row.mb / row.ours[0] >= target else (
             "met by cpu time" if row.mb / row.ours[1] >= target else "MISSED")
-        out.append(f"{row.name:<11} {row.mb:6.0f}MB  {rate[0]:>15}  {rate[1]:>15}  "
+        out.append(f"{row.name:<{width}} {row.mb:6.0f}MB  {rate[0]:>15}  {rate[1]:>15}  "
                    f"{rate[2]:>15}  {times[0]:>13}  {times[1]:>13}  "
                    f"{row.peak_mb:6.0f}MB  >= {target:.0f} MB/s: {met}")
     return "\n".join(out)
@@ -158,6 +174,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs per log (medians shown)")
     parser.add_argument("--memory-mb", type=int, default=1024,
                         help="size of the log whose peak memory is checked")
+    parser.add_argument("--against", metavar="SRC",
+                        help="also time the ddp_doctor package in this source folder (say, "
+                             "the src/ of another checkout), interleaved with this one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-diagnose-") as tmp:
         report = Path(tmp) / "report.json"
@@ -167,8 +186,8 @@ def main() -> None:
         build_dense(dense, args.dense_mb)
         print(f"logs written in {time.monotonic() - started:.0f} s "
               f"({len(list(CORPUS.glob('*.log')))} corpus excerpts in the realistic one)")
-        rows = [measure("realistic", log, report, args.runs),
-                measure("worst case", dense, report, args.runs)]
+        rows = [*measure("realistic", log, report, args.runs, args.against),
+                *measure("worst case", dense, report, args.runs, args.against)]
         print(table(rows, args.runs))
         tiny = Path(tmp) / "one-line.log"
         tiny.write_text("RuntimeError: CUDA out of memory.\n")
@@ -177,7 +196,7 @@ def main() -> None:
               f"{statistics.median(r.wall for r in start):.2f} s wall | "
               f"{statistics.median(r.cpu for r in start):.2f} s cpu")
         print(f"findings: {rows[0].findings} on the realistic log, "
-              f"{rows[1].findings} on the worst case")
+              f"{rows[-1].findings} on the worst case")
         peak_mb, peak_size = rows[0].peak_mb, rows[0].mb
         if args.memory_mb != args.mb:
             log.unlink()
