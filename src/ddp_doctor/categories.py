@@ -36,6 +36,7 @@ class Category(str, Enum):
     WSL_SETUP = "wsl_setup"
     HARDWARE_FAULT = "hardware_fault"
     PACKAGE_CONFLICT = "package_conflict"
+    NODE_MISMATCH = "node_mismatch"
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:  # enums render as their id everywhere (JSON, Markdown, CLI)
@@ -155,6 +156,10 @@ DESCRIPTIONS: dict[Category, str] = {
         'Installed Python packages do not fit together: torchvision built for another torch '
         '("operator torchvision::nms does not exist"), two torch installs side by side, a '
         'NumPy ABI break, or an outdated training library.'
+    ),
+    Category.NODE_MISMATCH: (
+        "The nodes of a multi-node job differ in a way that breaks or slows DDP: NCCL, "
+        "torch, CUDA or driver versions, GPU counts or models, or NCCL settings."
     ),
     Category.UNKNOWN: (
         "The evidence does not establish any of the categories above."

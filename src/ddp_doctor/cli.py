@@ -124,7 +124,9 @@ FACTS = typer.Option(None, "--facts", metavar="FILE",
                      help="Run the checks on a saved facts snapshot (or a --bundle archive); "
                           "touches nothing here.")
 SAVE_FACTS = typer.Option(None, "--save-facts", metavar="FILE",
-                          help="Also save the gathered facts as JSON, for --facts later.")
+                          help="Also save the gathered facts as JSON, for --facts or compare "
+                               "later (with --facts: the replayed ones, e.g. a bundle's); %n in "
+                               "FILE is the Slurm node index, %N the host name.")
 PROBE_TIMEOUT = typer.Option(
     None, "--probe-timeout", metavar="SECONDS",
     help=f"Deadline for the whole torch probe (default {TORCH_PROBE_TIMEOUT_S:g}, 1 or more: "
@@ -184,6 +186,26 @@ def diagnose(common: Common, source: str = typer.Argument(
     `ddp-doctor diagnose train.log`, `kubectl logs job/train | ddp-doctor diagnose -`.
     """
     return flows.run_diagnose(common, source)
+
+
+COMPARE_INPUTS = typer.Argument(
+    None, metavar="BASELINE OTHER...",
+    help="Facts snapshots (--save-facts), support bundles (--bundle) or JSON reports (--json) "
+         "of the machines to compare; the first is the baseline.")
+
+
+@app.command(cls=DoctorCommand)
+@with_common
+def compare(common: Common, inputs: Optional[list[Path]] = COMPARE_INPUTS) -> int:
+    """Compare machines and name what differs in a way that breaks or slows DDP.
+
+    NCCL, torch build, CUDA major and GPU count differences are errors; NCCL_* settings,
+    driver branch, GPU model, Python, packages and container limits are warnings. With more
+    than two inputs each is judged against the majority. Exit codes: 0 they agree, 1 they
+    differ where it matters, 2 an input is unreadable. Example: `ddp-doctor compare
+    good-node.json bad-node.json`, or `ddp-doctor compare facts-*.json` for a cluster.
+    """
+    return flows.compare(common, flows.CompareRequest(tuple(inputs or ())))
 
 
 SMOKE = SmokeOptions()
@@ -325,7 +347,8 @@ def list_checks() -> None:
 def list_codes(
     family: Optional[str] = typer.Option(
         None, "--family", metavar="FAMILY",
-        help="Only the codes of one family: check, plan, smoke, log, diagnose, policy or run."),
+        help="Only the codes of one family: check, plan, smoke, log, diagnose, policy, run "
+             "or nodes."),
     category: Optional[str] = typer.Option(
         None, "--category", metavar="CATEGORY",
         help="Only the codes of one failure category, e.g. nccl_p2p "

@@ -55,6 +55,7 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context"),
     Family.POLICY: ("ddp_doctor.policy.codes",),
     Family.RUN: ("ddp_doctor.job.codes",),
+    Family.NODES: ("ddp_doctor.nodes.codes",),
 }
 """Where each family's codes are declared: importing these declares every built-in code."""
 
@@ -238,6 +239,8 @@ _FAMILY_TITLES = {
     Family.DIAGNOSE: "`ddp-doctor diagnose` judging a whole log",
     Family.POLICY: "the CI policy's requirements (`[tool.ddp-doctor]`, `ddp-doctor.toml`)",
     Family.RUN: "how the user's own job ended (`ddp-doctor run`)",
+    Family.NODES: "differences between the nodes of one job (`ddp-doctor compare`, the "
+                  "multi-node smoke job)",
 }
 
 

@@ -65,6 +65,7 @@ class Family(str, Enum):
     DIAGNOSE = "diagnose"  # ``diagnose`` judging a whole log
     POLICY = "policy"  # the CI policy's requirements
     RUN = "run"  # ``ddp-doctor run`` supervising the user's own job
+    NODES = "nodes"  # the nodes of one job compared (``compare``, the multi-node smoke)
 
     def __str__(self) -> str:
         return self.value
@@ -72,7 +73,7 @@ class Family(str, Enum):
 
 FAMILY_PREFIXES: dict[str, Family] = {
     "PLN": Family.PLAN, "SMK": Family.SMOKE, "LOG": Family.LOG, "DIAG": Family.DIAGNOSE,
-    "POL": Family.POLICY, "RUN": Family.RUN,
+    "POL": Family.POLICY, "RUN": Family.RUN, "NOD": Family.NODES,
 }
 """Id prefixes that name a family; every other prefix (DRV, TOR, a plugin's own) is a check's."""
 
@@ -251,6 +252,7 @@ class Report:
     environment: dict[str, Any] = field(default_factory=dict)
     probe_errors: dict[str, str] = field(default_factory=dict)
     smoke: dict[str, Any] | None = None  # the smoke-training job's results, when it ran
+    nodes: dict[str, Any] | None = None  # the nodes compared (``compare``, multi-node smoke)
     # Set by a CI policy file (policy.py): where it came from, and which warnings fail the
     # run like errors do (True: all of them; a tuple: those codes).
     policy_file: str | None = None
@@ -316,6 +318,8 @@ class Report:
         }
         if self.smoke is not None:
             data["smoke"] = self.smoke
+        if self.nodes is not None:
+            data["nodes"] = self.nodes
         if self.policy_file is not None:
             fail = self.fail_on_warnings
             data["policy"] = {"file": self.policy_file,

@@ -207,7 +207,7 @@ def test_unknown_option_is_exit_2():
     assert "Traceback" not in result.output
 
 
-COMMANDS = "check, checks, codes, diagnose, doctor, explain, run, smoke"
+COMMANDS = "check, checks, codes, compare, diagnose, doctor, explain, run, smoke"
 
 
 @pytest.mark.parametrize(("args", "line"), [

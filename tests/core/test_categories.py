@@ -35,6 +35,7 @@ CONTRACT = [
     "wsl_setup",
     "hardware_fault",
     "package_conflict",
+    "node_mismatch",
     "unknown",
 ]
 
@@ -61,7 +62,7 @@ def documented_categories() -> list[tuple[str, str]]:
 
 def test_enum_is_exactly_the_contract():
     assert [c.value for c in Category] == CONTRACT
-    assert len(CONTRACT) == 23 == len(set(CONTRACT))
+    assert len(CONTRACT) == 24 == len(set(CONTRACT))
 
 
 def test_ids_are_lower_snake_case_and_render_as_themselves():

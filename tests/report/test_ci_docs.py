@@ -351,7 +351,10 @@ def free_slurm_job_id() -> str:
     raise AssertionError("no free port in 20000-39999")
 
 
-def slurm_job(tmp_path: Path, facts: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+def slurm_job(tmp_path: Path, facts: Path, node1: Path | None = None
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The documented sbatch script, node0 replaying ``facts`` and node1 ``node1`` (the
+    same machine when not given)."""
     shims = tmp_path / "shims"
     env = ci_env(tmp_path, SLURM_JOB_ID=free_slurm_job_id(), SLURM_JOB_NUM_NODES="2",
                  SLURM_NNODES="2", SLURM_JOB_NODELIST="localhost",
@@ -362,7 +365,10 @@ def slurm_job(tmp_path: Path, facts: Path) -> tuple[subprocess.CompletedProcess[
         (shims / name).chmod(stat.S_IRWXU)
     work = tmp_path / "job"
     work.mkdir()
-    script = replay(doc_block("slurm"), facts)
+    for node, recorded in (("node0", facts), ("node1", node1 or facts)):
+        shutil.copy(recorded, tmp_path / f"recorded-{node}.json")
+    # Inside each task's `bash -c '...'`, $SLURMD_NODENAME picks that node's recording.
+    script = replay(doc_block("slurm"), Path(f"{tmp_path}/recorded-$SLURMD_NODENAME.json"))
     assert script.startswith("#!/bin/bash\n")
     result = run_script(script, work, env, ("bash",), timeout=280)
     return result, work
@@ -385,6 +391,27 @@ def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     assert result.stdout.count("DRV001") >= 2  # each node's console report
 
 
+@pytest.mark.spawns
+def test_slurm_preflight_stops_the_job_when_the_nodes_differ(tmp_path):
+    other = json.loads(HEALTHY.read_text(encoding="utf-8"))
+    other["facts"]["torch"]["value"]["libraries"]["nccl_version"] = "2.18.3"
+    other["facts"]["env_vars"]["value"]["NCCL_IB_DISABLE"] = "1"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(other), encoding="utf-8")
+    result, work = slurm_job(tmp_path, HEALTHY, node1=odd)
+    assert result.returncode == 1, result.stdout + result.stderr
+    logged = calls(tmp_path)
+    assert len(logged) == 1 and logged[0].startswith("srun bash -c ddp-doctor check ")
+    pre = work / "preflight"
+    root = ET.parse(pre / "compare.xml").getroot()
+    failed = " ".join(f"{el.get('message', '')} {el.text or ''}" for el in root.iter()
+                      if el.tag in ("failure", "error"))
+    assert "NOD001" in failed
+    table = (pre / "nodes.md").read_text(encoding="utf-8")
+    assert "| NCCL | NOD001 | 2.28.9 | **2.18.3** |" in table
+    assert "| NCCL_IB_DISABLE | NOD005 | (unset) | **1** |" in table
+
+
 @pytest.mark.slow
 @pytest.mark.spawns
 def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_path):
@@ -402,6 +429,10 @@ def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_pa
     pre = work / "preflight"
     for node in ("node0", "node1"):
         assert_reports(pre, f"check-{node}.xml", f"check-{node}.json", 0)
+        assert (pre / f"facts-{node}.json").is_file()
+    compared = ET.parse(pre / "compare.xml").getroot()
+    assert not [el for el in compared.iter() if el.tag in ("failure", "error")]
+    assert "The 2 nodes agree" in (pre / "nodes.md").read_text(encoding="utf-8")
     ranks = []
     for node in ("node0", "node1"):
         smoke = json.loads((pre / f"smoke-{node}.json").read_text(encoding="utf-8"))
@@ -412,3 +443,67 @@ def test_slurm_preflight_checks_every_node_smokes_across_them_then_trains(tmp_pa
         ranks += [r["rank"] for r in data["per_rank"]]
     assert sorted(ranks) == [0, 1]  # one rank on each node, one job across both
 
+
+
+# --- Kubernetes -----------------------------------------------------------------------------
+
+def k8s_objects() -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(doc_block("kubernetes"))}
+
+
+def test_kubernetes_recipe_is_an_indexed_job_behind_a_headless_service():
+    objects = k8s_objects()
+    service, job = objects["Service"], objects["Job"]
+    assert service["spec"]["clusterIP"] == "None"
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == 2
+    assert spec["backoffLimit"] == 0
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"] == job["metadata"]["name"]
+    assert service["spec"]["selector"] == {"job-name": job["metadata"]["name"]}
+    (container,) = pod["containers"]
+    script = container["args"][0]
+    # The rendezvous host is pod 0's DNS name: <job>-0.<subdomain>.
+    assert f"--master-addr {job['metadata']['name']}-0.{pod['subdomain']}" in script
+    assert "--nnodes 2" in script and '--node-rank "$JOB_COMPLETION_INDEX"' in script
+    assert script.index("ddp-doctor smoke") < script.index("torchrun")
+    (volume,) = pod["volumes"]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    assert container["volumeMounts"][0]["mountPath"] == "/dev/shm"
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+def test_kubernetes_pods_smoke_across_both_nodes_then_train(tmp_path):
+    """Both pods' script, run at once as two processes with the variables a Job sets; pod 0's
+    DNS name is this host, the smoke job is the small CPU one."""
+    job = k8s_objects()["Job"]
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    script = replay(script, HEALTHY).replace("train-0.train", "127.0.0.1")
+    script = script.replace("--master-port 29400", f"--master-port {port}")
+    script = script.replace("/tmp/smoke-", f"{tmp_path}/smoke-")
+    env = ci_env(tmp_path, SHIM_LOG=str(tmp_path / "calls.log"))
+    (tmp_path / "shims" / "torchrun").write_text(TORCHRUN.replace("$SLURMD_NODENAME",
+                                                                  "$JOB_COMPLETION_INDEX"))
+    (tmp_path / "shims" / "torchrun").chmod(stat.S_IRWXU)
+    (tmp_path / "pod.sh").write_text(script, encoding="utf-8")
+    pods = [subprocess.Popen(["bash", str(tmp_path / "pod.sh")], cwd=tmp_path,
+                             env=dict(env, JOB_COMPLETION_INDEX=str(index)),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for index in range(2)]
+    outputs = [pod.communicate(timeout=280)[0] for pod in pods]
+    assert [pod.returncode for pod in pods] == [0, 0], outputs
+    ranks = []
+    for index in range(2):
+        smoke = json.loads((tmp_path / f"smoke-{index}.json").read_text(encoding="utf-8"))
+        assert smoke["exit_code"] == 0, smoke["findings"]
+        assert smoke["smoke"]["ranks"] == 2
+        ranks += [r["rank"] for r in smoke["smoke"]["per_rank"]]
+    assert sorted(ranks) == [0, 1]  # one job across both pods
+    trained = sorted(calls(tmp_path))
+    assert [line.rsplit("node=", 1)[1] for line in trained] == ["0", "1"]
+    assert all("--master-addr 127.0.0.1 --master-port 29500" in line for line in trained)

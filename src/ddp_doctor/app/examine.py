@@ -4,9 +4,13 @@ checks, add the smoke job for ``doctor``, apply the policy, emit.
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Optional
 
 from ddp_doctor import runner
@@ -59,13 +63,27 @@ def run_doctor(common: Common, machine: MachineRequest, *, smoke: bool = True) -
     return _examine(common, machine, smoke=smoke and machine.facts is None)
 
 
+def node_path(path: Path, environ: Optional[Mapping[str, str]] = None,
+              host: Optional[str] = None) -> Path:
+    """--save-facts with Slurm's filename patterns expanded, so that one ``srun`` over
+    many nodes writes one snapshot per node: ``%n`` the node's index in the job
+    (SLURM_NODEID, 0 outside Slurm), ``%N`` the short host name, ``%%`` a percent sign."""
+    text = str(path)
+    if "%" not in text:
+        return path
+    env = os.environ if environ is None else environ
+    name = (host or socket.gethostname()).split(".")[0]
+    values = {"n": env.get("SLURM_NODEID", "0"), "N": name, "%": "%"}
+    return Path(re.sub(r"%([nN%])", lambda m: values[m.group(1)], text))
+
+
 def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
+    if machine.save_facts is not None:
+        machine = replace(machine, save_facts=node_path(machine.save_facts))
     save_path = str(machine.save_facts) if machine.save_facts is not None else None
     check_common(common, OutputPath("--save-facts", save_path))
     if machine.facts is not None and machine.python:
         raise UsageError("--facts replays saved facts; it cannot be combined with --python")
-    if machine.facts is not None and machine.save_facts is not None:
-        raise UsageError("--facts replays saved facts; there is nothing new to --save-facts")
     plan = make_plan(gpus=GPUS.whole_number(machine.gpus),
                      batch=GLOBAL_BATCH.whole_number(machine.global_batch),
                      workers=PLAN_WORKERS.whole_number(machine.workers))

@@ -48,7 +48,7 @@ class ConsoleView(Protocol):
 
 def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
          smoke_dir: Optional[str] = None, run_log: Optional[str] = None,
-         view: ConsoleView = render_console) -> None:
+         view: ConsoleView = render_console, identities: object = None) -> None:
     """Every output of one run, from one Report, after one redaction pass.
 
     Secrets are removed from the Report itself (and --anonymize applied) before any
@@ -56,9 +56,11 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     (a full disk), and when it fails no report has been written that describes a run
     whose outputs are incomplete. ``smoke_dir`` is the smoke run's directory as it is on
     disk (the Report's copy of the path may be anonymized); ``run_log`` the output of the
-    command ``run`` supervised, which goes into the bundle, redacted.
+    command ``run`` supervised, which goes into the bundle, redacted. ``identities`` holds
+    more facts to learn host and user names from (``compare`` reports on several machines).
     """
     redactor = Redactor.for_run(facts, anonymize=outputs.anonymize)
+    redactor.learn(identities)  # more hosts than the run's own (compare's nodes)
     smoke_dir = smoke_dir or (report.smoke or {}).get("run_dir")
     report = redactor.report(report)
     strict = outputs.strict

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ddp_doctor import __version__
-from ddp_doctor.diagnose.causal_order import root_cause_key
+from ddp_doctor.diagnose.causal_order import rank
 from ddp_doctor.diagnose.compose import (
     compose,
     damaged_input,
@@ -130,8 +130,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
                          f"diagnose{why}")
     from ddp_doctor.logrules.nccl import NCCL_SOCKET
+    from ddp_doctor.logrules.which_trainer import which_trainer
 
-    ordered = refine(compose(scan), scan, NCCL_SOCKET)
+    trainer = which_trainer(text for context in scan.contexts
+                            for text in (context.head, context.tail))
+    ordered = refine(compose(scan, trainer), scan, NCCL_SOCKET)
     facts, where = _environment(scan, snapshots)
     env = _env_findings(facts, where) if facts is not None else []
     lead: list[Finding] = []
@@ -142,8 +145,7 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         env = [f for f in env if f.code.id not in seen]
         if recorded_run_passed(recorded[0]):
             ordered = [(capped_by_passed_run(f, recorded[0]), i) for f, i in ordered]
-    ranked = sorted([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))],
-                    key=lambda pair: root_cause_key(*pair))
+    ranked = rank([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))])
     findings = [*lead, *(finding for finding, _ in ranked)]
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))

@@ -15,6 +15,7 @@ from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.causal_order import root_cause_key
 from ddp_doctor.diagnose.rank_prefixes import group_label
 from ddp_doctor.diagnose.scan import CodeHits, Quote, ScanResult
+from ddp_doctor.logrules import is_fatal_line, is_warning_line
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 
 NOTHING_MATCHED = declare(
@@ -73,6 +74,10 @@ def _folds(hits: dict[str, CodeHits]) -> dict[str, str]:
                       if other != code_id and is_error(h) and not _only_wildcard(h)]
         return found
 
+    # A symptom of "any other error" (a survivor's "Connection closed by peer") belongs to
+    # the rank that failed, not to a warning every process printed at import.
+    failure = any(is_fatal_line(q.text) for h in hits.values() for q in h.quotes)
+    demoted = {code_id for code_id, h in hits.items() if failure and _warning_only(h)}
     candidates = {code_id: targets(code_id) for code_id in hits}
     fold: dict[str, str] = {}
     roots = [c for c, found in candidates.items() if not found]
@@ -85,7 +90,7 @@ def _folds(hits: dict[str, CodeHits]) -> dict[str, str]:
             # and "unhandled system error"): the one the log shows first is the cause.
             into = [t for t in found if hits[t].order < hits[code_id].order]
         if into:
-            fold[code_id] = min(into, key=lambda t: _order_key(hits[t]))
+            fold[code_id] = min(into, key=lambda t: _order_key(hits[t], t in demoted))
     for code_id in list(fold):  # follow chains to the code that stays a finding
         seen = {code_id}
         while fold[code_id] in fold and fold[code_id] not in seen:
@@ -98,12 +103,17 @@ def _only_wildcard(code_hits: CodeHits) -> bool:
     return all("*" in (getattr(rule, "symptom_of", ()) or ()) for rule in code_hits.rules)
 
 
-def _order_key(code_hits: CodeHits) -> tuple[int, int, int]:
+def _warning_only(code_hits: CodeHits) -> bool:
+    return bool(code_hits.quotes) and all(is_warning_line(q.text) for q in code_hits.quotes)
+
+
+def _order_key(code_hits: CodeHits, demoted: bool = False) -> tuple[int, int, int, int]:
     probe = Finding(code_hits.code, code_hits.code.summary)
-    return root_cause_key(probe, code_hits.order)
+    return root_cause_key(probe, code_hits.order, demoted)
 
 
-def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding:
+def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool,
+             trainer: str | None = None) -> Finding:
     code = code_hits.code
     evidence = [Evidence(_where(q, many), q.text, q.document) for q in code_hits.quotes]
     if code_hits.count > len(code_hits.quotes):
@@ -121,7 +131,11 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
     steps: list[Step] = []
     alternatives: list[str] = []
     deciders: list[Step] = []
-    for rule in code_hits.rules:
+    for matched in code_hits.rules:
+        # The trainer the log shows (logrules.which_trainer) picks the steps typed in its
+        # own options, where the rule has them.
+        for_trainer = getattr(matched, "for_trainer", None)
+        rule = matched if for_trainer is None else for_trainer(trainer)
         steps += [s for s in rule.steps if s not in steps]
         alternatives += [a for a in getattr(rule, "alternatives", ()) if a not in alternatives]
         deciders += [s for s in getattr(rule, "decide", ()) if s not in deciders]
@@ -132,8 +146,9 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool) -> Finding
                    affects=tuple(group_label(sorted(ranks))), docs_url=code.docs_url)
 
 
-def compose(scan: ScanResult) -> list[tuple[Finding, int]]:
-    """Findings from a scan with their first-seen order, symptoms folded into causes."""
+def compose(scan: ScanResult, trainer: str | None = None) -> list[tuple[Finding, int]]:
+    """Findings from a scan with their first-seen order, symptoms folded into causes;
+    ``trainer`` (``logrules.TRAINERS``) picks the remediation written for it."""
     hits = scan.hits
     fold = _folds(hits)
     many = len(scan.documents) > 1
@@ -142,7 +157,7 @@ def compose(scan: ScanResult) -> list[tuple[Finding, int]]:
         if code_id in fold:
             continue
         folded = [hits[s] for s, into in fold.items() if into == code_id]
-        out.append((_finding(code_hits, folded, many), code_hits.order))
+        out.append((_finding(code_hits, folded, many, trainer), code_hits.order))
     return out
 
 

@@ -7,7 +7,15 @@ picked (NVIDIA/nccl#697). "Some NCCL operations have failed or timed out" across
 usually the inter-node transport (karpathy/nanoGPT#55: fixed by NCCL_IB_DISABLE=1). And a
 job that hangs says nothing at all: its log stops after NCCL set up its channels, which
 on a single PCIe machine is most often broken peer-to-peer transport
-(Lightning-AI/pytorch-lightning#19425, NVIDIA/nccl#2079: NCCL_P2P_DISABLE=1 fixes it).
+(Lightning-AI/pytorch-lightning#19425, NVIDIA/nccl#2079: NCCL_P2P_DISABLE=1 fixes it);
+where each rank stopped is read in last_lines.py, and the transport NCCL shows decides:
+peer-to-peer inside a node, the network across nodes, or (neither) a rank that never
+reached the collective.
+
+What the log shows about the machine comes first, as it does for the checks: a CUDA
+failure in a log from WSL is WSL's to explain; "GPU access blocked" with a container
+around it is the container runtime's; a torch that will not load next to two CUDA builds
+of one NVIDIA wheel is the package conflict.
 These refinements read the start and the end of each document (bounded, see scan.py).
 """
 
@@ -19,6 +27,7 @@ from dataclasses import dataclass, replace
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.compose import line_label
+from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.redact.secrets import redact_text
@@ -28,11 +37,6 @@ MULTI_NODE = re.compile(
     r"|\bNNODES=(?:[2-9]|\d{2,})\b|--node[_-]rank[= ][1-9]|\bNODE_RANK=[1-9]"
     r"|SLURM_NNODES=(?:[2-9]|\d{2,})\b|--nodes[= ](?:[2-9]|\d{2,})\b", re.IGNORECASE)
 BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docker0|virbr\d)\b")
-NCCL_SETUP = re.compile(
-    r"NCCL INFO (?:Channel \d+(?:/\d+)?\s*:.*via (?:P2P|SHM|direct shared memory)"
-    r"|Connected all (?:rings|trees)|.*Init COMPLETE)", re.IGNORECASE)
-FAILURE_WORD = re.compile(r"error|fail|exception|traceback|killed|abort|timed out|timeout",
-                          re.IGNORECASE)
 HANG_TEXT = re.compile(
     r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|spin-wait\w*|no (?:forward )?"
     r"progress)\b.{0,120}\b(?:all_?reduce|all_?gather|barrier|broadcast|first (?:collective|"
@@ -67,7 +71,10 @@ _P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CU
                  Category.NCCL_P2P, Category.UNKNOWN}
 # What a machine prints (a WSL kernel release, the WSL driver path), or the user saying the
 # job runs in WSL; not a contrast ("it works under WSL2 on my laptop, but the server...").
+# WSL also shows in the Windows drives it mounts (/mnt/c/Users/...) and in its GPU
+# paravirtualisation device (/dev/dxg, the dxgkrnl driver's "misc dxg:" kernel lines).
 WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
+                      r"|/mnt/[a-z]/(?:users|windows|program files)/|/dev/dxg\b|\bdxg(?:krnl)?:"
                       r"|^(?!.*\b(?:but|works?|worked|fine|except)\b).*\bwsl ?2?\b",
                       re.IGNORECASE)
 NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
@@ -99,6 +106,63 @@ WSL_STEPS = (
 _WSL_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE, Category.DRIVER_MISSING,
                  Category.HARDWARE_FAULT, Category.TORCH_CPU_ONLY}
 
+# A container around the job: Docker, its marker file, the NVIDIA container runtime,
+# Kubernetes (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/).
+CONTAINER_MARK = re.compile(
+    r"/\.dockerenv|\bdocker(?:d|file)?\b|nvidia-container-(?:cli|runtime|toolkit)"
+    r"|\bkubernetes\b|\bkubectl\b|\bkubelet\b|\bpodman\b|\bcontainerd\b", re.IGNORECASE)
+# microsoft/WSL#9962 and #9938: nvidia-smi works in WSL, not in its Docker containers.
+CONTAINER_BLOCKED = declare(
+    "DIAG005", Category.CUDA_INIT_FAILURE,
+    "The GPU is blocked inside the container, not in WSL",
+    what="NVML reports 'GPU access blocked by the operating system' in a log that shows a "
+         "container. WSL 2 hands its GPU to containers through the NVIDIA container runtime; "
+         "when the runtime is set not to manage device cgroups (no-cgroups = true in "
+         "/etc/nvidia-container-runtime/config.toml) or is too old for WSL, the container is "
+         "refused the GPU that WSL itself can use.",
+    why="Nothing in the container can use the GPU.",
+    fix="Check that nvidia-smi works in WSL outside the container; then set no-cgroups = false "
+        "in /etc/nvidia-container-runtime/config.toml (or update the NVIDIA Container "
+        "Toolkit) and restart Docker.",
+    severity=Severity.ERROR,
+    docs_url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html")
+CONTAINER_STEPS = (
+    Step("In WSL itself, outside any container: if this fails too, WSL's own GPU setup is the "
+         "cause.", command="nvidia-smi"),
+    Step("Look at the container runtime's cgroup setting.",
+         command="grep -n no-cgroups /etc/nvidia-container-runtime/config.toml"),
+    Step("After setting no-cgroups = false, restart Docker and try a CUDA container.",
+         command="sudo systemctl restart docker && docker run --rm --gpus all "
+                 "nvidia/cuda:12.4.1-base-ubuntu22.04 nvidia-smi"),
+)
+
+# Two CUDA builds of one NVIDIA library wheel (nvidia-nccl-cu11 next to nvidia-nccl-cu12, as
+# pip, pip freeze, conda and collect_env list them): both unpack into site-packages/nvidia/
+# <library>, so torch loads files it was not built against (rwth-i6/returnn#1802).
+CUDA_WHEEL = re.compile(r"\bnvidia[-_]([a-z]+(?:[-_][a-z]+)*?)[-_]cu(\d{2})\b", re.IGNORECASE)
+TWO_CUDA_WHEELS = declare(
+    "DIAG006", Category.PACKAGE_CONFLICT,
+    "Two CUDA builds of one NVIDIA library are installed side by side",
+    what="The environment lists the same NVIDIA library wheel for two CUDA major versions "
+         "(for example nvidia-nccl-cu11 and nvidia-nccl-cu12). Both install into "
+         "site-packages/nvidia/<library>, so one overwrites the other's files and torch "
+         "loads a library it was not built against: an undefined symbol, or a library that "
+         "will not load.",
+    why="torch (or cuDNN, NCCL) fails to load until only the matching wheels remain.",
+    fix="Uninstall the wheels of the CUDA version torch was not built for (pip uninstall "
+        "nvidia-nccl-cu11 ...), then reinstall torch so its own wheels are complete.",
+    severity=Severity.ERROR,
+    docs_url="https://pytorch.org/get-started/locally/")
+# What a library torch cannot load looks like.
+_LOAD_SYMPTOMS = {Category.TORCH_MISSING, Category.CUDNN_FAILURE}
+# A CPU-only torch build as pip, conda, collect_env or a trainer's banner names it
+# ("torch 2.1.0+cpu", "torch==2.1.0+cpu", "PyTorch version: 2.1.0+cpu", "torch-2.1.0+cpu"):
+# no GPU can be used by it, whatever CUDA says elsewhere in the log.
+CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:\.\d+)?"
+                       r"(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b", re.IGNORECASE)
+# What torch without CUDA looks like from the outside: no GPU for this process.
+_CPU_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE}
+
 HANG_STEPS = (
     Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
          "cause.", command="NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO torchrun ... 2>&1 | tee "
@@ -110,6 +174,37 @@ HANG_STEPS = (
     Step("Run ddp-doctor on the machine: its P2P check tests every GPU pair with a deadline.",
          command="ddp-doctor check"),
 )
+# A hang at a collective where NCCL shows its transports and none is peer-to-peer: the
+# ranks fell out of step (one busy elsewhere), which the watchdog would report after its
+# timeout (the contract's collective_timeout).
+HANG_NOT_P2P = declare(
+    "DIAG007", Category.COLLECTIVE_TIMEOUT,
+    "The job hangs in a collective that does not use GPU peer-to-peer transport",
+    what="The ranks stopped after NCCL set up its communicator (or inside a collective) and "
+         "no error follows, but NCCL's channel lines show no peer-to-peer (P2P/IPC) "
+         "transport: the usual reason is a rank that never reached the collective - busy "
+         "elsewhere (rank 0 alone evaluating, caching or saving), with fewer batches than the "
+         "others, or calling a different collective.",
+    why="The waiting ranks block until the watchdog's timeout (30 minutes by default).",
+    fix="Find the rank that did not reach the collective: run with TORCH_DISTRIBUTED_DEBUG="
+        "DETAIL and a short init_process_group(timeout=...), and make every rank run the same "
+        "collectives in the same order.",
+    severity=Severity.ERROR,
+    docs_url="https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-"
+             "applications")
+HANG_NOT_P2P_STEPS = (
+    Step("Let torch check that every rank runs the same collectives, with a short timeout so "
+         "the watchdog reports the rank that is missing.",
+         command="TORCH_DISTRIBUTED_DEBUG=DETAIL TORCH_NCCL_DUMP_ON_TIMEOUT=1 torchrun ..."),
+    Step("See where each rank is while it hangs (replace PID with each rank's process id).",
+         command="py-spy dump --pid PID"),
+)
+# NCCL names the transport of each channel: peer-to-peer inside a node (P2P/IPC, P2P/CUMEM,
+# P2P/direct pointer), shared memory, or the network (NET/IB, NET/Socket).
+P2P_TRANSPORT = re.compile(r"NCCL INFO .*\bvia P2P\b|P2P/(?:IPC|CUMEM|direct)", re.IGNORECASE)
+ANY_TRANSPORT = re.compile(r"NCCL INFO Channel \d+(?:/\d+)?\s*:.*\bvia\b", re.IGNORECASE)
+NET_TRANSPORT = re.compile(r"NCCL INFO Channel \d+(?:/\d+)?\s*:.*\bvia NET/", re.IGNORECASE)
+
 HANG_ALTERNATIVES = (
     "collective_timeout: one rank is still busy elsewhere (rank 0 validating, caching or "
     "saving) while the others wait; the default timeout is 30 minutes",
@@ -135,25 +230,6 @@ def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
             if len(found) >= limit:
                 break
     return found
-
-
-def _last_nccl_setup(context: DocumentContext, many: bool) -> Seen | None:
-    """The last line of a document when it is NCCL setting up its channels.
-
-    Only the very last non-blank line counts: a log that goes on (a progress bar, a step)
-    after NCCL's setup was not hanging there.
-    """
-    lines = context.tail.split("\n")
-    for offset in range(len(lines) - 1, -1, -1):
-        line = lines[offset]
-        if not line.strip():
-            continue
-        if not NCCL_SETUP.search(line) or FAILURE_WORD.search(line):
-            return None
-        number = context.tail_first_line + offset
-        label = line_label(context.document, number, many)
-        return Seen(f"last line, {label}", redact_text(line.strip())[:300])
-    return None
 
 
 def _network_finding(finding: Finding, network_code: Code, reasons: list[Seen]) -> Finding:
@@ -183,9 +259,40 @@ _SPECIFIC_SHM = re.compile(r"shared memory|/dev/shm|shm_open|posix_fallocate|bus
                            re.IGNORECASE)
 
 
+def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Code,
+                   marker: Seen, source: str, steps: tuple[Step, ...]
+                   ) -> list[tuple[Finding, int]]:
+    """The findings with ``lead`` read anew through what the log shows about the machine."""
+    evidence = [Evidence(marker.where, marker.text, source),
+                *(e for e in lead.evidence if e.label != "other possible cause"),
+                Evidence("other possible cause",
+                         f"{lead.code.category.value}: {lead.code.summary}")]
+    finding = Finding(code, code.summary, evidence=tuple(evidence),
+                      remediation=steps + lead.remediation, affects=lead.affects,
+                      docs_url=code.docs_url)
+    return [(finding, order) if f is lead else (f, order) for f, order in findings]
+
+
+def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
+    """Lines listing one NVIDIA library wheel built for two CUDA major versions."""
+    seen: dict[str, dict[str, Seen]] = {}
+    for context in scan.contexts:
+        for number, line in enumerate(context.head.split("\n"), start=1):
+            for found in CUDA_WHEEL.finditer(line):
+                library = found.group(1).lower().replace("_", "-")
+                majors = seen.setdefault(library, {})
+                majors.setdefault(found.group(2), Seen(line_label(context.document, number, many),
+                                                        redact_text(line.strip())[:300]))
+                if len(majors) > 1:
+                    return list(majors.values())[:2]
+    return []
+
+
 def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
            network_code: Code) -> list[tuple[Finding, int]]:
     """The findings, with what the whole log says about the ambiguous ones."""
+    from ddp_doctor.diagnose.causal_order import rank, warning_only
+
     many = len(scan.documents) > 1
     multi_node: list[Seen] = []
     bridges: list[Seen] = []
@@ -193,47 +300,92 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         multi_node += _lines_with(MULTI_NODE, context, many)
         bridges += _lines_with(BRIDGE_INTERFACE, context, many, limit=1)
     reasons = multi_node[:1] + bridges[:1]
-    errors = [f for f, _ in findings if f.effective_severity is Severity.ERROR]
+    errors = [f for f, _ in rank(findings) if f.effective_severity is Severity.ERROR]
+    lead = errors[0] if errors else None
+    # What the log shows about the machine decides between causes first, as the checks do.
+    if lead is not None and lead.code.id == "LOG020":
+        container = [seen for context in scan.contexts
+                     for seen in _lines_with(CONTAINER_MARK, context, many, 1)]
+        if container:
+            return _replaced_lead(findings, lead, CONTAINER_BLOCKED, container[0],
+                                  "container marker", CONTAINER_STEPS)
+    if lead is not None and lead.code.category in _LOAD_SYMPTOMS:
+        wheels = _two_cuda_wheels(scan, many)
+        if wheels:
+            # torch does not import here, so nothing that imports it; the import failure's
+            # own steps (list the wheels, reinstall a pinned torch) follow.
+            wheel_steps = (Step("Uninstall the NVIDIA wheels built for the CUDA version torch "
+                                "was not built for (torch's +cuXXX suffix names its own), "
+                                "keeping one build of each library."),)
+            found = _replaced_lead(findings, lead, TWO_CUDA_WHEELS, wheels[0],
+                                   "installed packages", wheel_steps)
+            return [(replace(f, evidence=(f.evidence[0], Evidence(wheels[1].where,
+                                                                   wheels[1].text),
+                                          *f.evidence[1:]))
+                     if f.code is TWO_CUDA_WHEELS else f, o) for f, o in found]
+    if lead is not None and lead.code.category in _CPU_SYMPTOMS:
+        cpu = [seen for context in scan.contexts
+               for seen in _lines_with(CPU_TORCH, context, many, 1)]
+        if cpu:
+            from ddp_doctor.logrules.packages import CPU_BUILD, SHOW_TORCH
+
+            return _replaced_lead(findings, lead, CPU_BUILD, cpu[0], "torch build",
+                                  (SHOW_TORCH,))
     wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
     native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
-    if wsl and not native and errors and errors[0].code.category in _WSL_SYMPTOMS:
-        lead = errors[0]
-        evidence = [Evidence(wsl[0].where, wsl[0].text, "WSL marker"),
-                    *(e for e in lead.evidence if e.label != "other possible cause"),
-                    Evidence("other possible cause",
-                             f"{lead.code.category.value}: {lead.code.summary}")]
-        finding = Finding(UNDER_WSL, UNDER_WSL.summary, evidence=tuple(evidence),
-                          remediation=WSL_STEPS + lead.remediation, affects=lead.affects,
-                          docs_url=UNDER_WSL.docs_url)
-        return [(finding, order) if f is lead else (f, order) for f, order in findings]
+    if wsl and not native and lead is not None and lead.code.category in _WSL_SYMPTOMS:
+        return _replaced_lead(findings, lead, UNDER_WSL, wsl[0], "WSL marker", WSL_STEPS)
     out: list[tuple[Finding, int]] = []
     if reasons and errors and all(f.code.category in _NETWORK_AMBIGUOUS for f in errors) \
             and not any(_SPECIFIC_SHM.search(e.value) for f in errors for e in f.evidence
                         if e.label != "other possible cause"):
         for finding, order in findings:
-            if finding is errors[0] and finding.code.category is not Category.NCCL_NETWORK:
+            if finding is lead and finding.code.category is not Category.NCCL_NETWORK:
                 finding = _network_finding(finding, network_code, reasons)
             out.append((finding, order))
         return out
     p2p_helps = [seen for context in scan.contexts
                  for seen in _lines_with(P2P_OFF_HELPS, context, many, 1)]
-    if errors and not (p2p_helps and all(f.code.category in _P2P_SYMPTOMS for f in errors)):
+    # A warning every process prints at import does not say the job failed.
+    failures = [f for f in errors if not warning_only(f)]
+    if failures and not (p2p_helps and all(f.code.category in _P2P_SYMPTOMS for f in failures)):
         return findings
     hang = list(p2p_helps)
-    hang += [seen for context in scan.contexts
-             if (seen := _last_nccl_setup(context, many)) is not None]
+    stops = [Seen(stop.where, stop.text) for context in scan.contexts
+             for stop in where_ranks_stopped(context, many)]
+    hang += stops
     for context in scan.contexts:
         hang += _lines_with(HANG_TEXT, context, many, limit=1)
     if not hang:
         return findings
-    evidence = [Evidence(seen.where, seen.text) for seen in hang[:3]]
-    folded = [f for f, _ in findings if f in errors]
+    code: Code = SILENT_HANG
+    steps: tuple[Step, ...] = HANG_STEPS
+    if stops and not p2p_helps:
+        transports = [seen for context in scan.contexts
+                      for pattern in (P2P_TRANSPORT, NET_TRANSPORT, ANY_TRANSPORT)
+                      for seen in _lines_with(pattern, context, many, 1)]
+        p2p = any(P2P_TRANSPORT.search(seen.text) for seen in transports)
+        net = any(NET_TRANSPORT.search(seen.text) for seen in transports)
+        if net or (multi_node and not p2p):
+            # Across nodes the first collective is the network's to explain first.
+            hang += [seen for seen in transports if NET_TRANSPORT.search(seen.text)][:1]
+            hang += multi_node[:1]
+            code, steps = network_code, ()
+        elif transports and not p2p:
+            code, steps = HANG_NOT_P2P, HANG_NOT_P2P_STEPS
+        elif p2p:
+            hang += [seen for seen in transports if P2P_TRANSPORT.search(seen.text)][:1]
+    evidence = [Evidence(seen.where, seen.text) for seen in hang[:4]]
+    folded = [f for f, _ in findings if f in failures]
     for finding in folded:  # NCCL's own words for the same failure
         first = next((e for e in finding.evidence if e.label.startswith("line ")), None)
         if first is not None:
             evidence.append(Evidence(f"consequence, {first.label}",
                                      f"{first.value} ({finding.code.id})"))
-    evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES]
-    finding = Finding(SILENT_HANG, SILENT_HANG.summary, evidence=tuple(evidence),
-                      remediation=HANG_STEPS, docs_url=SILENT_HANG.docs_url)
+    evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES
+                 if not alt.startswith(code.category.value)]
+    if code is network_code:
+        steps = _network_finding(Finding(code, code.summary), code, []).remediation
+    finding = Finding(code, code.summary, evidence=tuple(evidence),
+                      remediation=steps, docs_url=code.docs_url)
     return [(finding, 0), *((f, o) for f, o in findings if f not in folded)]

@@ -460,7 +460,7 @@ class Scanner:
             if rule.pattern.search(text):
                 found.append((first, rule))
         found.sort(key=lambda pair: pair[0])
-        return [(rule, text) for _, rule in found]
+        return [(_read(rule, text), text) for _, rule in found]
 
     def _candidates_by_key(self, key: bytes) -> tuple[RuleLike, ...]:
         """The rules a line could match, from the line with its digits read as 0.
@@ -532,6 +532,13 @@ class Scanner:
         self._capture_left -= len(taken)
         if self._capture_left <= 0:
             self._capture = None
+
+
+def _read(rule: RuleLike, text: str) -> RuleLike:
+    """The rule as it applies to this line (``Rule.read``: the variant that fits it, which
+    may carry its own code); a rule without variants is itself."""
+    read = getattr(rule, "read", None)
+    return rule if read is None else read(text)
 
 
 def _lines_above(chunk: bytes, start: int, count: int, before: bytes = b"") -> Iterator[str]:

@@ -15,23 +15,54 @@ packages - before the effects higher up - NCCL, timeouts).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules import cuda, distributed, driver, memory, nccl, packages, trainers
-from ddp_doctor.logrules.rule import ANY_ERROR, GATES, Match, Rule, rx
+from ddp_doctor.logrules import (
+    cuda,
+    distributed,
+    driver,
+    memory,
+    nccl,
+    packages,
+    remedies,
+    trainers,
+)
+from ddp_doctor.logrules.rule import (
+    ANY_ERROR,
+    GATES,
+    TRAINERS,
+    Match,
+    Rule,
+    Variant,
+    is_fatal_line,
+    is_warning_line,
+    rx,
+)
 from ddp_doctor.model import Code, Severity
 
-RULES: tuple[Rule, ...] = (*driver.RULES, *packages.RULES, *cuda.RULES, *memory.RULES,
-                           *nccl.RULES, *distributed.RULES, *trainers.RULES)
+
+def _with_variants(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """Each rule with the remediation variants of its code (``remedies.VARIANTS``)."""
+    return tuple(replace(rule, variants=(*rule.variants, *remedies.VARIANTS[rule.code.id]))
+                 if rule.code.id in remedies.VARIANTS else rule for rule in rules)
+
+
+RULES: tuple[Rule, ...] = _with_variants((*driver.RULES, *packages.RULES, *cuda.RULES,
+                                          *memory.RULES, *nccl.RULES, *distributed.RULES,
+                                          *trainers.RULES))
 """Every rule; within one category the more specific rule comes first."""
 
-LOG_CODES: tuple[Code, ...] = tuple(sorted({r.code.id: r.code for r in RULES}.values(),
-                                           key=lambda c: c.id))
+LOG_CODES: tuple[Code, ...] = tuple(sorted(
+    {c.id: c for r in RULES for c in (r.code, *(v.code for v in r.variants if v.code))}.values(),
+    key=lambda c: c.id))
 
 CATEGORY_PRECEDENCE: tuple[Category, ...] = (
     Category.WSL_SETUP, Category.DRIVER_MISSING, Category.DRIVER_LIBRARY_MISMATCH,
     Category.DRIVER_TOO_OLD, Category.TORCH_MISSING, Category.TORCH_CPU_ONLY,
     Category.NCCL_UNAVAILABLE, Category.TORCH_ARCH_UNSUPPORTED, Category.PACKAGE_CONFLICT,
-    Category.HARDWARE_FAULT, Category.CUDA_INIT_FAILURE, Category.GPU_NOT_VISIBLE,
+    Category.NODE_MISMATCH, Category.HARDWARE_FAULT, Category.CUDA_INIT_FAILURE,
+    Category.GPU_NOT_VISIBLE,
     Category.HOST_OUT_OF_MEMORY, Category.GPU_OUT_OF_MEMORY, Category.NCCL_SHARED_MEMORY,
     Category.CUDNN_FAILURE, Category.RENDEZVOUS_PORT_IN_USE, Category.RENDEZVOUS_FAILURE,
     Category.DDP_USAGE_ERROR, Category.NCCL_P2P, Category.NCCL_NETWORK,
@@ -40,8 +71,8 @@ CATEGORY_PRECEDENCE: tuple[Category, ...] = (
 """The order findings of equal severity are ranked in, a cause before its effects; the one
 order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
 
-__all__ = ["ANY_ERROR", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES", "Match", "Rule",
-           "folded", "match_text", "rx"]
+__all__ = ["ANY_ERROR", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES", "TRAINERS", "Match",
+           "Rule", "Variant", "folded", "is_fatal_line", "is_warning_line", "match_text", "rx"]
 
 
 def folded(rule: Rule, found: set[str]) -> bool:
@@ -58,8 +89,9 @@ def folded(rule: Rule, found: set[str]) -> bool:
     return False
 
 
-_ROOT_ERROR_IDS = frozenset(r.code.id for r in RULES if r.code.severity is Severity.ERROR
-                            and ANY_ERROR not in r.symptom_of)
+_ROOT_ERROR_IDS = frozenset(c.id for r in RULES if ANY_ERROR not in r.symptom_of
+                            for c in (r.code, *(v.code for v in r.variants if v.code))
+                            if c.severity is Severity.ERROR)
 _RANK = {c: i for i, c in enumerate(CATEGORY_PRECEDENCE)}
 
 
@@ -71,8 +103,10 @@ def category_position(category: Category) -> int:
 def match_text(text: str) -> list[Match]:
     """Every rule that matches ``text`` (its first matching line), causes first.
 
-    Order: findings that are not symptoms of another match, error severity, category
-    precedence, then rule order. The smoke job reports the first.
+    Order: findings that are not symptoms of another match, error severity, then (when the
+    text shows a process failing: an exception, a signal, an exit code) matches on lines
+    that are not mere warnings, category precedence, then rule order. The smoke job
+    reports the first.
     """
     lines = text.splitlines()
     lowered = [line.lower() for line in lines]
@@ -80,14 +114,15 @@ def match_text(text: str) -> list[Match]:
     for index, rule in enumerate(RULES):
         for line, low in zip(lines, lowered):
             if any(a in low for a in rule.anchors) and rule.pattern.search(line):
-                found.append((index, Match(rule, line.strip()[:300])))
+                found.append((index, Match(rule.read(line), line.strip()[:300])))
                 break
     ids = {m.rule.code.id for _, m in found}
+    fatal = any(is_fatal_line(line) for line in lines)
 
-    def key(item: tuple[int, Match]) -> tuple[bool, bool, int, int]:
+    def key(item: tuple[int, Match]) -> tuple[bool, bool, bool, int, int]:
         index, match = item
         code = match.rule.code
         return (folded(match.rule, ids), code.severity is not Severity.ERROR,
-                category_position(code.category), index)
+                fatal and is_warning_line(match.line), category_position(code.category), index)
 
     return [match for _, match in sorted(found, key=key)]

@@ -61,8 +61,9 @@ YOLO_DEVICE = declare(
     what="Ultralytics/YOLOv5 checked the requested devices against "
          "torch.cuda.device_count() and found fewer GPUs than asked for.",
     why="Training refuses to start.",
-    fix="Request only GPUs that exist (--device 0 on a one-GPU box), or fix why torch sees "
-        "none (see the lines printed with it: is_available, device_count).",
+    fix="Request only GPUs that exist (device=0 for `yolo`, --device 0 for YOLOv5's "
+        "train.py, on a one-GPU box), or fix why torch sees none (see the lines printed with "
+        "it: is_available, device_count).",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
 CUDNN_VERSION = declare(
     "LOG032", Category.CUDNN_FAILURE, "cuDNN version does not match the one torch was built with",
@@ -76,8 +77,9 @@ CUDNN_LOAD = declare(
     what="One of cuDNN's sub-libraries (libcudnn_cnn_infer, libcudnn_ops, ...) was not found "
          "or did not link, usually because two cuDNN installs are mixed.",
     why="The first convolution fails.",
-    fix="Reinstall the nvidia-cudnn wheel that matches torch and drop other cuDNN copies "
-        "from LD_LIBRARY_PATH.",
+    fix="Drop other cuDNN copies from LD_LIBRARY_PATH so torch loads the cuDNN wheel it was "
+        "installed with; a program other than torch that needs that cuDNN gets the wheel's "
+        "nvidia/cudnn/lib directory on LD_LIBRARY_PATH.",
     docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
 CUDNN_RUNTIME = declare(
     "LOG034", Category.CUDNN_FAILURE, "cuDNN failed at run time",
@@ -113,7 +115,7 @@ RULES: tuple[Rule, ...] = (
     Rule(ARCH, rx(r"cuda capability sm_\d+ is not compatible with the current pytorch",
                   r"which is of cuda capability \d+\.\d+",
                   r"minimum cuda capability supported by this library"),
-         ("cuda",),
+         ("cud",),
          (ARCH_LIST, Step("Install a build that supports the GPU.",
                           url="https://pytorch.org/get-started/locally/")),
          examples=(
@@ -124,7 +126,7 @@ RULES: tuple[Rule, ...] = (
                   r"cudaerrornokernelimagefordevice",
                   r"cuda error: invalid device function",
                   r"cudnn_status_arch_mismatch"),
-         ("cuda", "cudnn"),
+         ("cud",),
          (ARCH_LIST, Step("Install a build that supports the GPU.",
                           url="https://pytorch.org/get-started/locally/")),
          examples=(
@@ -142,11 +144,12 @@ RULES: tuple[Rule, ...] = (
                      r"cuda runtime error \(101\)",
                      r"cuda failure \d* ?'invalid device ordinal'",
                      r"cuda_error_invalid_device\b", r"cudaerrorinvaliddevice\b"),
-         ("cuda",),
+         ("cud",),
          (LIST_GPUS, Step("Launch at most one process per visible GPU (e.g. 2 GPUs):",
                           command="torchrun --nproc_per_node=2 train.py"),
-          Step("In the script, select the GPU by LOCAL_RANK, not the global rank.",
-               command="python -c \"import os; print(os.environ.get('LOCAL_RANK'))\"")),
+          Step("In the script, select the GPU by LOCAL_RANK, not the global rank: "
+               "local_rank = int(os.environ['LOCAL_RANK']); "
+               "torch.cuda.set_device(local_rank).")),
          examples=("RuntimeError: CUDA error: invalid device ordinal",
                    "RuntimeError: cuda runtime error (10) : invalid device ordinal at "
                    "/pytorch/aten/src/THC/THCGeneral.cpp:51",
@@ -158,39 +161,52 @@ RULES: tuple[Rule, ...] = (
          decide=(LIST_GPUS,)),
     Rule(NO_DEVICE, rx(r"no cuda-capable device is detected", r"cuda_error_no_device",
                        r"cudaerrornodevice", r"no cuda gpus are available"),
-         ("cuda",), (LIST_GPUS,),
+         ("cud",),
+         (LIST_GPUS,
+          Step("If CUDA_VISIBLE_DEVICES is empty, -1 or names a GPU that does not exist, "
+               "unset it (or list the GPUs nvidia-smi -L shows).",
+               command="unset CUDA_VISIBLE_DEVICES"),
+          Step("In a container, start it with the GPUs.", command="docker run --gpus all ...")),
          examples=("RuntimeError: CUDA error: no CUDA-capable device is detected",
                    "RuntimeError: No CUDA GPUs are available"),
          alternatives=("driver_missing: a container started without --gpus, or no driver",),
          decide=(Step("Are the device nodes there?", command="ls -l /dev/nvidia*"),
                  LIST_GPUS)),
     Rule(YOLO_DEVICE, rx(r"invalid cuda '[^']*' requested"),
-         ("cuda",), (LIST_GPUS,),
+         ("cud",), (LIST_GPUS,),
          examples=(
              "ValueError: Invalid CUDA 'device=0,1' requested. Use 'device=cpu' or pass valid "
              "CUDA device(s) if available, i.e. 'device=0' or 'device=0,1,2,3' for Multi-GPU.",
              "AssertionError: Invalid CUDA '--device 0,1' requested, use '--device cpu' or pass "
              "valid CUDA device(s)"),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
-                     "LOG018", "LOG020", "LOG023", "LOG024", "LOG030"),
+                     "LOG018", "LOG020", "LOG023", "LOG024", "LOG030", "LOG071", "LOG072"),
          alternatives=("torch_cpu_only: when torch.cuda.is_available() is False with a +cpu "
                        "torch, no --device value can work",),
          decide=(LIST_GPUS,)),
     Rule(CUDNN_VERSION, rx(r"cudnn version incompatibility",
                            r"cudnn version mismatch",
                            r"cudnn version \S+ is not compatible with devices with sm"),
-         ("cudnn",),
+         ("cud",),
          (Step("Show the cuDNN torch loads.",
                command='python -c "import torch; print(torch.backends.cudnn.version())"'),
-          Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH")),
+          Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH"),
+          Step("Run once without them: if it works, torch's own cuDNN is fine and the other "
+               "copy on LD_LIBRARY_PATH is the cause.", command="env -u LD_LIBRARY_PATH "
+                                                                 "python train.py")),
          examples=("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against "
                    "(8, 9, 2) but found runtime version (8, 5, 0).",)),
     Rule(CUDNN_LOAD, rx(r"could not load library \S*cudnn\w*",
                         r"unable to load any of \{?\S*libcudnn",
                         r"error: \S*libcudnn\S*: undefined symbol"),
-         ("cudnn",),
+         ("cud",),
          (Step("Look for other cuDNN copies on the path.", command="echo $LD_LIBRARY_PATH"),
-          Step("Reinstall torch's cuDNN.", command="pip install --force-reinstall torch")),
+          Step("Run once without them, so torch loads the cuDNN wheel it was installed with.",
+               command="env -u LD_LIBRARY_PATH python train.py"),
+          Step("A program other than torch (CTranslate2, ONNX Runtime) that wants the cuDNN "
+               "torch installed: put that wheel's lib directory on the loader path.",
+               command="export LD_LIBRARY_PATH=$(python -c \"import nvidia.cudnn; "
+                       "print(nvidia.cudnn.__path__[0])\")/lib:$LD_LIBRARY_PATH")),
          examples=(
              "Could not load library libcudnn_cnn_infer.so.8. Error: libcudnn_ops_infer.so.8: "
              "cannot open shared object file: No such file or directory",
@@ -205,7 +221,7 @@ RULES: tuple[Rule, ...] = (
                            r"cudnn_status_(?:execution_failed|mapping_error|not_supported"
                            r"|bad_param|runtime_\w+|license_error|version_mismatch)",
                            r"error: (?:get|find) was unable to find an engine"),
-         ("cudnn", "error"),
+         ("cud", "error"),
          (ARCH_LIST, Step("Check free GPU memory.", command="nvidia-smi")),
          examples=("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
                    "RuntimeError: GET was unable to find an engine to execute this "
@@ -225,7 +241,7 @@ RULES: tuple[Rule, ...] = (
                             r"cuda failure \d* ?'an illegal memory access",
                             r"cuda_error_illegal_address",
                             r"nvrm: xid \([^)]*\): (?:13|31|43)\b"),
-         ("cuda", "nvrm"),
+         ("cud", "nvrm"),
          (SYNC_ERRORS, XID),
          examples=("RuntimeError: CUDA error: an illegal memory access was encountered",
                    "NVRM: Xid (PCI:0000:02:00): 31, pid=3357, Ch 00000008, intr 00000000. MMU "
@@ -242,7 +258,7 @@ RULES: tuple[Rule, ...] = (
                       command="CUDA_VISIBLE_DEVICES=1 python train.py"))),
     Rule(DEVICE_ASSERT, rx(r"cuda error: device-side assert triggered",
                            r"assertion `[^`]*` failed"),
-         ("cuda", "fail"),
+         ("cud", "fail"),
          (SYNC_ERRORS,
           Step("Check that every label is below the model's number of classes.")),
          examples=("RuntimeError: CUDA error: device-side assert triggered",

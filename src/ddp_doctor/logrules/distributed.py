@@ -86,16 +86,17 @@ DEVICES = declare(
          "one GPU (torch.cuda.set_device not called), device_ids not matching the module's "
          "device, tensors on the CPU given to NCCL, or parts of the model on different GPUs.",
     why="DDP or NCCL refuse to start the first collective.",
-    fix="In each rank call torch.cuda.set_device(local_rank), move the model there, and pass "
-        "device_ids=[local_rank].",
+    fix="In each rank call torch.cuda.set_device(local_rank), move the model and every batch "
+        "there, and pass device_ids=[local_rank]; give NCCL only GPU tensors.",
     docs_url=DDP_NOTES)
 BATCH = declare(
     "LOG058", Category.DDP_USAGE_ERROR, "Batch size does not fit the GPU count",
     what="YOLO (and other trainers) split the batch evenly across GPUs and require it to be "
          "a multiple of the GPU count; AutoBatch (batch=-1) is single-GPU only.",
     why="Training refuses to start.",
-    fix="Choose a batch size that is a multiple of the number of GPUs (e.g. 16 or 32 for 2 "
-        "GPUs).",
+    fix="Choose a total batch size that is a multiple of the number of GPUs (e.g. 16 or 32 "
+        "for 2 GPUs: Ultralytics batch=, YOLOv5 --batch-size), and an explicit one instead of "
+        "AutoBatch.",
     docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
 FORKED_CUDA = declare(
     "LOG059", Category.DDP_USAGE_ERROR, "CUDA used in a forked subprocess",
@@ -115,7 +116,11 @@ UNUSED_PERF = declare(
 
 RULES: tuple[Rule, ...] = (
     Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
-                         r"error\b[^\n]*eaddrinuse", r"error: 10048\b"),
+                         r"error\b[^\n]*eaddrinuse", r"error: 10048\b",
+                         # accelerate's own check of main_process_port before it launches
+                         # (accelerate/utils/launch.py prepare_multi_gpu_env)
+                         r"error: tried to launch distributed communication on port \S+,? but "
+                         r"another process is utilizing it"),
          ("error", "fail"),
          (Step("Find the process that holds the port.", command="ss -ltnp"),
           # torchrun --standalone rendezvous on localhost port 0, so the OS picks a free
@@ -131,7 +136,11 @@ RULES: tuple[Rule, ...] = (
                    "address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
                    "address already in use",
                    "[W socket.cpp:426] [c10d] The server socket has failed to listen on "
-                   "[::]:29500 (errno: 98 - Address already in use).")),
+                   "[::]:29500 (errno: 98 - Address already in use).",
+                   "ConnectionError: Tried to launch distributed communication on port `29500`, "
+                   "but another process is utilizing it. Please specify a different port (such "
+                   "as using the `--main_process_port` flag or specifying a different "
+                   "`main_process_port` in your config file) and rerun your script.")),
     Rule(RDZV_TIMEOUT, rx(r"client socket has timed out after",
                           r"rendezvoustimeouterror",
                           r"rendezvousconnectionerror",
@@ -193,7 +202,9 @@ RULES: tuple[Rule, ...] = (
                    "before starting a new one. This error indicates that your module has "
                    "parameters that were not used in producing loss.",
                    "RuntimeError: Expected to mark a variable ready only once.")),
-    Rule(NO_GROUP, rx(r"error: default process group has not been initialized",
+    # torch >= 1.8 says "has not been initialized", older releases "is not initialized"
+    # (torch/distributed/distributed_c10d.py _check_default_pg)
+    Rule(NO_GROUP, rx(r"error: default process group (?:has not been|is not) initialized",
                       r"error: syncbatchnorm (?:is only supported|expected input tensor)",
                       r"error initializing torch\.distributed using env:// rendezvous: "
                       r"environment variable \w+ expected"),
@@ -203,6 +214,7 @@ RULES: tuple[Rule, ...] = (
          examples=(
              "RuntimeError: Default process group has not been initialized, please make sure to "
              "call init_process_group.",
+             "AssertionError: Default process group is not initialized",
              "AttributeError: SyncBatchNorm is only supported within torch.nn.parallel."
              "DistributedDataParallel",
              "ValueError: SyncBatchNorm expected input tensor to be on GPU",
@@ -213,10 +225,13 @@ RULES: tuple[Rule, ...] = (
                      r"error: distributeddataparallel device_ids and output_device arguments",
                      r"error: tensors must be cuda and dense",
                      r"error: expected all tensors to be on the same device"),
-         ("error", "cuda"),
+         ("error", "cud"),
          (Step("In the training script, bind each rank to its own GPU before building the "
-               "model: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])), then use "
-               "device_ids=[local_rank]."),),
+               "model: local_rank = int(os.environ['LOCAL_RANK']); "
+               "torch.cuda.set_device(local_rank); model.to(local_rank); "
+               "DistributedDataParallel(model, device_ids=[local_rank])."),
+          Step("Move each batch with .to(local_rank): a bare .cuda() or 'cuda:0' puts every "
+               "rank's tensors on GPU 0.")),
          examples=(
              "RuntimeError: module must have its parameters and buffers on device cuda:0 "
              "(device_ids[0]) but found one of them on device: cuda:1",
@@ -234,9 +249,8 @@ RULES: tuple[Rule, ...] = (
                    r"assertionerror: assert [^\n]*batch\w*\s*%\s*(?:len\(|\w*(?:gpu|device|world"
                    r"|nproc|rank))"),
          ("error",),
-         (Step("Use a total batch size divisible by the number of GPUs (Ultralytics: "
-               "batch=32 with device=0,1; the per-GPU batch is the total divided by the GPU "
-               "count)."),),
+         (Step("Make the total batch size a multiple of the number of GPUs (each GPU gets "
+               "the total divided by the GPU count).", command="nvidia-smi -L | wc -l"),),
          examples=("AssertionError: batch-size 15 not multiple of GPU count 2",
                    "AssertionError: 'batch=15' must be a multiple of GPU count 2. Try 'batch=14' "
                    "or 'batch=16', the nearest batch sizes evenly divisible by 2.",
@@ -247,7 +261,7 @@ RULES: tuple[Rule, ...] = (
                    "AssertionError: AutoBatch with --batch-size -1 is not compatible with YOLOv5 "
                    "Multi-GPU DDP training, please pass a valid --batch-size")),
     Rule(FORKED_CUDA, rx(r"cannot re-initialize cuda in forked subprocess"),
-         ("cuda",),
+         ("cud",),
          (Step("In the training script, before any CUDA call or DataLoader, use the spawn "
                "start method: torch.multiprocessing.set_start_method('spawn', force=True) "
                "(DataLoader: multiprocessing_context='spawn')."),),

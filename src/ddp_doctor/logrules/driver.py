@@ -8,7 +8,11 @@ compatibility (https://docs.nvidia.com/deploy/cuda-compatibility/), the Xid cata
 error 802 (pytorch/pytorch#35710, NVIDIA/nccl#1488), the driver/library mismatch threads
 (NVIDIA/ubuntu-packaging-nvidia-driver#3), WSL's CUDA guide
 (https://docs.nvidia.com/cuda/wsl-user-guide/index.html) and microsoft/WSL#5548, #8587,
-#9938, #10289 (``GPU access blocked by the operating system``).
+#9938, #10289 (``GPU access blocked by the operating system``), the NGC containers' driver
+check (https://docs.nvidia.com/deeplearning/frameworks/support-matrix/index.html,
+ultralytics/yolov5#1232), the kernel's PCIe AER messages (drivers/pci/pcie/aer.c,
+rwth-i6/returnn#1500), moby's GPU device request and libnvidia-container's cgroup setup
+(NVIDIA/nvidia-docker#1447, #1486).
 """
 
 from __future__ import annotations
@@ -36,15 +40,44 @@ NO_DRIVER = declare(
     fix="Load or reinstall the driver for the running kernel (`dkms status`, `uname -r`), "
         "blacklist nouveau, then reboot and check `nvidia-smi`.",
     docs_url="https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html")
+TOOLKIT_GUIDE = ("https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+                 "install-guide.html")
 NO_CONTAINER_GPU = declare(
-    "LOG010", Category.DRIVER_MISSING, "The container runtime could not give the container a GPU",
-    what="Docker was asked for GPUs (`--gpus`) but has no NVIDIA runtime to provide them: "
-         "the NVIDIA Container Toolkit is missing or not configured.",
-    why="Inside the container there is no driver and no /dev/nvidia* device.",
+    "LOG010", Category.DRIVER_MISSING, "The container runtime found no NVIDIA driver on the host",
+    what="nvidia-container-cli could not load the driver's own library (libnvidia-ml) on the "
+         "host: no NVIDIA driver is installed there, or its libraries are not where the "
+         "runtime looks.",
+    why="The runtime cannot hand the driver to the container: there is no driver and no "
+        "/dev/nvidia* device inside it.",
+    fix="Install the NVIDIA driver on the host and check `nvidia-smi` there before starting "
+        "GPU containers.",
+    docs_url=TOOLKIT_GUIDE)
+# The container runtime's own messages (moby's "could not select device driver", and
+# libnvidia-container's cgroup errors: NVIDIA/nvidia-docker#1447 and #1486, cgroup v2 before
+# libnvidia-container 1.8): the host driver is fine, the container's GPU setup is not, which
+# the category contract calls a misconfigured container setup (cuda_init_failure).
+NO_GPU_RUNTIME = declare(
+    "LOG071", Category.CUDA_INIT_FAILURE,
+    "Docker has no NVIDIA runtime to give the container a GPU",
+    what="Docker was asked for GPUs (`--gpus`, or `driver: nvidia` in a compose file) but no "
+         "device driver for GPUs is registered with it: the NVIDIA Container Toolkit is not "
+         "installed, or Docker was not configured to use it.",
+    why="The container does not start, or starts without any GPU.",
     fix="Install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
         "--runtime=docker`, restart Docker.",
-    docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
-             "install-guide.html")
+    docs_url=TOOLKIT_GUIDE)
+CONTAINER_CGROUP = declare(
+    "LOG072", Category.CUDA_INIT_FAILURE,
+    "The container runtime could not set up the GPU devices' cgroup",
+    what="nvidia-container-cli failed while granting the container access to the GPU "
+         "device nodes through the devices cgroup: typically a host on the unified cgroup v2 "
+         "hierarchy with a libnvidia-container too old for it, or a runtime configured with "
+         "no-cgroups that the host does not allow.",
+    why="The GPU container cannot start, or starts without access to /dev/nvidia*.",
+    fix="Upgrade the NVIDIA Container Toolkit (cgroup v2 support came in libnvidia-container "
+        "1.8), or boot with systemd.unified_cgroup_hierarchy=false; check no-cgroups in "
+        "/etc/nvidia-container-runtime/config.toml.",
+    docs_url="https://github.com/NVIDIA/nvidia-docker/issues/1447")
 DRIVER_OLD = declare(
     "LOG011", Category.DRIVER_TOO_OLD,
     "The NVIDIA driver is older than the CUDA torch was built for",
@@ -150,11 +183,17 @@ RULES: tuple[Rule, ...] = (
                        r"nvrm: the nvidia probe routine was not called",
                        r"error[_:\s]+driver ?not ?loaded",
                        r"fail\w* to [\w ]{0,30}nvml: driver not loaded",
+                       # NVML's return code alone: 9 is NVML_ERROR_DRIVER_NOT_LOADED (nvml.h),
+                       # as ollama's GPU discovery prints it (ollama/ollama#1898)
+                       r"nvml[^\n]*\binit\w*[^\n]*\bfail\w*:? ?9\b(?![.\d])",
                        r"error: libcuda\.so\.1: cannot open shared object file"),
          ("nvidia", "nvrm", "error", "fail"),
          (Step("Is the kernel module loaded, and built for the running kernel?",
                command="lsmod | grep -E 'nvidia|nouveau'; dkms status; uname -r"),
-          Step("Rebuild it for this kernel and reboot.", command="sudo dkms autoinstall"),
+          Step("Rebuild it for this kernel (DKMS needs the running kernel's headers; a "
+               "driver installed from NVIDIA's .run file: run the installer again) and reboot.",
+               command="sudo apt-get install -y dkms linux-headers-$(uname -r) && "
+                       "sudo dkms autoinstall"),
           SMI),
          examples=(
              "AssertionError: Found no NVIDIA driver on your system. Please check that you have "
@@ -163,28 +202,62 @@ RULES: tuple[Rule, ...] = (
              "Make sure that the latest NVIDIA driver is installed and running.",
              "modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic",
              "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
-             "Failed to properly shut down NVML: Driver Not Loaded"),
+             "Failed to properly shut down NVML: Driver Not Loaded",
+             "Jan 08 19:28:33 XDFAF ollama[178990]: 2024/01/08 19:28:33 gpu.go:39: CUDA not "
+             "detected: nvml vram init failure: 9"),
          symptom_of=("LOG061", "LOG020"),
          alternatives=("wsl_setup: inside WSL2 this means the Linux driver was installed in WSL "
                        "or /usr/lib/wsl/lib is missing",),
          decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
-    Rule(NO_CONTAINER_GPU, rx(r"error response from daemon: could not select device driver "
-                              r"\"?\"? with capabilities: \[\[gpu\]\]",
-                              r"nvidia-container-cli: initialization error: (?:load library "
+    Rule(NO_CONTAINER_GPU, rx(r"nvidia-container-cli: initialization error: (?:load library "
                               r"failed|nvml error)[^\n]*libnvidia-ml\.so"),
+         ("error",),
+         (Step("On the host, check that the driver answers.", command="nvidia-smi"),
+          Step("And that its NVML library is installed.",
+               command="ldconfig -p | grep libnvidia-ml")),
+         examples=("nvidia-container-cli: initialization error: load library failed: "
+                   "libnvidia-ml.so.1: cannot open shared object file: no such file or "
+                   "directory: unknown",)),
+    # moby names the driver it could not find: "" for `--gpus`, "nvidia" for a compose file's
+    # `driver: nvidia` (AbdBarho/stable-diffusion-webui-docker#130).
+    Rule(NO_GPU_RUNTIME, rx(r"error response from daemon: could not select device driver "
+                            r"\"[^\"]*\" with capabilities: \[\[gpu\]\]"),
          ("error",),
          (Step("Install and register the NVIDIA Container Toolkit.",
                command="sudo nvidia-ctk runtime configure --runtime=docker && "
-                       "sudo systemctl restart docker"),),
+                       "sudo systemctl restart docker"),
+          Step("Check that Docker now lists the nvidia runtime.",
+               command="docker info | grep -i runtimes")),
          examples=('docker: Error response from daemon: could not select device driver "" '
-                   'with capabilities: [[gpu]].',)),
+                   'with capabilities: [[gpu]].',
+                   'Error response from daemon: could not select device driver "nvidia" with '
+                   'capabilities: [[gpu]]')),
+    Rule(CONTAINER_CGROUP, rx(r"nvidia-container-cli: [^\n]*error[^\n]*cgroup"),
+         ("error", "nvidia"),
+         (Step("See which cgroup hierarchy the host runs (cgroup2fs is v2).",
+               command="stat -fc %T /sys/fs/cgroup"),
+          Step("See the container toolkit's version (cgroup v2 needs 1.8 or later).",
+               command="nvidia-container-cli --version"),
+          Step("Check the runtime's cgroup setting.",
+               command="grep -n no-cgroups /etc/nvidia-container-runtime/config.toml")),
+         examples=(
+             "stderr: nvidia-container-cli: container error: cgroup subsystem devices not "
+             "found: unknown.",
+             "nvidia-container-cli: container error: failed to get device cgroup mount path: "
+             "relative path in absolute URI: unknown")),
     Rule(DRIVER_OLD, rx(r"the nvidia driver on your system is too old",
                         r"cuda driver version is insufficient for cuda runtime version",
                         r"cuda runtime error \(35\)", r"cuda failure 35\b",
                         r"cudagetdevicecount\S* returned 35",
                         r"cuda_error_insufficient_driver",
-                        r"cudaerrorinsufficientdriver"),
-         ("nvidia", "cuda"),
+                        r"cudaerrorinsufficientdriver",
+                        # tools that print cudaErrorInsufficientDriver in their own words
+                        r"cuda[^\n]*\binsufficient (?:cuda )?driver\b",
+                        # NGC containers' entrypoint banner (nvcr.io images); it wraps
+                        # before the detected version, so the first line is what is sure
+                        r"error: this container was built for nvidia driver release [\d.]+ "
+                        r"or later"),
+         ("nvidia", "cud"),
          (SMI, TORCH_CUDA,
           Step("Or install the torch build that matches the driver's CUDA (pick the cuXXX "
                "not above nvidia-smi's 'CUDA Version').",
@@ -196,13 +269,18 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime "
              "version",
              "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=35 : "
-             "CUDA driver version is insufficient for CUDA runtime version"),
+             "CUDA driver version is insufficient for CUDA runtime version",
+             "CUDA error: Insufficient CUDA driver: 9020",
+             "ERROR: This container was built for NVIDIA Driver Release 455.23 or later, but "
+             "version 450.66 was detected and compatibility mode is UNAVAILABLE."),
          alternatives=("driver_missing: in a container started without GPUs the runtime says "
                        "'insufficient' because it finds no driver at all",),
          decide=(SMI,)),
     Rule(PTX_TOOLCHAIN, rx(r"cuda error: the provided ptx was compiled with an unsupported "
                            r"toolchain", r"cuda_error_unsupported_ptx_version"),
-         ("cuda",), (SMI,),
+         ("cud",),
+         (SMI, Step("Update the driver to one that supports the CUDA version the code was "
+                    "built with (the table of minimum driver versions).", url=CUDA_COMPAT)),
          examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
                    "toolchain.",)),
     Rule(LIB_MISMATCH, rx(r"fail\w* to initialize nvml: driver/library version mismatch",
@@ -212,7 +290,7 @@ RULES: tuple[Rule, ...] = (
                           r"cuda\w* error\W+system has unsupported display driver / cuda driver",
                           r"error 803\W+system has unsupported display driver",
                           r"cuda_error_system_driver_mismatch"),
-         ("fail", "error", "nvrm", "cuda"),
+         ("fail", "error", "nvrm", "cud"),
          (Step("Compare the loaded module with the libraries.",
                command="cat /proc/driver/nvidia/version; nvidia-smi"),
           Step("Reboot so the new kernel module loads.", command="sudo reboot")),
@@ -236,7 +314,7 @@ RULES: tuple[Rule, ...] = (
                        r"cuda error: initialization error",
                        # in containers: the cgroup lost the device (systemctl daemon-reload)
                        r"fail\w* to initialize nvml: unknown error"),
-         ("cuda", "error", "fail"),
+         ("cud", "error", "fail"),
          (Step("Reload the unified-memory module (or reboot); after a suspend/resume this "
                "is the usual fix.",
                command="sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm"),
@@ -262,18 +340,21 @@ RULES: tuple[Rule, ...] = (
                     r"fail[^\n]*system not yet initialized",
                     r"cuda error: system not yet initialized",
                     r"cuda_error_system_not_ready", r"cudaerrorsystemnotready"),
-         ("error", "cuda", "fail"),
+         ("error", "cud", "fail"),
          (Step("Check the Fabric Manager service.",
                command="systemctl status nvidia-fabricmanager"),
-          Step("Install the version that matches the driver and start it.",
-               command="sudo systemctl enable --now nvidia-fabricmanager")),
+          Step("Install the Fabric Manager of the driver's branch (its major version, e.g. "
+               "nvidia-fabricmanager-535 for driver 535.x; Ubuntu package name) and start it.",
+               command="sudo apt-get install -y nvidia-fabricmanager-$(nvidia-smi "
+                       "--query-gpu=driver_version --format=csv,noheader | head -1 | cut -d. "
+                       "-f1) && sudo systemctl enable --now nvidia-fabricmanager")),
          examples=("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()"
                    ". Did you run some cuda functions before calling NumCudaDevices() that might "
                    "have already set an error? Error 802: system not yet initialized",)),
     Rule(COMPAT_HW, rx(r"error 804\W+forward compatibility was attempted",
                        r"cuda error: forward compatibility was attempted",
                        r"cuda_error_compat_not_supported_on_device"),
-         ("error", "cuda"),
+         ("error", "cud"),
          (Step("Find the compat libcuda on the loader path.",
                command="echo $LD_LIBRARY_PATH; ldconfig -p | grep libcuda"),),
          examples=("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount()"
@@ -283,12 +364,18 @@ RULES: tuple[Rule, ...] = (
     Rule(HARDWARE, rx(r"nvrm: xid \([^)]*\): (?:48|61|62|64|74|79|92|94|95|119|120|122|123|136"
                       r"|140|143|144|145|146|147|148|149|150|154|155|156|158)\b",
                       r"nvrm: [^\n]*fallen off the bus",
-                      r"cuda error: uncorrectable ecc error",
+                      r"cuda error:\s*uncorrectable ecc error",
+                      # cudaErrorECCUncorrectable's own string, whatever wraps it (ggml, JSON)
+                      r"\buncorrectable ecc error encountered",
+                      # the kernel's PCIe AER driver (drivers/pci/pcie/aer.c): a fatal
+                      # uncorrectable error on the GPU's link
+                      r"pcie bus error: severity=uncorrected \(fatal\)",
+                      r"aer: [^\n]*uncorrected \(fatal\) error received",
                       r"cuda runtime error \(39\)",
                       r"cuda_error_ecc_uncorrectable",
                       r"unable to determine the device handle for gpu[^\n]*unknown error",
                       r"nvmlerror_gpuislost", r"error: gpu is lost"),
-         ("nvrm", "cuda", "error"),
+         ("nvrm", "cud", "error"),
          (Step("Read the kernel's Xid record.", command="sudo dmesg -T | grep -i -E 'xid|nvrm'"),
           Step("Read the memory error counters.",
                command="nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT"),
@@ -298,10 +385,16 @@ RULES: tuple[Rule, ...] = (
              "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.",
              "NVRM: Xid (PCI:0000:ca:00): 48, pid=2915, DBE (double bit error) ECC error",
              "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+             '{"error":{"message":"timed out waiting for llama runner to start:CUDA '
+             'error:uncorrectable ECC error encountered',
+             "pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), "
+             "type=Transaction Layer, (Requester ID)",
+             "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: "
+             "0000:00:03.0",
              "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")),
     Rule(WSL_LIBCUDA, rx(r"/usr/lib/wsl/lib/libcuda\S*: cannot open",
                          r"error: libcuda\.so: cannot open shared object file"),
-         ("cuda",),
+         ("cud",),
          (Step("Put WSL's driver directory on the loader path.",
                command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),),
          examples=("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot "
@@ -310,13 +403,16 @@ RULES: tuple[Rule, ...] = (
                        "without GPUs) also leaves libcuda.so missing",),
          decide=(Step("Is this WSL?", command="uname -r; ls /usr/lib/wsl/lib"),)),
     Rule(WSL_SYMLINK, rx(r"/usr/lib/wsl/lib/libcuda\.so\S* is not a symbolic link"),
-         ("cuda",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
+         ("cud",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
                               "symbolic link",)),
     Rule(WSL_BLOCKED, rx(r"fail\w* to [\w ]{0,30}nvml: gpu access blocked by the operating "
-                         r"system", r"error\W+gpu access blocked by the operating system"),
+                         r"system", r"error\W+gpu access blocked by the operating system",
+                         # 17 is NVML_ERROR_OPERATING_SYSTEM (nvml.h), the same refusal
+                         r"nvml[^\n]*\binit\w*[^\n]*\bfail\w*:? ?17\b(?![.\d])"),
          ("fail", "error"),
          (Step("Update WSL and restart it.", command="wsl --update && wsl --shutdown"),),
          examples=("Failed to initialize NVML: GPU access blocked by the operating system",
+                   "gpu.go:39: CUDA not detected: nvml vram init failure: 17",
                    "Failed to properly shut down NVML: GPU access blocked by the operating "
                    "system")),
     Rule(WSL1, rx(r"error[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)",

@@ -69,15 +69,16 @@ OOM_KILL = declare(
          "killed for memory: a rank or DataLoader worker used more RAM than the node or its "
          "limit allows.",
     why="The killed process vanishes without a Python error; the others then fail.",
-    fix="Fewer DataLoader workers, a smaller batch or cache (YOLO cache=ram), or a higher "
-        "memory limit.",
+    fix="Fewer DataLoader workers, a smaller batch, no dataset cache in RAM (Ultralytics "
+        "cache=ram, YOLOv5 --cache ram), or a higher memory limit.",
     docs_url="https://github.com/torvalds/linux/blob/master/mm/oom_kill.c")
 PAGING = declare(
     "LOG039", Category.HOST_OUT_OF_MEMORY, "Windows: the paging file is too small (WinError 1455)",
     what="On Windows each DataLoader worker maps torch's CUDA DLLs into its own address "
          "space, committing gigabytes of virtual memory; the paging file cannot back it.",
     why="Workers fail to import torch and the DataLoader dies.",
-    fix="Use fewer workers (--workers 2) or enlarge the Windows paging file.",
+    fix="Use fewer DataLoader workers (num_workers; Ultralytics workers=2, YOLOv5 --workers "
+        "2) or enlarge the Windows paging file.",
     docs_url="https://github.com/ultralytics/yolov5/issues/1643")
 LOADER_SHM = declare(
     "LOG040", Category.NCCL_SHARED_MEMORY, "DataLoader workers ran out of shared memory (/dev/shm)",
@@ -97,10 +98,13 @@ LOADER_EXIT = declare(
     docs_url="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
 
 RULES: tuple[Rule, ...] = (
-    Rule(BUS_ERROR, rx(r"exitcode\s*:\s*-7\b", r"signal 7 \(sigbus\)", r"\bbus error\b",
+    # Not the kernel's "PCIe Bus Error: severity=..." (AER, a hardware report: driver.py).
+    Rule(BUS_ERROR, rx(r"exitcode\s*:\s*-7\b", r"signal 7 \(sigbus\)",
+                       r"(?<!pcie )(?<!pci )\bbus error\b",
                        r"terminated with signal sigbus"),
          ("exitcode", "signal", "error"),
-         (SHM,),
+         (SHM, Step("Give the container more shared memory.",
+                    command="docker run --ipc=host ...")),
          examples=("  exitcode  : -7 (pid: 12)", "Bus error (core dumped)",
                    "ERROR: Unexpected bus error encountered in worker. This might be caused by "
                    "insufficient shared memory (shm)."),
@@ -115,8 +119,8 @@ RULES: tuple[Rule, ...] = (
                         r"error[^\n]*no space left on device[^\n]*/dev/shm",
                         r"error[^\n]*/dev/shm[^\n]*no space left on device"),
          ("memory", "killed", "error"),
-         (SHM, Step("Give the container more shared memory.",
-                    command="docker run --ipc=host ...  # or --shm-size=16g")),
+         (SHM, Step("Give the container more shared memory (--ipc=host, or a fixed "
+                    "--shm-size=16g).", command="docker run --ipc=host ...")),
          examples=(
              "RuntimeError: DataLoader worker (pid 2477) is killed by signal: Bus error. It is "
              "possible that dataloader's workers are out of shared memory. Please try to raise "
@@ -130,9 +134,10 @@ RULES: tuple[Rule, ...] = (
                       r"cudnn_status_alloc_failed", r"cuda_error_out_of_memory",
                       r"cuda failure \d* ?'out of memory'",
                       r"fail\w* to cuda calloc", r"cudaerrormemoryallocation"),
-         ("cuda", "memory", "cudnn", "fail"),
+         ("cud", "memory", "fail"),
          (Step("See who else uses the GPU.", command="nvidia-smi"),
-          Step("Lower the per-GPU batch size or enable AMP.")),
+          Step("Lower the per-GPU batch size, or train in mixed precision "
+               "(torch.autocast('cuda', dtype=torch.float16) with torch.amp.GradScaler).")),
          examples=(
              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
              "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
@@ -145,9 +150,9 @@ RULES: tuple[Rule, ...] = (
                         r"unable to find a valid cudnn algorithm",
                         r"error: cublas_status_(?:not_initialized|internal_error)",
                         r"create cublas handle fail\w*"),
-         ("cudnn", "fail", "error"),
+         ("cud", "fail", "error"),
          (Step("See how full the GPUs are and who uses them.", command="nvidia-smi"),
-          Step("Retry with a smaller batch.")),
+          Step("Retry with a smaller per-GPU batch, on a GPU no other process uses.")),
          examples=(
              "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
              "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
@@ -163,7 +168,9 @@ RULES: tuple[Rule, ...] = (
                       command='python -c "import torch; print(torch.nn.Conv2d(3,8,3).cuda()'
                               '(torch.randn(1,3,32,32).cuda()).shape)"'))),
     Rule(PAGING, rx(r"winerror 1455", r"error 1455\W"), ("error",),
-         (Step("Use fewer DataLoader workers.", command="python train.py --workers 2"),),
+         (Step("Use fewer DataLoader workers: in the script DataLoader(..., num_workers=2)."),
+          Step("Or enlarge the Windows paging file (System > Advanced system settings > "
+               "Performance > Virtual memory).")),
          examples=("OSError: [WinError 1455] The paging file is too small for this operation to "
                    "complete. Error loading \"C:\\Users\\user\\anaconda3\\lib\\site-packages\\"
                    "torch\\lib\\cudnn_cnn_infer64_8.dll\" or one of its dependencies.",)),
@@ -173,7 +180,8 @@ RULES: tuple[Rule, ...] = (
                       r"(?<![\w.])memoryerror\b", r"arraymemoryerror"),
          ("memory", "bad_alloc"),
          (Step("Check free memory.", command="free -h"),
-          Step("Use fewer DataLoader workers or a smaller batch.")),
+          Step("Use fewer DataLoader workers (DataLoader(..., num_workers=2)) or a smaller "
+               "batch.")),
          examples=(
              "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: "
              "can't allocate memory: you tried to allocate 1073741824 bytes. Error code 12 "
@@ -190,7 +198,8 @@ RULES: tuple[Rule, ...] = (
                     r"error[^\n]*returned non-zero exit status -9\b"),
          ("exitcode", "signal", "error"),
          (OOM_KILLER,
-          Step("Lower the batch size or DataLoader workers, or raise the memory limit.")),
+          Step("Use fewer DataLoader workers (DataLoader(..., num_workers=2)) or a smaller "
+               "batch, or raise the memory limit.")),
          examples=("  exitcode  : -9 (pid: 812917)",
                    "[ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', "
                    "'train.py', '--local_rank=3'] exits with return code = -9",
@@ -207,7 +216,8 @@ RULES: tuple[Rule, ...] = (
                       r"killed by signal\w*: killed", r"^\s*killed\s*$",
                       r"killed process \d+ \([^)]*\) total-vm"),
          ("memory", "error", "killed"),
-         (OOM_KILLER, Step("Use fewer DataLoader workers or a smaller batch.")),
+         (OOM_KILLER, Step("Use fewer DataLoader workers (DataLoader(..., num_workers=2)) or "
+                           "a smaller batch.")),
          examples=(
              "Out of memory: Killed process 14750 (python) total-vm:89392312kB, "
              "anon-rss:61234216kB, file-rss:0kB, shmem-rss:0kB",
@@ -218,7 +228,7 @@ RULES: tuple[Rule, ...] = (
     Rule(LOADER_EXIT, rx(r"error: dataloader worker \(pid\(?s?\)?[^)]*\) exited unexpectedly"),
          ("error",),
          (SHM, OOM_KILLER,
-          Step("Rerun with num_workers=0 (YOLO: --workers 0) to see the worker's own error.")),
+          Step("Rerun with DataLoader(..., num_workers=0) to see the worker's own error.")),
          examples=("RuntimeError: DataLoader worker (pid(s) 3084) exited unexpectedly",),
          symptom_of=(ANY_ERROR,),
          alternatives=("host_out_of_memory: the OOM killer ended the worker (dmesg says so)",

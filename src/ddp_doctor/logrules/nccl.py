@@ -113,7 +113,8 @@ WATCHDOG = declare(
          "saving), it crashed, or the ranks called different collectives.",
     why="The watchdog aborts the communicator and tears the job down.",
     fix="Find the rank that did not reach the collective (its own error comes first); raise "
-        "init_process_group(timeout=...) for long rank-0-only work.",
+        "init_process_group(timeout=...) for long rank-0-only work (YOLO trainers: update "
+        "them, or validate less: val=False, --noval).",
     docs_url="https://pytorch.org/docs/stable/distributed.html#torch.distributed."
              "init_process_group")
 ABORTED = declare(
@@ -147,9 +148,25 @@ DESYNC = declare(
         "batches per rank: DistributedSampler with drop_last, no rank-only collectives).",
     docs_url="https://pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-"
              "applications")
+# NCCL_DEBUG=INFO prints every function an error passes back through, innermost first, as
+# "NCCL INFO <file>.cc:<line> -> <ncclResult_t>" (NVIDIA/nccl src/include/checks.h, NCCLCHECK):
+# the first file names where the failure began. NVIDIA/nccl#1000: the trace began in
+# misc/socket.cc and bootstrap.cc, and NCCL_SOCKET_IFNAME fixed it.
+NCCL_NET_TRACE = declare(
+    "LOG073", Category.NCCL_NETWORK, "NCCL's error trace begins in its network code",
+    what="NCCL's own trace of a failure starts in its socket, bootstrap or network-transport "
+         "code (misc/socket.cc, bootstrap.cc, transport/net_socket.cc, transport/net_ib.cc): "
+         "the ranks could not connect or keep their connections, usually because NCCL picked "
+         "an interface the other ranks cannot reach (an IPoIB or docker interface, a VPN) "
+         "or a firewall blocks the ports.",
+    why="The communicator never forms, or breaks, and every rank's collective fails.",
+    fix="Set NCCL_SOCKET_IFNAME to the interface the nodes share (the bootstrap uses it "
+        "even when the data goes over InfiniBand), open the ports between nodes, and rerun "
+        "with NCCL_DEBUG=INFO to see the WARN line before the trace.",
+    docs_url=NCCL_ENV)
 
 SHM_ROOTS = ("LOG042", "LOG008", "LOG040")
-NET_ROOTS = ("LOG043", "LOG044")
+NET_ROOTS = ("LOG043", "LOG044", "LOG073")
 
 RULES: tuple[Rule, ...] = (
     Rule(NCCL_SHM, rx(r"error while creating shared memory segment",
@@ -174,7 +191,7 @@ RULES: tuple[Rule, ...] = (
                       r"cuda runtime error \(60\) : peer mapping resources exhausted",
                       r"cuda failure \d* ?'peer mapping resources exhausted'",
                       r"cuda_error_too_many_peers", r"cudaerrortoomanypeers"),
-         ("cuda", "warn", "fail"),
+         ("cud", "warn", "fail"),
          (P2P_OFF, TOPO),
          examples=(
              "transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer access "
@@ -216,6 +233,19 @@ RULES: tuple[Rule, ...] = (
              "opcode=1 len=0 vendor err 129 (Send)",
              "NCCL WARN NET/IB : mlx5_0:1 Got async event : port error",
              "NCCL WARN Call to ibv_create_qp failed")),
+    Rule(NCCL_NET_TRACE, rx(r"nccl info (?:misc/socket|bootstrap|transport/net_socket"
+                            r"|transport/net_ib|misc/ibvwrap)\.cc:\d+ -> [1-7]\b"),
+         (".cc:",),
+         (IFACES, Step("Name that interface for NCCL's bootstrap.",
+                       command="NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=INFO torchrun ...")),
+         examples=("dso-s1-r1-a100-03:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2",
+                   "dso-s1-r1-a100-03:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2"),
+         # A watchdog that aborts the communicator, or a peer that died, leaves the same
+         # trace behind in the survivors: then it is a consequence.
+         symptom_of=(ANY_ERROR, "LOG046", "LOG047", "LOG048"),
+         alternatives=("collective_timeout: a peer that stopped answering leaves the same "
+                       "trace in the ranks that waited for it",),
+         decide=(IFACES, DEBUG)),
     Rule(NCCL_SYSTEM, rx(r"unhandled system error", r"ncclsystemerror", r"nccl error 2\b"),
          ("error",),
          (SHM, Step("Give the container more shared memory (or use --ipc=host).",
@@ -236,7 +266,7 @@ RULES: tuple[Rule, ...] = (
                       command="NCCL_SHM_DISABLE=1 torchrun ..."))),
     Rule(NCCL_CUDA, rx(r"unhandled cuda error", r"ncclunhandlederror", r"nccl error 1\b",
                        r"ncclunhandledcudaerror"),
-         ("cuda", "error"),
+         ("cud", "error"),
          (DEBUG, P2P_OFF),
          examples=("NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL "
                    "version 2.18.1",),
@@ -278,6 +308,8 @@ RULES: tuple[Rule, ...] = (
                       r"caught collective operation timeout",
                       r"timed out waiting \d+ms for (?:recv|send) operation",
                       r"heartbeat monitor timed out",
+                      # the watchdog's C++ frame, when the message itself was cut from the log
+                      r"processgroupnccl::worknccl::checktimeout\b",
                       r"fail\w* to pass monitoredbarrier"),
          ("time", "fail"),
          (Step("Find the rank that did not join: its error, or its last progress line, comes "
@@ -289,7 +321,10 @@ RULES: tuple[Rule, ...] = (
                    "OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for "
                    "600083 milliseconds before timing out.",
                    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
-                   "Timed out waiting 1800000ms for recv operation to complete"),
+                   "Timed out waiting 1800000ms for recv operation to complete",
+                   "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::"
+                   "chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in "
+                   "/envs/mlpf/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so)"),
          symptom_of=(ANY_ERROR, "LOG046"),
          alternatives=("host_out_of_memory: a rank killed silently leaves the others waiting "
                        "(look for exit code -9)",

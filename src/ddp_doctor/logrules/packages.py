@@ -24,6 +24,9 @@ GET_STARTED = "https://pytorch.org/get-started/locally/"
 SHOW_TORCH = Step("Show what is installed and what CUDA torch was built for.",
                   command='python -c "import torch, sys; print(sys.executable, torch.__version__, '
                           'torch.version.cuda, torch.cuda.is_available())"')
+WHICH_TORCH = Step("Show which interpreter runs and which torch it has installed (without "
+                   "importing it).", command='python -c "import sys; print(sys.executable)"; '
+                                             'python -m pip show torch')
 PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's CUDA "
             "variant (the +cuXYZ suffix printed above; cu126 here is an example), or check "
             "the pairs at https://github.com/pytorch/vision#installation.",
@@ -47,8 +50,9 @@ TORCH_IMPORT = declare(
          "because another copy of a library on LD_LIBRARY_PATH shadows the one torch ships, "
          "or the install is half finished.",
     why="torch cannot be used at all in this environment.",
-    fix="Reinstall torch in a clean environment; unset LD_LIBRARY_PATH entries that point "
-        "at other CUDA/cuDNN/NCCL copies.",
+    fix="Unset LD_LIBRARY_PATH entries that point at other CUDA/cuDNN/NCCL copies, uninstall "
+        "NVIDIA wheels of another CUDA major (nvidia-*-cu11 beside -cu12), or reinstall torch "
+        "in a clean environment.",
     docs_url=GET_STARTED)
 CPU_BUILD = declare(
     "LOG023", Category.TORCH_CPU_ONLY, "Torch not compiled with CUDA enabled (CPU-only build)",
@@ -92,7 +96,9 @@ PKG_WARNING = declare(
 RULES: tuple[Rule, ...] = (
     Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)"),
          ("no module named",),
-         (SHOW_TORCH, Step("Install torch into this interpreter.", url=GET_STARTED)),
+         (WHICH_TORCH, Step("Install torch into this interpreter (the selector on the page "
+                           "gives the command for a CUDA build).",
+                           command="python -m pip install torch", url=GET_STARTED)),
          examples=("ModuleNotFoundError: No module named 'torch'",
                    "ModuleNotFoundError: No module named 'torch._C'",
                    "/usr/bin/python3: No module named torch")),
@@ -106,10 +112,16 @@ RULES: tuple[Rule, ...] = (
                           r"error: [^\n]*version .glibcxx_[\d.]+. not found[^\n]*torch",
                           r"error loading \S*torch\\lib\\\S+\.dll"),
          ("error", "fail"),
-         (SHOW_TORCH,
+         (WHICH_TORCH,
           Step("Look for other CUDA/cuDNN/NCCL copies shadowing torch's own.",
                command="echo $LD_LIBRARY_PATH"),
-          Step("Reinstall torch cleanly.", command="pip install --force-reinstall torch")),
+          Step("List torch and the NVIDIA wheels: cu11 and cu12 copies installed side by side "
+               "shadow each other; uninstall the ones this torch does not use.",
+               command="pip list 2>/dev/null | grep -i -E '^(torch|nvidia-)'"),
+          Step("Reinstall torch cleanly at the version and CUDA variant pip shows (2.5.1 and "
+               "cu124 here are an example).",
+               command="pip install --force-reinstall torch==2.5.1 --index-url "
+                       "https://download.pytorch.org/whl/cu124")),
          examples=(
              "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or "
              "directory",
@@ -128,8 +140,13 @@ RULES: tuple[Rule, ...] = (
                       command="ldd $(python -c 'import importlib.util,os;print(os.path."
                               "dirname(importlib.util.find_spec(\"torch\").origin))')"
                               "/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"),)),
-    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cuda",),
-         (SHOW_TORCH, Step("Install a CUDA build of torch.", url=GET_STARTED)),
+    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cud",),
+         (SHOW_TORCH,
+          Step("Install a CUDA build of torch from the index of a CUDA version not above "
+               "nvidia-smi's 'CUDA Version' (cu126 here is an example; "
+               "https://pytorch.org/get-started/locally/ lists them).",
+               command="pip install --force-reinstall torch torchvision --index-url "
+                       "https://download.pytorch.org/whl/cu126")),
          examples=("AssertionError: Torch not compiled with CUDA enabled",)),
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
                      r"cuda unavailable, invalid device \S+ requested",
@@ -140,7 +157,7 @@ RULES: tuple[Rule, ...] = (
                      r"error: fp16 mixed precision requires a gpu",
                      r"fp16 mixed precision training with amp or apex \(`--fp16`\)[^\n]*can "
                      r"only be used on cuda"),
-         ("cuda", "error"),
+         ("cud", "error"),
          (SHOW_TORCH, Step("See whether the driver sees GPUs.", command="nvidia-smi")),
          examples=(
              "torch.cuda.is_available(): False",
@@ -154,13 +171,13 @@ RULES: tuple[Rule, ...] = (
              "FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision "
              "evaluation (`--fp16_full_eval`) can only be used on CUDA devices."),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
-                     "LOG018", "LOG020", "LOG023", "LOG030"),
+                     "LOG018", "LOG020", "LOG023", "LOG030", "LOG071", "LOG072"),
          alternatives=(
              "driver_missing: no driver loaded (nvidia-smi fails)",
              "driver_too_old: the driver supports an older CUDA than torch.version.cuda",
              "gpu_not_visible: CUDA_VISIBLE_DEVICES is empty or invalid",
              "cuda_init_failure: the driver is there but CUDA cannot start"),
-         decide=(SHOW_TORCH, Step("Driver and GPUs?", command="nvidia-smi"),
+         decide=(SHOW_TORCH, Step("See whether the driver sees GPUs.", command="nvidia-smi"),
                  Step("Hidden GPUs?", command="echo \"$CUDA_VISIBLE_DEVICES\""))),
     Rule(TV_MISMATCH, rx(r"error: operator torchvision::\w+ does not exist",
                          r"error: no such operator torchvision::\w+",
@@ -170,8 +187,11 @@ RULES: tuple[Rule, ...] = (
                          r"error: couldn.t load custom c\+\+ ops",
                          r"error: \S*torchvision\S*: undefined symbol",
                          r"detected that pytorch and torchvision were compiled with different "
-                         r"cuda (?:major )?versions"),
-         ("error", "fail", "cuda"),
+                         r"cuda (?:major )?versions",
+                         # the same check when the terminal wrapped the line before "CUDA"
+                         r"error: detected that pytorch and torchvision were compiled with "
+                         r"different"),
+         ("error", "fail", "cud"),
          (Step("Show both versions.",
                command='python -c "import torch, torchvision; print(torch.__version__, '
                        'torchvision.__version__)"'), PAIR),
@@ -185,12 +205,15 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: Detected that PyTorch and torchvision were compiled with different "
              "CUDA versions. PyTorch has CUDA Version=11.8 and torchvision has CUDA "
              "Version=12.1. Please reinstall the torchvision that matches your PyTorch "
-             "install.")),
+             "install.",
+             "RuntimeError: Detected that PyTorch and torchvision were compiled with different")),
     Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z"),
          ("error",),
-         (Step("Rebuild the extension against the installed torch (or install the wheel built "
-               "for it).", command="pip install --no-cache-dir --force-reinstall --no-binary "
-                                   ":all: PACKAGE"),),
+         (Step("Rebuild that extension (the package in the path above) from source against "
+               "the installed torch, without letting pip replace torch or build in an isolated "
+               "environment with another torch; or install the wheel built for this torch.",
+               command="pip install --no-cache-dir --force-reinstall --no-deps "
+                       "--no-build-isolation --no-binary PACKAGE PACKAGE"),),
          examples=("ImportError: /envs/detect2/lib/python3.6/site-packages/detectron2/_C.cpython-"
                    "36m-x86_64-linux-gnu.so: undefined symbol: "
                    "_ZNK2at10TensorBase8data_ptrIdEEPT_v",),

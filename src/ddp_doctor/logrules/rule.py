@@ -12,20 +12,86 @@ reading an NCCL line anchors on another of its words ("warn", "fail", "refused")
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddp_doctor.model import Code, Step
 
 GATES: tuple[str, ...] = (
-    "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cuda", "cudnn",
-    "nvidia", "nvrm", "time", "refused", "numpy", "no module named", "bad_alloc",
+    "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
+    "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
-rule's anchors (compare against the lowercased line). At most 16: each is one pass."""
+rule's anchors (compare against the lowercased line). At most 16: each is one pass. "cud"
+stands for both "cuda" and "cudnn" (one pass instead of two); ".cc:" is the file:line of
+NCCL's error trace ("NCCL INFO misc/socket.cc:567 -> 2"), printed without any other gate."""
+
+# What a line's own wording says about how serious it is, whatever rule matched it. Every
+# process of a job prints the same import-time warnings (torch's "UserWarning: Failed to
+# initialize NumPy" from torch/csrc/utils/tensor_numpy.cpp, FutureWarnings of the libraries,
+# c10's "[W socket.cpp:...]" and glog "W1125 ..." lines); a rank that died prints a
+# traceback's final exception (c10/core/impl/alloc_cpu.cpp's "RuntimeError: [enforce fail at
+# alloc_cpu.cpp:...] ... DefaultCPUAllocator: can't allocate memory"), a signal or an exit
+# code. A cause read only from the first kind never outranks a cause read from the second.
+WARNING_LINE = re.compile(
+    r"\b[A-Z]\w*Warning: "  # Python's warnings module: UserWarning, FutureWarning, ...
+    r"|^\s*\[?W\d{4} \d\d:\d\d"  # glog, as torch's Python and C++ loggers print it
+    r"|^\s*\[W [\w.\-]+:\d+\]"  # c10's TORCH_WARN: "[W reducer.cpp:1300] Warning: ..."
+    r"|^\s*(?:[\d/:.,T-]+ ){0,2}\[?WARNING\b"  # logging's level name, timestamps first
+    r"|^\s*warnings\.warn\(")
+FATAL_LINE = re.compile(
+    r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b(?::|\s*$)"
+    r"|(?i:exitcode\s*:\s*-?[1-9]|\bsignal \d+ \(sig[a-z]+\)|terminated with signal"
+    r"|^\s*killed\s*$|\bbus error\b|\bsegmentation fault\b|\(core dumped\)"
+    r"|return code\s*=\s*-?[1-9]|non-zero exit status|\bterminate called\b"
+    r"|^\s*abort(?:ed|ing)\b)")
+
+
+def is_warning_line(line: str) -> bool:
+    """Whether a line is a warning (and not also a fatal report)."""
+    return bool(WARNING_LINE.search(line)) and not FATAL_LINE.search(line)
+
+
+def is_fatal_line(line: str) -> bool:
+    """Whether a line reports that a process failed: an exception, a signal, an exit code."""
+    return bool(FATAL_LINE.search(line))
+
 
 ANY_ERROR = "*"
 """``symptom_of`` wildcard: any other error-severity finding that is not itself a
 ``*``-symptom explains this line."""
+
+
+ULTRALYTICS = "ultralytics"
+"""The ``yolo`` command and ``ultralytics`` package (YOLOv8 and later): options are
+``key=value`` (``device=0,1 batch=32 workers=4``)."""
+YOLOV5 = "yolov5"
+"""``train.py`` of YOLOv5 and the repositories built on it (YOLOv7, YOLOR, YOLOv9, forks):
+argparse options (``--device 0,1 --batch-size 32 --workers 4``)."""
+TRAINERS: tuple[str, ...] = (ULTRALYTICS, YOLOV5)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A narrower reading of a rule's match, with the remediation that fits it.
+
+    One signature can mean different things: "Expected all tensors to be on the same
+    device" naming ``cuda:0 and cpu`` is an input left on the CPU, naming ``cuda:0 and
+    cuda:1`` is a rank bound to the wrong GPU. And the same fix is typed differently in each
+    trainer (``batch=16`` for ``yolo train``, ``--batch-size 16`` for YOLOv5's train.py).
+    A variant applies when ``line`` (if set) is found in the matched line and ``trainer``
+    (if set) is the trainer the log shows; its ``steps`` then replace the rule's, and its
+    ``alternatives``/``decide`` replace the rule's when given. ``code`` gives a reading
+    whose meaning differs its own code; only a line variant may set it, since the code is
+    fixed when the line is read. ``examples`` are lines the ``line`` pattern must match.
+    """
+
+    steps: tuple[Step, ...]
+    line: re.Pattern[str] | None = None
+    trainer: str | None = None
+    code: Code | None = None
+    alternatives: tuple[str, ...] | None = None
+    decide: tuple[Step, ...] | None = None
+    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -37,6 +103,8 @@ class Rule:
     rule's lines consequences of that finding rather than a finding of their own.
     ``alternatives`` name the other causes the text cannot exclude (each starts with a
     category id), and ``decide`` says exactly what to run to tell them apart.
+    ``variants`` (first match wins) give the remediation that fits a particular line or
+    trainer; ``read`` and ``for_trainer`` apply them.
     """
 
     code: Code
@@ -47,6 +115,41 @@ class Rule:
     symptom_of: tuple[str, ...] = ()
     alternatives: tuple[str, ...] = ()
     decide: tuple[Step, ...] = ()
+    variants: tuple[Variant, ...] = ()
+
+    def read(self, line: str) -> Rule:
+        """This rule as it applies to one matched line.
+
+        The first variant that needs only the line and finds it sets the code and the
+        remediation. Trainer variants whose line condition fails are dropped, and so are
+        those without one when a line variant applied (the line is the more specific), so
+        that ``for_trainer`` later sees only the variants that fit this line.
+        """
+        if not self.variants:
+            return self
+        fits = [v for v in self.variants if v.line is None or v.line.search(line)]
+        reading = next((v for v in fits if v.trainer is None and v.line is not None), None)
+        kept = tuple(v for v in fits if v.trainer is not None
+                     and (reading is None or v.line is not None))
+        if reading is None:
+            return self if kept == self.variants else replace(self, variants=kept)
+        return _applied(self, reading, kept)
+
+    def for_trainer(self, trainer: str | None) -> Rule:
+        """This rule with the remediation written for ``trainer`` (one of ``TRAINERS``),
+        when it has one; unchanged otherwise."""
+        reading = next((v for v in self.variants if v.trainer is not None
+                        and v.trainer == trainer), None)
+        return self if reading is None else _applied(self, reading, ())
+
+
+def _applied(rule: Rule, variant: Variant, kept: tuple[Variant, ...]) -> Rule:
+    """``rule`` with ``variant``'s code and remediation."""
+    return replace(rule, code=variant.code or rule.code, steps=variant.steps,
+                   alternatives=rule.alternatives if variant.alternatives is None
+                   else variant.alternatives,
+                   decide=rule.decide if variant.decide is None else variant.decide,
+                   variants=kept)
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ RULES: tuple[Rule, ...] = (
     Rule(YOLO_DDP_GPUS,
          rx(r"error: insufficient cuda devices for ddp command",
             r"assert torch\.cuda\.device_count\(\) > (?:opt\.)?local_rank\b"),
-         ("error", "cuda"),
+         ("error", "cud"),
          (Step("Count the GPUs this process can see.",
                command='nvidia-smi -L; echo "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"; '
                        'python -c "import torch; print(torch.cuda.device_count())"'),
@@ -195,8 +195,12 @@ RULES: tuple[Rule, ...] = (
          ("error",),
          (Step("See whether a LOCAL_RANK left in the environment makes a single-GPU run look "
                "like DDP.", command="env | grep -E 'LOCAL_RANK|WORLD_SIZE'"),
-          Step("Run the option on one GPU without the DDP launcher.",
-               command="python train.py --device 0 --evolve")),
+          Step("Run --evolve on one GPU without the DDP launcher.",
+               command="python train.py --data data.yaml --weights yolov5s.pt --device 0 "
+                       "--evolve"),
+          Step("To evolve on several GPUs, run one single-GPU --evolve process per GPU.",
+               command="for i in 0 1; do nohup python train.py --data data.yaml --weights "
+                       "yolov5s.pt --device $i --evolve > evolve_gpu_$i.log & done")),
          examples=(
              "AssertionError: --image-weights is not compatible with YOLOv5 Multi-GPU DDP "
              "training",

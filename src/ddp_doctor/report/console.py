@@ -18,6 +18,7 @@ from rich.text import Text
 from ddp_doctor.model import CheckResult, Report, Status
 from ddp_doctor.report.blocks import Line, Wrapped, finding_block, print_block, verdict_line
 from ddp_doctor.report.glyphs import STATUS_GLYPH, STATUS_STYLE, area_title
+from ddp_doctor.report.nodes import nodes_table
 from ddp_doctor.report.smoke import smoke_table
 
 
@@ -41,8 +42,8 @@ def _header(report: Report, width: int) -> Group:
     if env.get("container"):
         parts.insert(1, f"in {env['container']}")
     from_log = report.facts_source.startswith("log: ")
-    from_run = report.facts_source.startswith("run: ")
-    if from_log or (from_run and not env):  # only what is known; silence is not "no driver"
+    own_words = report.facts_source.startswith(("run: ", "compare: "))
+    if from_log or not env:  # only what is known; silence is not "no driver"
         known = [env.get("os"), f"Python {env['python']}" if env.get("python") else None,
                  f"torch {env['torch']}" if env.get("torch") else None,
                  f"driver {env['driver']}" if env.get("driver") else None,
@@ -64,7 +65,7 @@ def _header(report: Report, width: int) -> Group:
     lines.append(Line(text, 0))
     if from_log:
         lines.append(Wrapped(Text(f"diagnosis of the {report.facts_source}", style="dim")))
-    elif from_run:  # "run: <what happened or the log>; facts: <where they came from>"
+    elif own_words:  # "run: <the log>; facts: <their source>", "compare: <the inputs>"
         lines.append(Wrapped(Text(report.facts_source, style="dim")))
     elif report.facts_source != "live":
         lines.append(Wrapped(Text(f"replaying facts saved in {report.facts_source}",
@@ -162,6 +163,14 @@ def render_console(
         if report.smoke is not None:
             console.print(Text("Smoke training", style="bold underline"))
             print_block(console, smoke_table(report.smoke, indent=2))
+            console.print()
+        if report.nodes is not None:
+            console.print(Text("Nodes compared", style="bold underline"))
+            if report.nodes.get("rows"):
+                console.print(nodes_table(report.nodes))
+            else:
+                console.print(f"  The {len(report.nodes.get('nodes') or [])} nodes agree on "
+                              f"everything compared.")
             console.print()
     findings = report.findings
     if findings:

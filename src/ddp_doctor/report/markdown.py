@@ -81,6 +81,10 @@ def render_markdown(report: Report, strict: bool = False) -> str:
         from ddp_doctor.report.smoke import smoke_markdown
 
         lines += smoke_markdown(report.smoke)
+    if report.nodes is not None:
+        from ddp_doctor.report.nodes import nodes_markdown
+
+        lines += nodes_markdown(report.nodes)
     findings = report.findings
     lines += [f"## Findings ({len(findings)})", ""]
     if not findings:

@@ -1,0 +1,113 @@
+"""``compare``: judge saved machines against each other, offline.
+
+Each input is a facts snapshot (``--save-facts``), a support bundle (its facts.json) or a
+JSON report (its ``environment``, which says less). The nodes are judged by
+``nodes.agree`` against the majority (with two inputs, OTHER against BASELINE), the same
+judgement the multi-node smoke job applies inside the job. Differences that break or often
+hurt DDP fail the run (exit 1); an unreadable input is a bad invocation (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor import __version__
+from ddp_doctor.app.outputs import emit, now_iso
+from ddp_doctor.app.requests import Common, check_common
+from ddp_doctor.facts.snapshot import READABLE_FACTS_FORMATS, FactsFileError, load_facts
+from ddp_doctor.model import CheckResult, Report, status_of
+from ddp_doctor.nodes import NodeSummary, compare_nodes, summary_from_facts, summary_from_report
+from ddp_doctor.usage import UsageError
+from ddp_doctor.wording import count
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """``compare`` as typed: the baseline first, then the others."""
+
+    inputs: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class LoadedNode:
+    path: Path
+    summary: NodeSummary
+    kind: str  # "facts snapshot" | "JSON report"
+    identities: Any  # what --anonymize learns host names from
+
+
+def load_node(path: Path) -> LoadedNode:
+    """One input as a node summary; every unusable input is a one-line UsageError."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"compare: {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"compare: {path}: a directory, not a file") from None
+    except OSError as exc:
+        raise UsageError(f"compare: {path}: cannot read: {exc.strerror or exc}") from None
+    if not raw.strip():
+        raise UsageError(f"compare: {path}: the file is empty")
+    data: Any = None
+    if not raw.startswith((b"PK\x03\x04", b"\x1f\x8b")):
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise UsageError(f"compare: {path}: not JSON, and not a support bundle (.zip or "
+                             f".tar.gz)") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"compare: {path}: not a facts snapshot, JSON report or bundle")
+        if data.get("tool") == "ddp-doctor" and "checks" in data:
+            return LoadedNode(path, summary_from_report(data), "JSON report", None)
+        if data.get("format") not in READABLE_FACTS_FORMATS:
+            raise UsageError(f"compare: {path}: not a facts snapshot (--save-facts), JSON "
+                             f"report (--json) or support bundle (--bundle) of ddp-doctor")
+    try:
+        facts = load_facts(path)
+    except FactsFileError as exc:
+        raise UsageError(f"compare: {exc}") from None
+    return LoadedNode(path, summary_from_facts(facts), "facts snapshot", facts.to_dict())
+
+
+def node_names(nodes: list[LoadedNode]) -> list[str]:
+    """Host names when every input has its own; file names otherwise (two interpreters of
+    one machine, or reports that do not record the host)."""
+    hosts = [n.summary.get("host") for n in nodes]
+    if all(hosts) and len(set(hosts)) == len(hosts):
+        return [str(h) for h in hosts]
+    names = [n.path.name for n in nodes]
+    if len(set(names)) < len(names):
+        names = [str(n.path) for n in nodes]
+    return names
+
+
+def compare(common: Common, request: CompareRequest) -> int:
+    """Judge the inputs against each other; 0 they agree, 1 they differ where it matters."""
+    if len(request.inputs) < 2:
+        raise UsageError("compare: give a baseline and at least one more input, e.g. "
+                         "`ddp-doctor compare good-node.json bad-node.json` (facts snapshots, "
+                         "JSON reports or bundles)")
+    check_common(common)
+    nodes = [load_node(path) for path in request.inputs]
+    names = node_names(nodes)
+    comparison = compare_nodes(names, [n.summary for n in nodes])
+    findings = comparison.findings
+    kinds = Counter(n.kind for n in nodes)
+    differing = sorted({a for f in findings for a in f.affects})
+    summary = (f"{count(len(nodes), 'node')} agree on everything compared" if not findings
+               else f"{count(len(differing), 'node')} "
+               f"differ{'s' if len(differing) == 1 else ''}: {', '.join(differing[:6])}"
+               + (" ..." if len(differing) > 6 else ""))
+    result = CheckResult(check_id="nodes.compare", title="The nodes agree", area="nodes",
+                         status=status_of(findings, True), summary=summary,
+                         findings=findings)
+    sources = ", ".join(f"{count(n, kind)}" for kind, n in sorted(kinds.items()))
+    report = Report(tool_version=__version__, created_at=now_iso(), results=(result,),
+                    facts_source=f"compare: {len(nodes)} inputs ({sources})",
+                    nodes=comparison.to_dict(), fail_on_warnings=True)
+    emit(report, common, identities=[n.identities for n in nodes if n.identities])
+    return report.exit_code(common.strict)
