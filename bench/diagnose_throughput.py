@@ -95,6 +95,11 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> Run:
                os.waitstatus_to_exitcode(status))
 
 
+def _ere(word: str) -> str:
+    """A gate word as a literal in grep's extended regular expressions (".cc:" has a dot)."""
+    return "".join("\\" + char if char in ".[]()*+?{}|^$\\" else char for char in word)
+
+
 def diagnose_cmd(log: Path, report: Path) -> list[str]:
     return [sys.executable, "-m", "ddp_doctor", "diagnose", str(log), "--json", str(report)]
 
@@ -118,7 +123,7 @@ def measure(name: str, log: Path, report: Path, runs: int, against: str | None =
     """This checkout's row for one log, and, with ``against``, the row of the ``ddp_doctor``
     found in that source folder (another checkout), measured in the same interleaved runs."""
     mb = log.stat().st_size / 1e6
-    gates = "|".join(GATES)
+    gates = "|".join(map(_ere, GATES))
     ours: list[Run] = []
     theirs: list[Run] = []
     error, words = [], []
