@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.model import Finding
 
@@ -232,3 +234,86 @@ def test_a_cpu_torch_build_explains_no_gpu(tmp_path: Path) -> None:
 def test_a_cuda_torch_build_leaves_the_gpu_finding(tmp_path: Path) -> None:
     log = NO_GPUS + "torch              2.1.0+cu118\n"
     assert lead(tmp_path, log).code.category.value == "gpu_not_visible"
+
+
+# -- torch's heartbeat monitor, and a rank 0 still preparing the data ------------------------
+
+# torch 2.4+'s heartbeat monitor (ProcessGroupNCCL.cpp), as warpem/miss-alignment#105 shows it.
+STUCK = (
+    "[rank1]:[E513 12:38:14.493976596 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID "
+    "0(default_pg) Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+    "progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API "
+    "(e.g., CudaEventDestroy) hang blocking the watchdog, and could be triggered by another "
+    "thread holding the GIL inside a CUDA api (for example, CudaEventDestroy), or other "
+    "deadlock-prone behaviors.\n"
+    "[rank1]:[E513 12:38:14.494343247 ProcessGroupNCCL.cpp:1589] [PG ID 0 PG GUID "
+    "0(default_pg) Rank 1] ProcessGroupNCCL preparing to dump debug info. Include stack "
+    "trace: 1\n")
+
+
+def test_a_stuck_watchdog_is_a_hang_in_the_gpu_layer(tmp_path: Path) -> None:
+    finding = lead(tmp_path, STUCK)
+    assert (finding.code.id, finding.code.category.value) == ("DIAG002", "nccl_p2p")
+    assert "watchdog got stuck" in finding.evidence[0].value
+    assert finding.remediation[0].command.startswith("NCCL_P2P_DISABLE=1")
+
+
+def test_the_heartbeat_monitor_before_torch_2_4_is_the_same_hang(tmp_path: Path) -> None:
+    log = ("[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed out! "
+           "Process will be terminated after dumping debug info. workMetaList_.size()=1\n")
+    assert lead(tmp_path, log).code.id == "DIAG002"
+
+
+def test_a_stuck_watchdog_beside_a_collective_timeout_is_the_timeout(tmp_path: Path) -> None:
+    log = STUCK + ("[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective "
+                   "operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, "
+                   "NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing "
+                   "out.\n")
+    assert lead(tmp_path, log).code.id == "LOG047"
+
+
+# ultralytics/yolov5#9163: rank 0 scans the labels while the others wait in the barrier.
+FIRST_TIMEOUT = (
+    "terminate called after throwing an instance of 'std::runtime_error'\n"
+    "  what():  [Rank 7] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+    "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1806530 milliseconds before timing out.\n")
+
+
+def test_a_first_collective_timeout_alone_points_at_p2p(tmp_path: Path) -> None:
+    assert lead(tmp_path, FIRST_TIMEOUT).code.id == "LOG046"
+
+
+@pytest.mark.parametrize("progress", [
+    "train: Scanning '/data/o365/labels/train' images and labels...113162 found, 0 missing, "
+    "0 empty, 0 corrupt:   6%|▋ ",
+    "train: Scanning /data/coco/labels/train2017... 48213 images, 312 backgrounds, 0 corrupt:  "
+    "41%|████      | 48525/118287",
+    "train: Caching images (12.4GB ram):  35%|███▌      | 41402/118287",
+])
+def test_rank_zero_still_preparing_the_dataset_is_the_watchdogs_timeout(
+        tmp_path: Path, progress: str) -> None:
+    finding = lead(tmp_path, progress + "\n" + FIRST_TIMEOUT)
+    assert (finding.code.id, finding.code.category.value) == ("LOG047", "collective_timeout")
+    assert finding.evidence[0].source == "rank 0 still preparing the dataset"
+    assert any("nccl_p2p" in e.value for e in finding.evidence
+               if e.label == "other possible cause")
+
+
+# docker/for-win#10379: the runtime's driver query fails in a WSL 2 shell.
+DRIVER_QUERY = ("docker: Error response from daemon: OCI runtime create failed: Running hook #0:: "
+                "error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: "
+                "initialization error: driver error: failed to process request: unknown.\n")
+
+
+@pytest.mark.parametrize(("prompt", "category"), [
+    ("root@DESKTOP-5A67SBM:/home/anurag# docker run --rm --gpus all nvidia/cuda nvidia-smi",
+     "wsl_setup"),
+    ("anna@LAPTOP-K3J9QH2T:~$ docker run --rm --gpus all nvidia/cuda nvidia-smi", "wsl_setup"),
+    # host names a person chose are not Windows' made-up ones
+    ("anna@laptop-thinkpad:~$ docker run --rm --gpus all nvidia/cuda nvidia-smi",
+     "cuda_init_failure"),
+    ("root@gpu-node-07:~# docker run --rm --gpus all nvidia/cuda nvidia-smi", "cuda_init_failure"),
+])
+def test_a_windows_made_host_name_in_the_prompt_shows_wsl(tmp_path: Path, prompt: str,
+                                                          category: str) -> None:
+    assert lead(tmp_path, prompt + "\n" + DRIVER_QUERY).code.category.value == category

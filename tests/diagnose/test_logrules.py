@@ -285,6 +285,41 @@ def test_specific_lines(line, code):
     # gloo's file:line is not NCCL's trace
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by "
      "peer [10.0.0.2]:40283", "LOG049"),
+    # moby's missing GPU device driver as docker-compose v1 prints it
+    # (easydiffusion/easydiffusion#27); a service that fails for another reason is not it
+    ('ERROR: for stability-ai  Cannot start service stability-ai: could not select device '
+     'driver "" with capabilities: [[gpu]]', "LOG071"),
+    ("ERROR: for web  Cannot start service web: driver failed programming external "
+     "connectivity on endpoint web", None),
+    # libnvidia-container's NVIDIA_REQUIRE_CUDA check (Xilinx/Vitis-AI#103); a brand
+    # constraint alone says nothing of the driver's age
+    ('docker: Error response from daemon: OCI runtime create failed: container_linux.go:345: '
+     'starting container process caused "process_linux.go:430: container init caused '
+     '\\"process_linux.go:413: running prestart hook 0 caused \\\\\\"error running hook: '
+     'exit status 1, stdout: , stderr: nvidia-container-cli: requirement error: unsatisfied '
+     'condition: cuda>=10.0\\\\\\\\n\\\\\\"\\"": unknown.', "LOG074"),
+    ("nvidia-container-cli: requirement error: unsatisfied condition: brand = tesla", None),
+    # its driver query failing (docker/for-win#10379)
+    ("docker: Error response from daemon: OCI runtime create failed: container_linux.go:370: "
+     "starting container process caused: process_linux.go:459: container init caused: Running "
+     "hook #0:: error running hook: exit status 1, stdout: , stderr: nvidia-container-cli: "
+     "initialization error: driver error: failed to process request: unknown.", "LOG075"),
+    # a WSL-mode library mount colliding with the image's own copy
+    # (NVIDIA/nvidia-container-toolkit#371); the versioned file a Linux host mounts is not it
+    ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/6011c57d"
+     "/merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: file exists: unknown.", "LOG076"),
+    ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/6011c57d"
+     "/merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.129.03: file exists: unknown.", None),
+    # torch's capability warning wrapped before "PyTorch" (jhj0517/Whisper-WebUI#653); the
+    # supported-list line alone does not name the GPU
+    ("NVIDIA GeForce GTX 1080 Ti with CUDA capability sm_61 is not compatible with the current",
+     "LOG028"),
+    ("NVIDIA GeForce GTX 1080 Ti with CUDA capability sm_61 is not compatible with the current "
+     "driver", None),
+    # the DataLoader's SIGBUS with "error" wrapped to the next line
+    # (fastai/docker-containers#21); another signal is not shared memory
+    ("RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus", "LOG040"),
+    ("RuntimeError: DataLoader worker (pid 47) is killed by signal: Busy", None),
 ])
 def test_rules_read_each_errors_stable_core(text, code):
     matches = match_text(text)

@@ -37,8 +37,13 @@ MULTI_NODE = re.compile(
     r"|\bNNODES=(?:[2-9]|\d{2,})\b|--node[_-]rank[= ][1-9]|\bNODE_RANK=[1-9]"
     r"|SLURM_NNODES=(?:[2-9]|\d{2,})\b|--nodes[= ](?:[2-9]|\d{2,})\b", re.IGNORECASE)
 BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docker0|virbr\d)\b")
+# torch's heartbeat monitor (ProcessGroupNCCL.cpp, torch 2.2 and later) says the same of a
+# NCCL or CUDA call that never returns: "ProcessGroupNCCL's watchdog got stuck for 480
+# seconds without making progress ..." ("Heartbeat monitor timed out!" before 2.4), which it
+# reports before any collective's own timeout (warpem/miss-alignment#105).
 HANG_TEXT = re.compile(
-    r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|spin-wait\w*|no (?:forward )?"
+    r"\bwatchdog got stuck for \d+ seconds|\bheartbeat monitor timed out\b"
+    r"|\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|spin-wait\w*|no (?:forward )?"
     r"progress)\b.{0,120}\b(?:all_?reduce|all_?gather|barrier|broadcast|first (?:collective|"
     r"iteration|step|batch)|init_process_group|DistributedDataParallel|DDP)\b"
     r"|\b(?:ncclAllReduce|all_?reduce|barrier|broadcast|first collective)\b.{0,120}"
@@ -72,9 +77,12 @@ _P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CU
 # What a machine prints (a WSL kernel release, the WSL driver path), or the user saying the
 # job runs in WSL; not a contrast ("it works under WSL2 on my laptop, but the server...").
 # WSL also shows in the Windows drives it mounts (/mnt/c/Users/...) and in its GPU
-# paravirtualisation device (/dev/dxg, the dxgkrnl driver's "misc dxg:" kernel lines).
+# paravirtualisation device (/dev/dxg, the dxgkrnl driver's "misc dxg:" kernel lines), and
+# in a Linux shell prompt on a host with a name Windows made up (DESKTOP-XXXXXXX,
+# LAPTOP-XXXXXXXX): WSL takes the Windows computer name as its host name.
 WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/usr/lib/wsl/"
                       r"|/mnt/[a-z]/(?:users|windows|program files)/|/dev/dxg\b|\bdxg(?:krnl)?:"
+                      r"|^\s*\w[\w.-]*@(?-i:(?:DESKTOP|LAPTOP)-[A-Z0-9]{7,8}):"
                       r"|^(?!.*\b(?:but|works?|worked|fine|except)\b).*\bwsl ?2?\b",
                       re.IGNORECASE)
 NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
@@ -162,6 +170,22 @@ CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:
                        r"(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b", re.IGNORECASE)
 # What torch without CUDA looks like from the outside: no GPU for this process.
 _CPU_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE}
+
+# The YOLO trainers build their dataset on local rank 0 alone while the other ranks wait in
+# a barrier (``torch_distributed_zero_first`` in yolov5 utils/torch_utils.py and
+# ultralytics/utils/torch_utils.py): the label scan and the image cache print a progress bar
+# from rank 0 only ("train: Scanning '...' images and labels... 113162 found, 0 missing",
+# Ultralytics' "Scanning ...labels... 128 images, 2 backgrounds, 0 corrupt", "Caching images
+# (4.2GB ram)"). When the first collective times out beside that bar, rank 0 was still busy
+# there: the watchdog's timeout, not a broken transport (ultralytics/yolov5#9163).
+DATA_PREPARATION = re.compile(
+    r"\bScanning\b[^\n]*(?:\bimages and labels\b|\b\d+ images, \d+ backgrounds\b)"
+    r"|\bCaching images \(\d", re.IGNORECASE)
+DATA_PREPARATION_STEPS = (
+    Step("Build the label cache once before launching the DDP job (a single-process run "
+         "writes the .cache files next to the labels), or raise the process group's timeout "
+         "for the first epoch."),
+)
 
 HANG_STEPS = (
     Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
@@ -331,6 +355,14 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
 
             return _replaced_lead(findings, lead, CPU_BUILD, cpu[0], "torch build",
                                   (SHOW_TORCH,))
+    if lead is not None and lead.code.id == "LOG046":
+        preparing = [seen for context in scan.contexts
+                     for seen in _lines_with(DATA_PREPARATION, context, many, 1)]
+        if preparing:
+            from ddp_doctor.logrules.nccl import WATCHDOG
+
+            return _replaced_lead(findings, lead, WATCHDOG, preparing[0],
+                                  "rank 0 still preparing the dataset", DATA_PREPARATION_STEPS)
     wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
     native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
     if wsl and not native and lead is not None and lead.code.category in _WSL_SYMPTOMS:

@@ -111,8 +111,11 @@ DEVICE_ASSERT = declare(
 OOM_IDS = ("LOG005", "LOG037")
 
 RULES: tuple[Rule, ...] = (
-    # torch's own check of the GPU against its compiled architectures: no other cause.
-    Rule(ARCH, rx(r"cuda capability sm_\d+ is not compatible with the current pytorch",
+    # torch's own check of the GPU against its compiled architectures: no other cause. The
+    # line naming the GPU's sm_XX is the one read (its next line lists what the build
+    # supports); a terminal or an issue form may wrap it before "PyTorch"
+    # (jhj0517/Whisper-WebUI#653).
+    Rule(ARCH, rx(r"cuda capability sm_\d+ is not compatible with the current(?: pytorch|\s*$)",
                   r"which is of cuda capability \d+\.\d+",
                   r"minimum cuda capability supported by this library"),
          ("cud",),
@@ -121,6 +124,8 @@ RULES: tuple[Rule, ...] = (
          examples=(
              "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the "
              "current PyTorch installation.",
+             "NVIDIA GeForce GTX 1080 Ti with CUDA capability sm_61 is not compatible with "
+             "the current",
              "Found GPU0 GeForce GTX 770 which is of cuda capability 3.0.")),
     Rule(ARCH, rx(r"cuda[^\n]*no kernel image is available for execution",
                   r"cudaerrornokernelimagefordevice",

@@ -78,6 +78,56 @@ CONTAINER_CGROUP = declare(
         "1.8), or boot with systemd.unified_cgroup_hierarchy=false; check no-cgroups in "
         "/etc/nvidia-container-runtime/config.toml.",
     docs_url="https://github.com/NVIDIA/nvidia-docker/issues/1447")
+# libnvidia-container checks the image's NVIDIA_REQUIRE_CUDA / NVIDIA_REQUIRE_DRIVER
+# constraints (set by every nvidia/cuda image) against the host driver before the container
+# starts (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/
+# docker-specialized.html#constraints; Xilinx/Vitis-AI#103).
+CONTAINER_NEEDS_NEWER = declare(
+    "LOG074", Category.DRIVER_TOO_OLD,
+    "The container image needs a newer NVIDIA driver than the host has",
+    what="The NVIDIA container runtime compared the image's requirement (NVIDIA_REQUIRE_CUDA, "
+         "e.g. cuda>=12.4, or a driver>= constraint) with the host driver and refused to "
+         "start the container: the host driver supports an older CUDA than the image was "
+         "built for.",
+    why="The container does not start.",
+    fix="Update the host driver to one that supports the image's CUDA version, or use an "
+        "image built for the CUDA version nvidia-smi shows on the host.",
+    docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+             "docker-specialized.html")
+# libnvidia-container asks the host driver for its devices and libraries through a helper
+# process (its "driver" RPC service); "driver error" is that query failing, before any
+# container exists. Under WSL 2 it is what a Windows build or driver without GPU support in
+# WSL gives (docker/for-win#10379); on a Linux host, a driver that does not answer.
+CONTAINER_DRIVER_QUERY = declare(
+    "LOG075", Category.CUDA_INIT_FAILURE,
+    "The container runtime could not query the host's NVIDIA driver",
+    what="nvidia-container-cli failed in its driver query ('initialization error: driver "
+         "error'): the host driver is installed but does not answer the runtime - a kernel "
+         "module that is not loaded or not usable, or, under WSL 2, a Windows build or "
+         "Windows driver that does not offer the GPU to WSL.",
+    why="No GPU container can start.",
+    fix="Check `nvidia-smi` on the host (in WSL: inside the distribution, then update the "
+        "Windows driver and Windows/WSL); fix the driver there before starting GPU "
+        "containers.",
+    docs_url=TOOLKIT_GUIDE)
+# In WSL mode the runtime mounts the driver's libraries from /usr/lib/wsl/lib under their
+# .so.1 names (libcuda.so.1, libnvidia-ml.so.1); on a Linux host it mounts the versioned
+# files (libnvidia-ml.so.535.129.03). An image that already holds a file of that name - a
+# driver package installed in it, or a `docker commit` of a running GPU container - makes
+# the mount fail with "file exists" (NVIDIA/nvidia-container-toolkit#371).
+WSL_IMAGE_DRIVER = declare(
+    "LOG076", Category.WSL_SETUP,
+    "The image holds its own copy of the driver libraries WSL mounts (file exists)",
+    what="Starting a GPU container under WSL 2, the NVIDIA runtime could not mount the WSL "
+         "driver's libraries (libnvidia-ml.so.1, libcuda.so.1) into the image because the "
+         "image already has files by those names: a Linux NVIDIA driver package (libnvidia-"
+         "compute, nvidia-utils, or one pulled in as a dependency) was installed in the "
+         "image, or the image was committed from a running GPU container.",
+    why="The container does not start.",
+    fix="Build the image without NVIDIA driver packages (remove libnvidia-compute-*, "
+        "nvidia-utils-*, and packages that depend on them), or rebuild it instead of "
+        "committing a running GPU container.",
+    docs_url=WSL_GUIDE)
 DRIVER_OLD = declare(
     "LOG011", Category.DRIVER_TOO_OLD,
     "The NVIDIA driver is older than the CUDA torch was built for",
@@ -218,10 +268,46 @@ RULES: tuple[Rule, ...] = (
          examples=("nvidia-container-cli: initialization error: load library failed: "
                    "libnvidia-ml.so.1: cannot open shared object file: no such file or "
                    "directory: unknown",)),
+    Rule(CONTAINER_DRIVER_QUERY, rx(r"nvidia-container-cli: initialization error: driver "
+                                    r"error"),
+         ("error", "nvidia"),
+         (Step("On the host (in WSL: inside the distribution), check the driver answers.",
+               command="nvidia-smi"),
+          Step("Ask the container runtime what it finds, with its debug output.",
+               command="nvidia-container-cli -k -d /dev/tty info"),
+          Step("Under WSL 2, in Windows: update the NVIDIA driver and WSL, then restart WSL.",
+               command="wsl --update && wsl --shutdown")),
+         examples=("stderr: nvidia-container-cli: initialization error: driver error: failed "
+                   "to process request: unknown.",),
+         alternatives=("wsl_setup: under WSL 2, a Windows build or driver without GPU support "
+                       "in WSL",
+                       "driver_missing: no usable NVIDIA driver on the host"),
+         decide=(SMI, Step("Tell WSL from a native Linux host.", command="uname -r"))),
+    Rule(WSL_IMAGE_DRIVER, rx(r"nvidia-container-cli: mount error: file creation failed: "
+                              r"\S*/lib(?:cuda|nvidia-\w+|dxcore)\.so(?:\.1(?:\.1)?)?: file "
+                              r"exists"),
+         ("error", "nvidia"),
+         (Step("Find the driver libraries and the packages that put them in the image.",
+               command="docker run --rm IMAGE sh -c 'ls -l /usr/lib/x86_64-linux-gnu/"
+                       "libnvidia-ml.so* /usr/lib/x86_64-linux-gnu/libcuda.so*; "
+                       "dpkg -S libnvidia-ml.so.1'"),
+          Step("Remove those packages in the Dockerfile (or do not install them), rebuild, "
+               "and start the container again.",
+               command="apt-get purge -y 'libnvidia-compute-*' 'nvidia-utils-*'")),
+         examples=("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/"
+                   "overlay2/6011c57d/merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: file "
+                   "exists: unknown.",),
+         alternatives=("cuda_init_failure: on a Linux host, an image with the driver's "
+                       "libraries baked in (a committed GPU container)",),
+         decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
     # moby names the driver it could not find: "" for `--gpus`, "nvidia" for a compose file's
-    # `driver: nvidia` (AbdBarho/stable-diffusion-webui-docker#130).
+    # `driver: nvidia` (AbdBarho/stable-diffusion-webui-docker#130). The docker CLI prefixes
+    # "Error response from daemon:"; docker-compose v1 prints the same daemon error after
+    # "ERROR: for <service>  Cannot start service <service>:" (easydiffusion/easydiffusion#27).
     Rule(NO_GPU_RUNTIME, rx(r"error response from daemon: could not select device driver "
-                            r"\"[^\"]*\" with capabilities: \[\[gpu\]\]"),
+                            r"\"[^\"]*\" with capabilities: \[\[gpu\]\]",
+                            r"error\b[^\n]*cannot start service [^\n]*could not select device "
+                            r"driver \"[^\"]*\" with capabilities: \[\[gpu\]\]"),
          ("error",),
          (Step("Install and register the NVIDIA Container Toolkit.",
                command="sudo nvidia-ctk runtime configure --runtime=docker && "
@@ -231,7 +317,9 @@ RULES: tuple[Rule, ...] = (
          examples=('docker: Error response from daemon: could not select device driver "" '
                    'with capabilities: [[gpu]].',
                    'Error response from daemon: could not select device driver "nvidia" with '
-                   'capabilities: [[gpu]]')),
+                   'capabilities: [[gpu]]',
+                   'ERROR: for stability-ai  Cannot start service stability-ai: could not '
+                   'select device driver "" with capabilities: [[gpu]]')),
     Rule(CONTAINER_CGROUP, rx(r"nvidia-container-cli: [^\n]*error[^\n]*cgroup"),
          ("error", "nvidia"),
          (Step("See which cgroup hierarchy the host runs (cgroup2fs is v2).",
@@ -245,6 +333,21 @@ RULES: tuple[Rule, ...] = (
              "found: unknown.",
              "nvidia-container-cli: container error: failed to get device cgroup mount path: "
              "relative path in absolute URI: unknown")),
+    Rule(CONTAINER_NEEDS_NEWER, rx(r"requirement error: unsatisfied condition: "
+                                   r"(?:cuda|driver)\s*>"),
+         ("error",),
+         (Step("On the host, see the driver version and the newest CUDA it supports.",
+               command="nvidia-smi"),
+          Step("See what the image requires (its NVIDIA_REQUIRE_CUDA).",
+               command="docker inspect --format '{{json .Config.Env}}' IMAGE | tr , '\\n' "
+                       "| grep NVIDIA_REQUIRE"),
+          Step("Update the host driver, or pick an image tag built for the host's CUDA.",
+               url=CUDA_COMPAT)),
+         examples=("stderr: nvidia-container-cli: requirement error: unsatisfied condition: "
+                   "cuda>=10.0",
+                   "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, "
+                   "please update your driver to a newer version, or use an earlier cuda "
+                   "container: unknown")),
     Rule(DRIVER_OLD, rx(r"the nvidia driver on your system is too old",
                         r"cuda driver version is insufficient for cuda runtime version",
                         r"cuda runtime error \(35\)", r"cuda failure 35\b",

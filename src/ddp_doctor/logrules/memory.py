@@ -111,8 +111,13 @@ RULES: tuple[Rule, ...] = (
          alternatives=("host_out_of_memory: a memory-mapped file on a full disk also raises "
                        "SIGBUS",),
          decide=(SHM,)),
+    # The DataLoader names the worker's signal with strsignal() (torch/utils/data/
+    # dataloader.py, torch/csrc/DataLoader.cpp): "Bus error" is SIGBUS, whose word "Bus"
+    # is what stays on the line when a terminal wraps the message there
+    # (fastai/docker-containers#21).
     Rule(LOADER_SHM, rx(r"insufficient shared memory \(shm\)",
                         r"killed by signal: bus error",
+                        r"dataloader worker \(pids?[^)]*\) (?:is|are) killed by signal: bus\b",
                         r"out of shared memory",
                         r"unable to open shared memory object",
                         r"error: unable to write to file </torch_\w+>",
@@ -125,6 +130,7 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: DataLoader worker (pid 2477) is killed by signal: Bus error. It is "
              "possible that dataloader's workers are out of shared memory. Please try to raise "
              "your shared memory limit.",
+             "RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus",
              "RuntimeError: unable to open shared memory object </torch_4125_3470187468> in "
              "read-write mode",
              "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on "

@@ -307,7 +307,6 @@ RULES: tuple[Rule, ...] = (
     Rule(WATCHDOG, rx(r"watchdog caught collective operation timeout",
                       r"caught collective operation timeout",
                       r"timed out waiting \d+ms for (?:recv|send) operation",
-                      r"heartbeat monitor timed out",
                       # the watchdog's C++ frame, when the message itself was cut from the log
                       r"processgroupnccl::worknccl::checktimeout\b",
                       r"fail\w* to pass monitoredbarrier"),

@@ -107,6 +107,13 @@ def _python_minor(s: NodeSummary) -> Optional[tuple[str, str]]:
     return (_major_minor(v), v) if v else None
 
 
+def _text(name: str) -> Key:
+    def key(s: NodeSummary) -> Optional[tuple[str, str]]:
+        v = _field(s, name)
+        return (str(v), str(v)) if v else None
+    return key
+
+
 def _kernel(s: NodeSummary) -> Optional[tuple[str, str]]:
     v = s.get("kernel")
     return (v, v) if v else None
@@ -142,6 +149,8 @@ FIXED: tuple[tuple[str, Code, Key], ...] = (
     ("/dev/shm", codes.LIMITS_DIFFER, _bytes("shm_bytes")),
     ("memory limit", codes.LIMITS_DIFFER, _bytes("memory_limit")),
     ("InfiniBand", codes.IB_PARTIAL, _ib),
+    ("NCCL net plugin", codes.NETWORK_DIFFERS, _text("net_plugin")),
+    ("NCCL network", codes.NETWORK_DIFFERS, _text("nccl_network")),
     ("kernel", codes.KERNEL_DIFFERS, _kernel),
 )
 

@@ -136,3 +136,13 @@ NODE_MISSING = declare(
     fix="Start the job on every node with the same --rdzv-endpoint (or MASTER_ADDR/PORT) "
         "and --nnodes, and check that the missing node can reach it.",
     docs_url=RUN_DOCS)
+NETWORK_DIFFERS = declare(
+    "NOD015", Category.NODE_MISMATCH, "NCCL uses another network on some nodes",
+    what="NCCL chose a different network (InfiniBand, sockets, a plugin such as the AWS OFI "
+         "or RDMA plugin) or loaded its network plugin on some nodes only.",
+    why="Ranks whose NCCL speaks different transports cannot connect: the job fails or "
+        "hangs at the first inter-node collective.",
+    fix="Install the same NCCL network plugin (libnccl-net.so) and the same NCCL_NET/"
+        "NCCL_IB_* settings on every node, or force one transport everywhere (e.g. "
+        "NCCL_IB_DISABLE=1 for sockets).",
+    docs_url=NCCL_ENV_DOCS)

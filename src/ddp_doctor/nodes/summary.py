@@ -52,6 +52,8 @@ class NodeSummary(TypedDict, total=False):
     kernel: str
     shm_bytes: int
     memory_limit: int
+    net_plugin: str  # NCCL's network plugin, or "internal" (from NCCL INFO lines)
+    nccl_network: str  # the network NCCL chose: "IB", "Socket", "IBext_v8", ...
 
 
 def relevant_env(environ: dict[str, str]) -> dict[str, str]:

@@ -1,0 +1,101 @@
+"""Host by host: what NCCL said about each node in a multi-node log, and where they differ.
+
+Every NCCL INFO line starts with ``host:pid:tid [device]``, so a log of a job across nodes
+says, per host, which NCCL version it loaded, whether it found a network plugin, which
+network it chose and which NCCL_* variables were set; nccl-tests' device table adds each
+rank's host and GPU model. Collected per host (a few lines each, whatever the log's size)
+and judged by ``nodes.agree``, the same judgement ``compare`` applies to saved facts, a
+difference such as a plugin found on some nodes only becomes a node_mismatch finding.
+
+Line formats: NCCL's init.cc ("NCCL version"), its plugin loading ("NET/Plugin: Loaded
+net plugin ...", "Could not find: libnccl-net.so. Using internal network plugin", older "No
+plugin found (libnccl-net.so), using internal implementation"), "Using network X" and the
+channel lines' "via NET/IB/0", param.cc ("NCCL_X set by environment to Y"), and nccl-tests'
+device table ("#  Rank  0 Group  0 Pid ... on HOST device 0 [0x..] MODEL"); see
+https://github.com/NVIDIA/nccl and https://github.com/NVIDIA/nccl-tests.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from ddp_doctor.nodes import Comparison, NodeSummary, compare_nodes
+
+MAX_HOSTS = 512  # beyond this a log is not one job's; stop collecting
+_PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL INFO (?P<msg>.*)$")
+_VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
+_PLUGIN = re.compile(r"^NET/Plugin\s*:\s*Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*$")
+_INTERNAL = re.compile(r"^NET/Plugin\s*:\s*(?:Could not find: \S+ Using internal|No plugin "
+                       r"found \(\S+\), using internal)")
+_NETWORK = re.compile(r"^Using network (?P<net>\S+)")
+_VIA = re.compile(r"\bvia NET/(?P<net>[A-Za-z][\w]*)/")
+_ENV = re.compile(r"^(?P<var>NCCL_[A-Z0-9_]+) set by environment to (?P<val>.*?)\.?\s*$")
+_DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+"
+                     r"device\s+\d+\s+\[[^\]]*\]\s+(?P<model>.+?)\s*$")
+
+
+class NodeLines:
+    """Collects, line by line, what each host's NCCL reported; ``judge`` compares them."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, dict[str, Any]] = {}
+
+    def feed(self, line: str) -> None:
+        """One clean log line (rank prefixes may still be on it)."""
+        if "NCCL INFO" in line:
+            found = _PREFIX.search(line)
+            if found is not None:
+                self._info(found.group("host"), found.group("msg"))
+        elif "Rank" in line and " on " in line:
+            device = _DEVICE.match(line.strip())
+            if device is not None:
+                node = self._node(device.group("host"))
+                if node is not None:
+                    node.setdefault("gpu_models", []).append(device.group("model"))
+
+    def _node(self, host: str) -> Optional[dict[str, Any]]:
+        if host not in self.hosts and len(self.hosts) >= MAX_HOSTS:
+            return None
+        return self.hosts.setdefault(host, {"host": host})
+
+    def _info(self, host: str, msg: str) -> None:
+        node = self._node(host)
+        if node is None:
+            return
+        if (m := _VERSION.match(msg)) is not None:
+            node["nccl"] = m.group("v")
+        elif (m := _PLUGIN.match(msg)) is not None:
+            node["net_plugin"] = m.group("name")
+        elif _INTERNAL.match(msg) is not None:
+            node.setdefault("net_plugin", "internal")
+        elif (m := _NETWORK.match(msg)) is not None:
+            node["nccl_network"] = m.group("net")
+        elif (m := _ENV.match(msg)) is not None:
+            node.setdefault("env", {})[m.group("var")] = m.group("val")
+        elif "via NET/" in msg and (m := _VIA.search(msg)) is not None:
+            node.setdefault("nccl_network", m.group("net"))  # channel lines name it too
+
+    def summaries(self) -> tuple[list[str], list[NodeSummary]]:
+        """The hosts that said anything to compare, and what each said.
+
+        Variables are compared only when every host logged its settings: NCCL prints "set by
+        environment" for each variable it reads, so a host that printed some and not others
+        has those unset, while a host that printed none may simply have been cut out.
+        """
+        hosts = [h for h, node in self.hosts.items() if len(node) > 1]
+        nodes = [dict(self.hosts[h]) for h in hosts]
+        if not all("env" in node for node in nodes):
+            for node in nodes:
+                node.pop("env", None)
+        for node in nodes:
+            if "gpu_models" in node:
+                node["gpu_models"] = sorted(node["gpu_models"])
+        return hosts, [NodeSummary(**node) for node in nodes]  # type: ignore[typeddict-item]
+
+    def judge(self) -> Optional[Comparison]:
+        """The hosts compared, or None when the log shows fewer than two."""
+        hosts, summaries = self.summaries()
+        if len(hosts) < 2:
+            return None
+        return compare_nodes(hosts, summaries)

@@ -1,0 +1,80 @@
+"""``diagnose`` comparing the hosts of a multi-node log (diagnose/node_lines.py).
+
+The real two-host capture shows one network on both hosts: nothing to report. The
+differing cases are built from NCCL's own line formats (as the real logs quoted in each
+test print them), one host changed, since a difference is what must be found.
+"""
+
+from __future__ import annotations
+
+from ddp_doctor.diagnose.node_lines import NodeLines
+from tests.conftest import FIXTURES
+
+
+def judged(text: str) -> dict[str, tuple[str, ...]]:
+    lines = NodeLines()
+    for line in text.splitlines():
+        lines.feed(line)
+    comparison = lines.judge()
+    return {} if comparison is None else {f.code.id: f.affects for f in comparison.findings}
+
+
+def test_the_real_two_host_ib_log_shows_one_network_and_no_difference():
+    lines = NodeLines()
+    for line in (FIXTURES / "logs" / "nccl-1189-two-hosts-ib.log").read_text().splitlines():
+        lines.feed(line)
+    assert set(lines.hosts) == {"H20-GPU-05", "H20-GPU-06"}
+    assert lines.hosts["H20-GPU-06"]["nccl_network"] == "IB"
+    assert lines.judge() is None  # only one host said anything comparable
+
+
+# NCCL 2.19+ prints "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)" when it finds
+# libnccl-net.so and "NET/Plugin: Could not find: libnccl-net.so. Using internal network
+# plugin." when it does not (both as quoted in NVIDIA/nccl issues 1584 and 1267).
+PLUGIN_ON_TWO_OF_THREE = """\
+node-a:1201:1201 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+node-a:1201:1290 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)
+node-a:1201:1290 [0] NCCL INFO Using network IBext_v8
+node-b:3344:3344 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+node-b:3344:3410 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)
+node-b:3344:3410 [0] NCCL INFO Using network IBext_v8
+node-c:2210:2210 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+node-c:2210:2277 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal \
+network plugin.
+node-c:2210:2277 [0] NCCL INFO Using network Socket
+"""
+
+
+def test_a_net_plugin_found_on_some_nodes_only_names_the_odd_node():
+    assert judged(PLUGIN_ON_TWO_OF_THREE) == {"NOD015": ("node-c",)}
+
+
+def test_another_nccl_version_on_one_node_is_nod001():
+    text = PLUGIN_ON_TWO_OF_THREE.replace("node-c:2210:2210 [0] NCCL INFO NCCL version 2.21.5",
+                                          "node-c:2210:2210 [0] NCCL INFO NCCL version 2.18.3")
+    assert judged(text)["NOD001"] == ("node-c",)
+
+
+def test_socket_ifname_set_on_one_node_only_is_nod005_with_launcher_prefixes():
+    # "[0] host:pid:tid [0] NCCL INFO NCCL_X set by environment to Y." as torchrun --tee
+    # prefixes it (NVIDIA/nccl issue 1453's capture).
+    text = ("[0] gpu1:100:100 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n"
+            "[0] gpu1:100:100 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
+            "[1] gpu2:200:200 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n")
+    assert judged(text) == {"NOD005": ("gpu2",)}
+
+
+def test_mixed_gpu_generations_in_the_nccl_tests_table_is_nod007():
+    # nccl-tests' device table: "#  Rank  0 Group  0 Pid  1234 on HOST device  0 [0x..] MODEL"
+    text = "\n".join(
+        [f"#  Rank {r:2d} Group  0 Pid {1000 + r:5d} on     hostA device {r}  [0x{r:02x}] "
+         f"NVIDIA A100-SXM4-80GB" for r in range(2)]
+        + [f"#  Rank {r:2d} Group  0 Pid {2000 + r:5d} on     hostB device {r - 2}  "
+           f"[0x{r:02x}] NVIDIA H100 80GB HBM3" for r in range(2, 4)])
+    assert judged(text) == {"NOD007": ("hostB",)}
+
+
+def test_a_single_host_log_is_not_compared():
+    text = "\n".join(line for line in PLUGIN_ON_TWO_OF_THREE.splitlines()
+                     if line.startswith("node-a"))
+    assert judged(text) == {}
