@@ -118,6 +118,9 @@ def test_utf16_with_bom_as_powershell_writes_it(tmp_path: Path) -> None:
     ("[default12]:RuntimeError: x", "rank 12", "RuntimeError: x"),
     ("0: Traceback (most recent call last):", "rank 0", "Traceback (most recent call last):"),
     ("[1,5]<stderr>:RuntimeError: x", "rank 5", "RuntimeError: x"),
+    # nested prefixes are all taken off; the outermost names the rank
+    ("[default1]:[rank3]: RuntimeError: x", "rank 1", "RuntimeError: x"),
+    ("[rank: 2] 2: [worker4]:x", "rank 2", "x"),
     ("RuntimeError: x", None, "RuntimeError: x"),
 ])
 def test_rank_prefixes(line: str, rank: str | None, rest: str) -> None:

@@ -98,6 +98,11 @@ def phrase_pattern(phrases: list[str]) -> re.Pattern[str]:
     ``a|b|c`` over eighty phrases makes the regex engine try every phrase at every
     position; a tree (``cu(?:da error|dnn)|...``) tries one branch per first letter.
     """
+    return re.compile(phrase_source(phrases))
+
+
+def phrase_source(phrases: list[str]) -> str:
+    """The source of ``phrase_pattern``, to compile as bytes without compiling it twice."""
     tree: dict[str, Any] = {}
     for phrase in phrases:
         node = tree
@@ -111,4 +116,4 @@ def phrase_pattern(phrases: list[str]) -> re.Pattern[str]:
         branches = [re.escape(char) + emit(child) for char, child in sorted(node.items())]
         return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
-    return re.compile(emit(tree))
+    return emit(tree)

@@ -64,22 +64,27 @@ def byte_chunks(blocks: Iterator[bytes], encoding: str = "utf-8") -> Iterator[by
     """
     decoder = None if encoding == "utf-8" else \
         codecs.getincrementaldecoder(encoding)(errors="replace")
-    carry = b""
+    carry = b""  # the start of a line the previous blocks did not end (never a newline)
     for block in blocks:
         if decoder is not None:
             block = decoder.decode(block).encode("utf-8", "replace")
-        data = carry + block
-        cut = data.rfind(b"\n") + 1
+        cut = block.rfind(b"\n") + 1
         if cut == 0:
             # A line with no end yet: keep only its last frame, bounded; its earlier bytes
             # were overwritten on screen or are beyond any quote. No newline is invented,
             # so line numbers stay those of the file.
+            data = carry + block
             carry = _tail_frame(data) if len(data) > MAX_LINE else data
             continue
-        carry = data[cut:]
+        # One copy at most of a 4 MiB block: none when it ends a line and nothing is carried.
+        if carry:
+            whole = b"".join((carry, memoryview(block)[:cut]))
+        else:
+            whole = block if cut == len(block) else block[:cut]
+        carry = block[cut:]
         if len(carry) > MAX_LINE:
             carry = _tail_frame(carry)
-        yield data[:cut]
+        yield whole
     if decoder is not None:
         carry += decoder.decode(b"", final=True).encode("utf-8", "replace")
     if carry:

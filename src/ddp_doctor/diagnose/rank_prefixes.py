@@ -23,6 +23,8 @@ _PREFIXES = (
     re.compile(r"^\[\d{1,5},(\d{1,5})\]<std(?:out|err)>:\s?"),
     re.compile(r"^\s{0,3}(\d{1,5}): "),
 )
+# The prefixes as one pattern, tried in the same order (one match per prefix, not four).
+_PREFIX = re.compile("|".join(f"(?:{prefix.pattern})" for prefix in _PREFIXES))
 _NCCL = re.compile(r"^([\w.\-]+):\d+:\d+ \[(\d{1,3})\] NCCL ")
 # ProcessGroupNCCL's own messages: "[E ProcessGroupNCCL.cpp:563] [Rank 5] Watchdog caught ..."
 _PG_RANK = re.compile(r"\[Rank (\d{1,5})\]")
@@ -43,16 +45,12 @@ def split_rank(line: str) -> tuple[str | None, str]:
     so they are removed until none is left.
     """
     who: str | None = None
-    stripped = True
-    while stripped:
-        stripped = False
-        for prefix in _PREFIXES:
-            found = prefix.match(line)
-            if found:
-                who = who or f"rank {int(found.group(1))}"
-                line = line[found.end():]
-                stripped = True
-                break
+    found = _PREFIX.match(line)
+    while found:
+        if who is None:
+            who = f"rank {int(found.group(found.lastindex or 1))}"  # each prefix has one group
+        line = line[found.end():]
+        found = _PREFIX.match(line)
     if who is not None:
         return who, line
     host = _HOST_LABEL.match(line)

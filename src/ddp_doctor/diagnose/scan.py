@@ -2,17 +2,24 @@
 
 Testing ~60 regular expressions on every line of a 1 GB log would take minutes. Instead:
 
-1. each raw chunk of bytes is lowered once (ASCII only) and every *gate* word (the rules'
-   shared anchor vocabulary, ``GATES``, plus the section markers) is found with
-   ``bytes.find``, which runs at memory speed;
+1. every *gate* word (the rules' shared anchor vocabulary, ``GATES``, plus the section
+   markers) is searched with ``bytes.find``, block by block (16 KiB): first in the block's
+   letters alone (progress bars, numbers and tables are most of a long log's bytes), then,
+   for the gates whose letters are there, in the lowered block itself; a block whose lines
+   all hold a gate already is not searched for the others (``_gate_starts``);
 2. a line holding a gate is kept only if it also holds one of the literal phrases some
    rule cannot match without (one prefix-tree pattern, ``literals.py``), or an exception;
 3. only those lines are decoded and cleaned, and tested against the rules whose own
    phrases they hold.
 
+Logs repeat themselves, so what a line says is remembered: per raw line, and with every
+digit read as 0 for the rules a line could match, the shape of an exception, and a line
+that said nothing (the same warning at step 1 and at step 2). Only the exact tests of
+the few rules left are run on a line's own digits (``_read_line``).
+
 Memory stays bounded: evidence keeps a few distinct lines per code, the start and end of
-each document are kept for context, and the environment sections handed to the text
-parsers are capped in lines and size.
+each document are kept for context, the environment sections handed to the text parsers
+are capped in lines and size, and the memos are capped in entries and line length.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from itertools import accumulate, compress, repeat
+from operator import add, contains, not_
+from typing import Any, NamedTuple, Protocol
 
-from ddp_doctor.diagnose.literals import phrase_pattern, required_literals
+from ddp_doctor.diagnose.literals import phrase_source, required_literals
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
@@ -31,6 +40,9 @@ from ddp_doctor.redact.secrets import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
+MEMO_LINE_BYTES = 2048  # longer lines are not remembered, so the memos stay small
+GATE_BLOCK = 16 * 1024  # bytes: the blocks a chunk is cut into for the gate search
+DENSE_HITS = 8  # lines of one block holding one gate, past which the block is read by line
 MAX_QUOTE = 300  # characters of one quoted line
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
@@ -42,6 +54,12 @@ _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|I
                         r"(?::\s|:?$)")
 _BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
+
+# For the gate search: ASCII letters lowered and newlines kept, every other byte deleted.
+_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_NOT_LETTER = bytes(b for b in range(256)
+                    if b != ord("\n") and not (chr(b).isascii() and chr(b).isalpha()))
+_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
 class RuleLike(Protocol):
@@ -92,6 +110,31 @@ class CodeHits:
             self.seen.add(key)
             self.quotes.append(quote)
 
+    def again(self, rule: Any, rank: str | None) -> None:
+        """``add`` for a line that will not be quoted: counted, its rule and rank kept."""
+        self.count += 1
+        if rule not in self.rules:
+            self.rules.append(rule)
+        if rank:
+            self.ranks.add(rank)
+
+
+class _Line(NamedTuple):
+    """What one raw line says, apart from where it is: remembered per distinct line."""
+
+    rank: str | None
+    text: str  # without the launcher's rank prefix
+    marker: bool  # holds an environment-section marker
+    matched: tuple[tuple[Any, str], ...]  # (rule, text) of the rules it matches
+    bare: bool  # a bare "AssertionError" whose cause is the line above
+    exception: str | None  # the redacted exception line to quote, if it is one
+    stripped: str  # text.strip()
+    key: str  # the stripped text without NCCL's host:pid:tid prefix (distinct quotes)
+
+
+_UNREAD = _Line(None, "", False, (), False, None, "", "")
+"""A line not met before (None is remembered too: a line that says nothing)."""
+
 
 @dataclass
 class Section:
@@ -140,29 +183,55 @@ class Scanner:
             self._literals[id(rule)] = required_literals(rule.pattern)
             for anchor in rule.anchors:
                 self._by_gate.setdefault(anchor, []).append(rule)
-        # Per gate, one pattern of all its rules' literal phrases: most candidate lines hold
-        # a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one search.
-        self._gate_filter: dict[str, re.Pattern[str] | None] = {}
-        for gate, gated in self._by_gate.items():
-            phrases = [self._literals[id(rule)] for rule in gated]
-            self._gate_filter[gate] = None if any(p is None for p in phrases) else \
-                phrase_pattern([word for p in phrases for word in p or ()])
         self._markers = tuple(dict.fromkeys(m.lower() for m in markers))
         self._gates = tuple(dict.fromkeys([*(g.lower() for g in gates), *self._markers]))
-        self._gate_bytes = tuple(gate.encode() for gate in self._gates)
+        # Each gate as bytes, with its letters alone: a block of the log whose letters do not
+        # hold a gate's letters cannot hold the gate (see _gate_starts).
+        self._gate_bytes = tuple((gate.encode(), gate.encode().translate(_LOWER, _NOT_LETTER))
+                                 for gate in self._gates)
+        # Where each rule is tried when its anchors are in a line: (gate, gate's index, place in
+        # that gate's list), in gate order. The first anchor present decides the order in which
+        # the rules of one line are reported, as the gate-by-gate walk always did.
+        self._places: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        for index, gate in enumerate(self._gates):
+            for place, rule in enumerate(self._by_gate.get(gate, ())):
+                known = self._places.get(id(rule), ())
+                if all(g != gate for g, _, _ in known):
+                    self._places[id(rule)] = (*known, (gate, index, place))
+        # The same gates and phrases with every digit read as 0, for the candidate rules of a
+        # line whose only difference from one met before is a number (a step, a rank, a pid).
+        self._zeroed_literals: dict[int, tuple[bytes, ...] | None] = {
+            key: None if phrases is None else tuple(dict.fromkeys(_zeroed(p) for p in phrases))
+            for key, phrases in self._literals.items()}
+        # Per gate, one pattern of all its rules' literal phrases (zeroed): most candidate
+        # lines hold a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one
+        # search. Compiled when first needed: a short log meets few gates.
+        self._gate_filter: dict[str, re.Pattern[bytes] | None] = {}
+        self._gate_phrases: dict[str, list[str] | None] = {}
+        for gate, gated in self._by_gate.items():
+            zeroed = [self._zeroed_literals[id(rule)] for rule in gated]
+            self._gate_phrases[gate] = None if any(p is None for p in zeroed) else \
+                [w.decode() for p in zeroed for w in p or ()]
+        self._zeroed_gates = tuple((gate, _zeroed(gate)) for gate in self._gates)
         # One byte-level test for a whole candidate line before it is decoded: does it hold
         # any rule's phrase, a section marker, or an exception? (None: some rule has no
         # phrase, so every candidate line is read.)
         every = [self._literals[id(rule)] for rule in rules]
         self._line_filter = None if any(p is None for p in every) else re.compile(
-            phrase_pattern([*(w for p in every for w in p or ()), *self._markers,
-                            "error", "exception"]).pattern.encode())
+            phrase_source([*(w for p in every for w in p or ()), *self._markers,
+                           "error", "exception"]).encode())
         self.result = ScanResult()
         self._capture: Section | None = None
         self._capture_left = 0
         self._order = 0
         self._before = b""  # the last lines of the previous chunk, for looking upward
-        self._memo: OrderedDict[str, list[tuple[RuleLike, str]]] = OrderedDict()
+        # Bounded memos of pure functions of one line; a log repeats the same warning from
+        # every rank and every step, and the thousandth copy costs a dictionary lookup.
+        self._read: OrderedDict[bytes, _Line | None] = OrderedDict()
+        self._candidates: OrderedDict[bytes, tuple[RuleLike, ...]] = OrderedDict()
+        self._shapes: OrderedDict[bytes, tuple[bool, bool]] = OrderedDict()
+        self._inert: OrderedDict[bytes, None] = OrderedDict()  # raw lines, digits read as 0
+        self._digit_free_markers = not any(c.isdigit() for m in self._markers for c in m)
 
     def scan(self, document: Document) -> None:
         self.result.documents.append(document.name)
@@ -174,12 +243,13 @@ class Scanner:
         for chunk in byte_chunks(document.blocks, document.encoding):
             if self.result.blank and not chunk.isspace():
                 self.result.blank = False
-            self._chunk(document.name, chunk, base)
+            newlines = self._chunk(document.name, chunk, base)
             if len(head) < HEAD_CHARS:
                 head += chunk[: HEAD_CHARS - len(head)]
-            tail, tail_first = _keep_tail(tail, tail_first, chunk, base)
-            self._before = _last_lines(self._before + chunk)
-            base += chunk.count(b"\n")
+            tail, tail_first = _keep_tail(tail, tail_first, chunk, base, newlines)
+            self._before = _last_lines(chunk if len(chunk) > _KEEP_BYTES
+                                       else (self._before + chunk)[-_KEEP_BYTES:])
+            base += newlines
             last = chunk[-1:] or last
         self.result.lines += base - 1 + (last != b"\n")
         self._before = b""
@@ -190,113 +260,257 @@ class Scanner:
 
     # -- one chunk ---------------------------------------------------------------------
 
-    def _chunk(self, name: str, chunk: bytes, base: int) -> None:
-        low = chunk.lower()  # ASCII only, which is all the gates are
+    def _gate_starts(self, chunk: bytes) -> list[int]:
+        """Where the lines holding a gate word start, in order.
+
+        A pass of ``bytes.find`` per gate over the whole chunk is what bounds the speed, so
+        the chunk is cut (at line ends) into blocks, and each block's letters alone (the
+        rest deleted, one ``translate``) are searched first: in a log of progress bars,
+        numbers and tables they are a third of its bytes. A gate whose letters are not among
+        a block's letters is not in the block; the others are searched for exactly, in the
+        lowered block: hit by hit, or, in a block where a gate is on line after line (a
+        warning every step), line by line.
+        """
         starts: set[int] = set()
-        for gate in self._gate_bytes:
-            at = low.find(gate)
-            while at != -1:
-                start = low.rfind(b"\n", 0, at) + 1
-                starts.add(start)
-                end = low.find(b"\n", at)
-                if end == -1:
-                    break
-                at = low.find(gate, end)
+        size, begin = len(chunk), 0
+        while begin < size:
+            stop = chunk.find(b"\n", begin + GATE_BLOCK) + 1 or size
+            block = chunk[begin:stop]
+            # (lines with the same letters, as most noise lines are but for their numbers,
+            # are kept once: the search is then over a block's distinct lines of letters)
+            letters = b"\n".join(set(block.translate(_LOWER, _NOT_LETTER).split(b"\n")))
+            low: bytes | None = None
+            # Read by line: the lines (lowered) that hold no gate yet, and where they start.
+            pending: list[bytes] | None = None
+            where: list[int] = []
+            rest = b""  # the pending lines joined
+            for gate, gate_letters in self._gate_bytes:
+                if pending is None:
+                    if gate_letters not in letters:
+                        continue
+                    if low is None:
+                        low = block.lower()  # ASCII only, which is all the gates are
+                    at, hits = low.find(gate), 0
+                    while at != -1 and hits < DENSE_HITS:
+                        hits += 1
+                        starts.add(begin + low.rfind(b"\n", 0, at) + 1)
+                        end = low.find(b"\n", at)
+                        at = -1 if end == -1 else low.find(gate, end)
+                    if at == -1:
+                        continue
+                    pending = low.split(b"\n")
+                    # each line starts one byte (its newline) after the end of the one before
+                    where = list(map(add, accumulate(map(len, pending), initial=begin),
+                                     range(len(pending) + 1)))
+                elif gate not in rest:
+                    continue
+                held = list(map(contains, pending, repeat(gate)))  # (all in C: no loop here)
+                starts.update(compress(where, held))
+                if all(held):
+                    break  # every line of the block is read: no other gate can add one
+                kept = list(map(not_, held))
+                pending, where = list(compress(pending, kept)), list(compress(where, kept))
+                rest = b"\n".join(pending)
+            begin = stop
+        return sorted(starts)
+
+    def _chunk(self, name: str, chunk: bytes, base: int) -> int:
+        """Scan one chunk of whole lines; return how many newlines it holds."""
+        starts = self._gate_starts(chunk)
         if self._capture is not None:
             self._continue_capture(chunk)
-        if not starts:
-            return
         counted_to, line_no = 0, base
-        line_filter = self._line_filter
-        view: bytes | None = None
-        for start in sorted(starts):
-            end = low.find(b"\n", start)
-            end = len(low) if end == -1 else end
-            if line_filter is not None and line_filter.search(low, start, end) is None \
-                    and low.find(b"\x1b", start, end) == -1:
-                continue  # a gate word by chance ("cudaDev"): no phrase of any rule
-            line_no += low.count(b"\n", counted_to, start)
+        read, inert, size = self._read, self._inert, len(chunk)
+        for start in starts:
+            end = chunk.find(b"\n", start)
+            end = size if end == -1 else end
+            raw = chunk[start:end]
+            line = read.get(raw, _UNREAD)
+            if line is _UNREAD:
+                shape = raw.translate(_ZERO)
+                if shape in inert:
+                    continue  # as a line met before but for its numbers, which said nothing
+                line, said_nothing = self._read_line(raw)
+                if len(raw) <= MEMO_LINE_BYTES:
+                    read[raw] = line
+                    if len(read) > MEMO_LINES:
+                        read.popitem(last=False)
+                    if said_nothing:
+                        inert[shape] = None
+                        if len(inert) > MEMO_LINES:
+                            inert.popitem(last=False)
+            if line is None:
+                continue  # a gate word by chance ("cudaDev"), or nothing any rule reads
+            line_no += chunk.count(b"\n", counted_to, start)
             counted_to = start
-            line = clean_line(chunk[start:end])
-            if view is None:  # once per chunk: a look upward can cross the chunk's start
-                view = self._before + chunk
-            self._line(name, view, start + len(self._before), line, line.lower(), line_no)
+            self._line(name, chunk, start, line, line_no)
+        return line_no - base + chunk.count(b"\n", counted_to)
 
-    def _line(self, name: str, chunk: bytes, start: int, line: str, low: str,
-              line_no: int) -> None:
+    def _read_line(self, raw: bytes) -> tuple[_Line | None, bool]:
+        """What one raw candidate line says, apart from where it is (None: nothing), and
+        whether every line equal to it but for its digits says nothing too.
+
+        That holds when no rule could match it (decided with digits read as 0), it is no
+        exception and holds no section marker: cleaning, the rank prefixes and the
+        exception patterns tell digits from other characters, never one digit from another.
+        Such lines (a warning with its step number) then cost one lookup each.
+        """
+        line_filter = self._line_filter
+        if line_filter is not None:
+            low = raw.lower()
+            if b"error" not in low and line_filter.search(low) is None \
+                    and b"\x1b" not in raw:
+                return None, False  # a phrase with a digit may be in its numbered twin
+        line = clean_line(raw)
         rank, text = split_rank(line)
-        if self._markers and self._capture is None and \
-                any(marker in low for marker in self._markers):
+        low_line = line.lower()
+        marker = False
+        for word in self._markers:
+            if word in low_line:
+                marker = True
+                break
+        candidates = self._candidates_of(low_line)
+        matched = tuple(self._exact(candidates, text, low_line))
+        stripped = text.strip()
+        exception_line, bare = (False, False) if matched else self._exception_shape(text)
+        if not (marker or candidates or exception_line or bare):
+            return None, self._digit_free_markers
+        exception = redact_text(stripped)[:MAX_QUOTE] if exception_line else None
+        # (NCCL's prefix ends in "] ": without one, there is nothing to take off)
+        key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
+        return _Line(rank, text, marker, matched, bare, exception, stripped, key), False
+
+    def _exception_shape(self, text: str) -> tuple[bool, bool]:
+        """(an exception line, a bare exception name), remembered with digits read as 0.
+
+        Neither pattern tells one digit from another, so a line that differs from one met
+        before only in a number has the same shape.
+        """
+        if "Error" not in text and "Exception" not in text and "Interrupt" not in text:
+            return False, False  # each pattern spells one of these words
+        key = _zeroed(text)
+        shape = self._shapes.get(key)
+        if shape is None:
+            shape = (_EXCEPTION.match(text) is not None,
+                     _BARE_EXCEPTION.match(text) is not None)
+            if len(key) <= MEMO_LINE_BYTES:
+                self._shapes[key] = shape
+                if len(self._shapes) > MEMO_LINES:
+                    self._shapes.popitem(last=False)
+        return shape
+
+    def _line(self, name: str, chunk: bytes, start: int, line: _Line, line_no: int) -> None:
+        rank, text = line.rank, line.text
+        if line.marker and self._capture is None:
             self._start_capture(name, chunk, start, line_no)
-        matched = self._matching(text, low)
-        if not matched and _BARE_EXCEPTION.match(text):
+        matched = list(line.matched)
+        if line.bare:
             # "AssertionError" alone: the cause is the source line Python printed above it.
-            above = _line_above(chunk, start)
+            above = _line_above(chunk, start, self._before)
             if above:
                 source, up = split_rank(above[0])[1].strip(), above[1]
                 joined = f"{text.strip()}: {source}"
-                for rule, _ in self._matching(joined, joined.lower()):
+                for rule, _ in self._match_rules(joined, joined.lower()):
                     self._record(rule, name, chunk, start, source, line_no - up, rank)
                     matched.append((rule, text))
         for rule, quoted in matched:
-            self._record(rule, name, chunk, start, quoted, line_no, rank)
-        if not matched and _EXCEPTION.match(text):
+            if quoted == text:
+                self._record(rule, name, chunk, start, quoted, line_no, rank,
+                             line.stripped, line.key)
+            else:
+                self._record(rule, name, chunk, start, quoted, line_no, rank)
+        if not matched and line.exception is not None:
             quotes = self.result.exceptions
-            quotes.append(Quote(name, line_no, redact_text(text.strip())[:MAX_QUOTE], rank))
+            quotes.append(Quote(name, line_no, line.exception, rank))
             del quotes[:-3]
 
-    def _matching(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        """The rules that match one (rank-stripped) line; repeated lines are remembered.
-
-        Logs repeat the same warning or traceback line from every rank and every step;
-        a bounded memo makes the thousandth copy as cheap as a dictionary lookup.
-        """
-        known = self._memo.get(text)
-        if known is not None:
-            self._memo.move_to_end(text)
-            return list(known)
-        found = self._match_rules(text, low)
-        self._memo[text] = found
-        if len(self._memo) > MEMO_LINES:
-            self._memo.popitem(last=False)
-        return list(found)
-
     def _match_rules(self, text: str, low: str) -> list[tuple[RuleLike, str]]:
-        found: list[tuple[RuleLike, str]] = []
-        tested: set[int] = set()
-        for gate in self._gates:
-            if gate not in low:
+        """Every rule whose anchor and phrase are in ``low`` and whose pattern is in ``text``."""
+        return self._exact(self._candidates_of(low), text, low)
+
+    def _candidates_of(self, low: str) -> tuple[RuleLike, ...]:
+        """The rules that could match a line, decided on the line with its digits read as 0
+        and remembered: step 1 and step 2 of one warning ask the same rules."""
+        key = _zeroed(low)
+        candidates = self._candidates.get(key)
+        if candidates is None:
+            candidates = self._candidates_by_key(key)
+            if len(key) <= MEMO_LINE_BYTES:
+                self._candidates[key] = candidates
+                if len(self._candidates) > MEMO_LINES:
+                    self._candidates.popitem(last=False)
+        return candidates
+
+    def _exact(self, candidates: tuple[RuleLike, ...], text: str, low: str
+               ) -> list[tuple[RuleLike, str]]:
+        """The candidates that match, each tested exactly, in the order of a walk gate by
+        gate: by the first of a rule's anchors present, then by its place among that
+        gate's rules."""
+        if not candidates:
+            return []
+        found: list[tuple[tuple[int, int], RuleLike]] = []
+        for rule in candidates:
+            first = next(((index, place) for gate, index, place in self._places[id(rule)]
+                          if gate in low), None)
+            if first is None:
                 continue
-            gate_filter = self._gate_filter.get(gate)
-            if gate_filter is not None and gate_filter.search(low) is None:
+            literals = self._literals[id(rule)]
+            if literals is not None and not any(map(low.__contains__, literals)):
+                continue
+            if rule.pattern.search(text):
+                found.append((first, rule))
+        found.sort(key=lambda pair: pair[0])
+        return [(_read(rule, text), text) for _, rule in found]
+
+    def _candidates_by_key(self, key: bytes) -> tuple[RuleLike, ...]:
+        """The rules a line could match, from the line with its digits read as 0.
+
+        Reading every digit as 0 keeps every phrase of the line a phrase of the key, so no
+        rule that can match is left out; a few that cannot are let through and then fail
+        the exact test.
+        """
+        found: list[RuleLike] = []
+        tested: set[int] = set()
+        for gate, zeroed in self._zeroed_gates:
+            if zeroed not in key:
+                continue
+            if gate not in self._gate_filter:
+                phrases = self._gate_phrases.get(gate)
+                self._gate_filter[gate] = None if phrases is None else \
+                    re.compile(phrase_source(phrases).encode())
+            gate_filter = self._gate_filter[gate]
+            if gate_filter is not None and gate_filter.search(key) is None:
                 continue
             for rule in self._by_gate.get(gate, ()):
                 if id(rule) in tested:
                     continue
                 tested.add(id(rule))
-                literals = self._literals[id(rule)]
-                if literals is not None and not any(map(low.__contains__, literals)):
+                literals = self._zeroed_literals[id(rule)]
+                if literals is not None and not any(map(key.__contains__, literals)):
                     continue
-                if rule.pattern.search(text):
-                    found.append((_read(rule, text), text))
-        return found
+                found.append(rule)
+        return tuple(found)
 
     def _record(self, rule: RuleLike, name: str, chunk: bytes, start: int, text: str,
-                line_no: int, rank: str | None) -> None:
+                line_no: int, rank: str | None, quoted: str | None = None,
+                key: str | None = None) -> None:
         if rank is None:
-            rank = _summary_rank(chunk, start)
+            rank = _summary_rank(chunk, start, self._before)
         code_id = rule.code.id
         hits = self.result.hits.get(code_id)
         if hits is None:
             self._order += 1
             hits = self.result.hits[code_id] = CodeHits(rule.code, order=self._order)
-        quoted = text.strip()
-        key = _NCCL_PREFIX.sub("", quoted)
+        if quoted is None or key is None:
+            quoted = text.strip()
+            key = _NCCL_PREFIX.sub("", quoted) if "] " in quoted else quoted
         if hits.wants(key):
             quoted = redact_text(quoted)  # logs carry tokens too: never quote one
             if len(quoted) > MAX_QUOTE:
                 quoted = quoted[: MAX_QUOTE - 1] + "…"
-        hits.add(rule, Quote(name, line_no, quoted, rank), key)
+            hits.add(rule, Quote(name, line_no, quoted, rank), key)
+        else:
+            hits.again(rule, rank)
 
     # -- environment sections ------------------------------------------------------------
 
@@ -327,27 +541,37 @@ def _read(rule: RuleLike, text: str) -> RuleLike:
     return rule if read is None else read(text)
 
 
-def _lines_above(chunk: bytes, start: int, count: int) -> Iterator[str]:
-    """Up to ``count`` cleaned lines above the line starting at ``start``, nearest first."""
+def _lines_above(chunk: bytes, start: int, count: int, before: bytes = b"") -> Iterator[str]:
+    """Up to ``count`` cleaned lines above the line starting at ``start``, nearest first.
+
+    ``before`` holds the last lines of the previous chunk: the walk goes on into them once
+    it reaches the chunk's first line (joining the two only then, which is rare).
+    """
     end = start - 1  # the newline that ends the line above
     for _ in range(count):
+        begin = chunk.rfind(b"\n", 0, end) + 1 if end >= 0 else 0
+        if begin == 0 and before:
+            chunk, end, before = before + chunk, end + len(before), b""
+            begin = chunk.rfind(b"\n", 0, end) + 1 if end >= 0 else 0
         if end < 0:
             return
-        begin = chunk.rfind(b"\n", 0, end) + 1
         yield clean_line(chunk[begin:end])
         end = begin - 1
 
 
-def _line_above(chunk: bytes, start: int) -> tuple[str, int] | None:
-    """The nearest non-blank line above ``start`` in this chunk, and how many lines up."""
-    for up, line in enumerate(_lines_above(chunk, start, 3), start=1):
+def _line_above(chunk: bytes, start: int, before: bytes = b"") -> tuple[str, int] | None:
+    """The nearest non-blank line above ``start``, and how many lines up."""
+    for up, line in enumerate(_lines_above(chunk, start, 3, before), start=1):
         if line.strip():
             return line.strip(), up
     return None
 
 
 def _last_lines(data: bytes, count: int = 4, limit: int = 8192) -> bytes:
-    """The last few whole lines of ``data`` (bounded), kept for the next chunk."""
+    """The last few whole lines of ``data`` (bounded), kept for the next chunk.
+
+    Only the last ``limit + 1`` bytes of ``data`` decide the result (``_KEEP_BYTES``).
+    """
     at = len(data)
     for _ in range(count + 1):
         at = data.rfind(b"\n", 0, at - 1) if at > 0 else -1
@@ -356,11 +580,18 @@ def _last_lines(data: bytes, count: int = 4, limit: int = 8192) -> bytes:
     return data[at + 1:][-limit:] if at != -1 else data[-limit:]
 
 
-def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes, int]:
-    """The last TAIL_CHARS bytes of a document, cut at a line start, with its line number."""
+_KEEP_BYTES = 8192 + 1
+
+
+def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int, newlines: int
+               ) -> tuple[bytes, int]:
+    """The last TAIL_CHARS bytes of a document, cut at a line start, with its line number.
+
+    ``newlines`` is the chunk's count of newlines, so only its end is counted again.
+    """
     if len(chunk) >= TAIL_CHARS:
         cut = chunk.find(b"\n", len(chunk) - TAIL_CHARS) + 1 or len(chunk) - TAIL_CHARS
-        return chunk[cut:], base + chunk.count(b"\n", 0, cut)
+        return chunk[cut:], base + newlines - chunk.count(b"\n", cut)
     data = tail + chunk
     first = first if tail else base
     if len(data) > TAIL_CHARS:
@@ -370,10 +601,19 @@ def _keep_tail(tail: bytes, first: int, chunk: bytes, base: int) -> tuple[bytes,
     return data, first
 
 
-def _summary_rank(chunk: bytes, start: int) -> str | None:
+def _summary_rank(chunk: bytes, start: int, before: bytes = b"") -> str | None:
     """The rank torchrun's failure summary names a few lines above an exit code."""
-    for line in _lines_above(chunk, start, 4):
+    for line in _lines_above(chunk, start, 4, before):
         found = SUMMARY_RANK.match(line)
         if found:
             return f"rank {int(found.group(1))}"
     return None
+
+
+def _zeroed(text: str) -> bytes:
+    """``text`` as UTF-8 with every ASCII digit read as 0.
+
+    A per-character substitution keeps every substring a substring, so a phrase of a
+    line, zeroed, is a phrase of the zeroed line.
+    """
+    return text.encode("utf-8", "surrogatepass").translate(_ZERO)

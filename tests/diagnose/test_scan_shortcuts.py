@@ -1,0 +1,257 @@
+"""The scan's shortcuts change nothing it finds.
+
+The scan searches gate words block by block (letters first, then line by line where a gate
+is on every line), reads each chunk with at most one copy, and remembers lines: exactly
+(the same raw line), and with digits read as 0 (the rules a line could match, the shape of
+an exception, a line that said nothing). Each test here compares a shortcut with the plain
+definition it stands for, on input built to hit its edges.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose import normalize, scan, source
+from ddp_doctor.diagnose.compose import compose
+from ddp_doctor.diagnose.normalize import byte_chunks
+from ddp_doctor.diagnose.scan import Scanner, ScanResult
+from ddp_doctor.diagnose.source import open_input
+from ddp_doctor.logrules import GATES, RULES
+from ddp_doctor.model import Code, Severity
+from ddp_doctor.textfacts import SECTION_MARKERS
+
+
+@dataclass(frozen=True)
+class FakeRule:
+    code: Code
+    pattern: re.Pattern[str]
+    anchors: tuple[str, ...]
+    steps: tuple = ()
+    symptom_of: tuple[str, ...] = ()
+    alternatives: tuple[str, ...] = ()
+    decide: tuple = ()
+
+
+def _rule(code_id: str, pattern: str, *anchors: str) -> FakeRule:
+    code = Code(code_id, Category.UNKNOWN, f"summary of {code_id}", "what", "why", "fix",
+                severity=Severity.ERROR)
+    return FakeRule(code, re.compile(pattern, re.I), anchors)
+
+
+# -- the gate search ---------------------------------------------------------------------
+
+TRICKY = [
+    "CUDA error: out of memory",  # upper case
+    "cu-da and cu2da and c.u.d.a are no gate",  # a gate's letters split by other bytes
+    "no module  named x; No Module Named y",
+    "bad alloc, badalloc, Bad_Alloc",
+    "torch- and pytorch version 2.1 and torch",
+    "████▏ 42% 312/741 [01:12<01:39, 4.31it/s]",
+    "frame one\rframe two with a Warning\rlast frame",
+    "node-3:12:12 [3] NCCL INFO comm 0x5 rank 3 cudaDev 3 busId 1000",
+    "",
+    "plain noise line 12345",
+    "\x1b[31mERR\x1b[0mOR split by colour",
+    "KILLED by signal 9",
+    "exitcode  : -9 (pid: 4242)",
+]
+
+
+def _reference_starts(chunk: bytes, gates: tuple[bytes, ...]) -> list[int]:
+    """The definition: the start of every line whose lowered bytes hold a gate."""
+    starts, at = [], 0
+    for line in chunk.split(b"\n"):
+        if any(gate in line.lower() for gate in gates):
+            starts.append(at)
+        at += len(line) + 1
+    return starts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gate_search_finds_exactly_the_lines_holding_a_gate(monkeypatch, seed: int) -> None:
+    # Small blocks and an early switch to reading line by line, so that one chunk crosses
+    # many block boundaries and both ways of searching a block are used.
+    monkeypatch.setattr(scan, "GATE_BLOCK", 300)
+    monkeypatch.setattr(scan, "DENSE_HITS", 2)
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(400):
+        kind = rng.random()
+        if kind < 0.3:  # runs of one warning: a block read line by line
+            lines += [f"[rank{rng.randrange(8)}]: UserWarning: step {rng.randrange(99)}"] * 5
+        elif kind < 0.7:
+            lines.append(rng.choice(TRICKY))
+        else:
+            lines.append("".join(rng.choice("abcdeilmnortuw _-.0123456789")
+                                 for _ in range(rng.randrange(60))))
+    chunk = "\n".join(lines).encode()  # the last line has no newline
+    scanner = Scanner(RULES, GATES, SECTION_MARKERS)
+    gates = tuple(gate for gate, _ in scanner._gate_bytes)
+    assert scanner._gate_starts(chunk) == _reference_starts(chunk, gates)
+
+
+def test_a_gate_split_by_other_bytes_is_no_candidate() -> None:
+    scanner = Scanner(RULES, GATES, SECTION_MARKERS)
+    chunk = b"cu-da\nc.u.d.a 42\nbad alloc\nCUDA\n"
+    assert scanner._gate_starts(chunk) == [chunk.index(b"CUDA")]
+
+
+# -- chunks ----------------------------------------------------------------------------------
+
+def _reference_chunks(blocks: list[bytes]) -> list[bytes]:
+    """Whole lines per block: what was carried plus the block up to its last newline."""
+    out, carry = [], b""
+    for block in blocks:
+        data = carry + block
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        out.append(data[:cut])
+        carry = data[cut:]
+    return out + ([carry] if carry else [])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_chunks_are_the_blocks_cut_at_their_last_newline(seed: int) -> None:
+    rng = random.Random(seed)
+    text = "".join(rng.choice(["short\n", "x" * 700, "a line\n", "\n", "é\r"])
+                   for _ in range(300)).encode()
+    blocks, at = [], 0
+    while at < len(text):
+        size = rng.choice([1, 7, 64, 500, 2000])
+        blocks.append(text[at:at + size])
+        at += size
+    blocks.insert(rng.randrange(len(blocks)), b"")
+    chunks = list(byte_chunks(iter(blocks)))
+    assert chunks == _reference_chunks(blocks)
+    assert b"".join(chunks) == text
+    assert all(isinstance(chunk, bytes) for chunk in chunks)
+
+
+def test_a_block_ending_a_line_is_handed_on_as_it_is() -> None:
+    blocks = [b"one\ntwo\n", b"three", b" four\n"]
+    assert list(byte_chunks(iter(blocks))) == [b"one\ntwo\n", b"three four\n"]
+
+
+def test_an_endless_line_is_still_cut_to_its_last_frame(monkeypatch) -> None:
+    monkeypatch.setattr(normalize, "MAX_LINE", 100)
+    blocks = [b"start\n" + b"frame\r" * 40, b"frame\r" * 40 + b"last\nend\n"]
+    # The first block's 240 bytes of frames are cut to the last one; the second block's
+    # frames end with the line, so they are handed on whole (cleaning keeps the last).
+    assert list(byte_chunks(iter(blocks))) == [b"start\n",
+                                               b"frame\r" * 41 + b"last\nend\n"]
+
+
+# -- remembered lines --------------------------------------------------------------------------
+
+SIGKILL = _rule("TST101", r"signal 9 \(SIGKILL\)", "signal")
+STEP = _rule("TST102", r"loss is nan at step 1\d\b", "nan")
+OOM = _rule("TST103", r"CUDA out of memory", "memory")
+EXIT = _rule("TST104", r"exitcode\s*:\s*-9\b", "exitcode")
+BARE = _rule("TST105", r"AssertionError: assert .*batch", "error")
+
+TWINS = """\
+[rank0]: worker got signal 7 (SIGKILL) at step 100
+[rank1]: worker got signal 9 (SIGKILL) at step 100
+[rank2]: worker got signal 9 (SIGKILL) at step 101
+loss is nan at step 21
+loss is nan at step 12
+loss is nan at step 12
+\x1b[31mRuntimeError: CUDA out of \x1b[0mmemory on step 3
+RuntimeError: CUDA out of memory on step 4
+node1:10:10 [2] NCCL WARN CUDA out of memory on step 5
+node1:11:11 [2] NCCL WARN CUDA out of memory on step 5
+ValueError: step 3 has no labels
+ValueError: step 4 has no labels
+Warning: nothing to see at step 1
+Warning: nothing to see at step 2
+  rank      : 3 (local_rank: 3)
+  exitcode  : -9 (pid: 4242)
+  rank      : 5 (local_rank: 5)
+  exitcode  : -1 (pid: 4243)
+  exitcode  : -9 (pid: 4244)
+    assert opt.batch % world == 1
+AssertionError
+    assert opt.batch % world == 2
+AssertionError
+PyTorch version: 2.1.0
+Is debug build: False
+"""
+
+
+def _scan(path: Path, rules: tuple[FakeRule, ...]) -> ScanResult:
+    scanner = Scanner(rules, ("signal", "nan", "memory", "exitcode", "error", "warn"),
+                      ("pytorch version",))
+    for document in open_input(str(path)).documents:
+        scanner.scan(document)
+    return scanner.result
+
+
+def _summary(result: ScanResult) -> object:
+    hits = {code: ([(q.line, q.text, q.rank) for q in h.quotes], sorted(h.ranks), h.count,
+                   [r.code.id for r in h.rules], h.order) for code, h in result.hits.items()}
+    return (hits, [(q.line, q.text, q.rank) for q in result.exceptions],
+            [(s.first_line, s.lines) for s in result.sections], result.lines)
+
+
+def test_lines_equal_but_for_digits_are_each_judged_on_their_own(tmp_path: Path,
+                                                                  monkeypatch) -> None:
+    path = tmp_path / "twins.log"
+    path.write_text(TWINS * 3)
+    rules = (SIGKILL, STEP, OOM, EXIT, BARE)
+    result = _scan(path, rules)
+    sigkill = result.hits["TST101"]
+    assert [q.line for q in sigkill.quotes] == [2, 3]
+    assert sorted(sigkill.ranks) == ["rank 1", "rank 2"] and sigkill.count == 6
+    assert [q.line for q in result.hits["TST102"].quotes] == [5]
+    assert result.hits["TST102"].count == 6
+    # -9 twice, with its rank from the summary above each; -1 is no match
+    assert [q.line for q in result.hits["TST104"].quotes] == [16, 19]
+    assert sorted(result.hits["TST104"].ranks) == ["rank 3", "rank 5"]
+    assert [q.line for q in result.hits["TST105"].quotes][:2] == [20, 21]
+    assert [q.text for q in result.exceptions][-1] == "ValueError: step 4 has no labels"
+    # The same log with nothing remembered from one line to the next finds the same.
+    monkeypatch.setattr(scan, "MEMO_LINES", 0)
+    assert _summary(_scan(path, rules)) == _summary(result)
+
+
+def test_remembering_changes_nothing_on_real_rules(tmp_path: Path, monkeypatch) -> None:
+    corpus = Path(__file__).resolve().parents[1] / "data" / "logs"
+    names = ["accelerate-1316.log", "accelerate-223.log", "allennlp-697.log"]
+    text = "".join((corpus / name).read_text(encoding="utf-8", errors="replace")
+                   for name in names)
+    path = tmp_path / "mixed.log"
+    path.write_text(text * 2 + TWINS)
+    remembered = _summary(_scan_real(path))
+    monkeypatch.setattr(scan, "MEMO_LINES", 0)
+    assert _summary(_scan_real(path)) == remembered
+
+
+def _scan_real(path: Path) -> ScanResult:
+    scanner = Scanner(RULES, GATES, SECTION_MARKERS)
+    for document in open_input(str(path)).documents:
+        scanner.scan(document)
+    return scanner.result
+
+
+# -- looking upward across a chunk boundary ----------------------------------------------------
+
+def test_the_summary_rank_is_read_across_a_block_boundary(tmp_path: Path,
+                                                          monkeypatch) -> None:
+    monkeypatch.setattr(source, "BLOCK", 64)
+    head = "n\n" * (source.SNIFF // 2)  # the sniffed first block, then 64-byte blocks
+    for pad in range(0, 70, 9):  # the summary falls on every side of a block boundary
+        log = (head + "n" * pad + "\n" + "  host      : node1\n  rank      : 3 (local_rank: 3)\n"
+               "  exitcode  : -9 (pid: 4242)\n")
+        path = tmp_path / "summary.log"
+        path.write_text(log)
+        finding = compose(_scan(path, (EXIT,)))[0][0]
+        assert finding.affects == ("rank 3",), pad
+        assert finding.evidence[0].label == f"line {source.SNIFF // 2 + 4}", pad
