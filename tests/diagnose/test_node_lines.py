@@ -78,3 +78,32 @@ def test_a_single_host_log_is_not_compared():
     text = "\n".join(line for line in PLUGIN_ON_TWO_OF_THREE.splitlines()
                      if line.startswith("node-a"))
     assert judged(text) == {}
+
+
+def test_diagnose_names_the_odd_node_as_node_mismatch_with_the_hosts_table(tmp_path):
+    from ddp_doctor.diagnose import diagnose
+
+    # The plugin difference, then what NCCL says when the socket node cannot reach the IB
+    # ones (NVIDIA/nccl issue 1267's wording of a failed connection).
+    log = tmp_path / "job.log"
+    log.write_text(PLUGIN_ON_TWO_OF_THREE
+                   + "node-c:2210:2277 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
+                     "Connect to 10.0.0.1<43211> failed : Connection refused\n"
+                   + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled system "
+                     "error, NCCL version 2.21.5\n", encoding="utf-8")
+    report = diagnose(str(log)).report
+    lead = report.results[0].findings[0]
+    assert (lead.code.id, lead.category.value, lead.affects) == \
+        ("NOD015", "node_mismatch", ("node-c",))
+    assert report.nodes is not None
+    assert report.nodes["nodes"] == ["node-a", "node-b", "node-c"]
+    (row, *_) = report.nodes["rows"]
+    assert row["differs"] == ["node-c"] and row["values"][2] == "internal"
+
+
+def test_a_single_host_log_has_no_nodes_table(tmp_path):
+    from ddp_doctor.diagnose import diagnose
+
+    log = tmp_path / "one.log"
+    log.write_text(FIXTURES.joinpath("logs", "benign.log").read_text(encoding="utf-8"))
+    assert diagnose(str(log)).report.nodes is None

@@ -145,7 +145,10 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         env = [f for f in env if f.code.id not in seen]
         if recorded_run_passed(recorded[0]):
             ordered = [(capped_by_passed_run(f, recorded[0]), i) for f, i in ordered]
-    ranked = rank([*ordered, *((f, 10_000 + i) for i, f in enumerate(env))])
+    nodes = scan.nodes.judge()  # the hosts of a multi-node log against each other
+    between = list(nodes.findings) if nodes is not None else []
+    ranked = rank([*ordered, *((f, 5_000 + i) for i, f in enumerate(between)),
+                   *((f, 10_000 + i) for i, f in enumerate(env))])
     findings = [*lead, *(finding for finding, _ in ranked)]
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
@@ -176,5 +179,6 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         results=(result,),
         facts_source=f"log: {label}",
         environment=summarize_environment(facts) if facts is not None else {},
-        probe_errors={})
+        probe_errors={},
+        nodes=nodes.to_dict() if nodes is not None and nodes.rows else None)
     return Diagnosis(report, scan, facts)

@@ -23,6 +23,10 @@ from typing import Any, Optional
 from ddp_doctor.nodes import Comparison, NodeSummary, compare_nodes
 
 MAX_HOSTS = 512  # beyond this a log is not one job's; stop collecting
+MAX_CHANNEL_LINES = 4096  # "via NET/" channel lines read in all: they only confirm a network
+# What a line must hold to say anything here; each is one bytes.find per chunk of the log.
+MARKERS = (b"NCCL INFO NCCL version", b"NCCL INFO NET/Plugin", b"NCCL INFO Using network",
+           b" set by environment to ", b" via NET/", b" Group ")
 _PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL INFO (?P<msg>.*)$")
 _VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
 _PLUGIN = re.compile(r"^NET/Plugin\s*:\s*Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*$")
@@ -40,6 +44,23 @@ class NodeLines:
 
     def __init__(self) -> None:
         self.hosts: dict[str, dict[str, Any]] = {}
+        self.channel_lines = 0
+
+    def feed_chunk(self, chunk: bytes) -> None:
+        """The lines of one chunk of raw log (whole lines) that hold a marker: a few passes
+        of ``bytes.find``, so a log without NCCL output costs next to nothing."""
+        for marker in MARKERS:
+            at = chunk.find(marker)
+            while at != -1:
+                if marker == b" via NET/":
+                    self.channel_lines += 1
+                    if self.channel_lines > MAX_CHANNEL_LINES:
+                        break
+                start = chunk.rfind(b"\n", 0, at) + 1
+                end = chunk.find(b"\n", at)
+                end = len(chunk) if end == -1 else end
+                self.feed(chunk[start:end].decode("utf-8", "replace").rstrip("\r"))
+                at = chunk.find(marker, end)
 
     def feed(self, line: str) -> None:
         """One clean log line (rank prefixes may still be on it)."""

@@ -33,6 +33,7 @@ from operator import add, contains, not_
 from typing import Any, NamedTuple, Protocol
 
 from ddp_doctor.diagnose.literals import phrase_source, required_literals
+from ddp_doctor.diagnose.node_lines import NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
@@ -170,6 +171,7 @@ class ScanResult:
     contexts: list[DocumentContext] = field(default_factory=list)
     lines: int = 0
     blank: bool = True  # nothing but whitespace so far
+    nodes: NodeLines = field(default_factory=NodeLines)  # each host's NCCL, for node_mismatch
 
 
 class Scanner:
@@ -244,6 +246,7 @@ class Scanner:
             if self.result.blank and not chunk.isspace():
                 self.result.blank = False
             newlines = self._chunk(document.name, chunk, base)
+            self.result.nodes.feed_chunk(chunk)
             if len(head) < HEAD_CHARS:
                 head += chunk[: HEAD_CHARS - len(head)]
             tail, tail_first = _keep_tail(tail, tail_first, chunk, base, newlines)
