@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,3 +22,16 @@ def load_fixture_facts(name: str) -> Facts:
 @pytest.fixture
 def fixture_facts():
     return load_fixture_facts
+
+
+@pytest.fixture(scope="session")
+def ultralytics_python(tmp_path_factory) -> str:
+    """A venv with the registry's torch build (a CUDA build of the same torch version as this
+    venv's +cpu one), torchvision and Ultralytics (~80 s, 5 GB), built once per session for
+    the Ultralytics tests and the two-node smoke whose nodes differ in their torch build."""
+    venv = tmp_path_factory.mktemp("ultralytics") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "torch===2.13.0", "torchvision",
+                    "ultralytics"], check=True, timeout=1200)
+    return python

@@ -148,3 +148,14 @@ def test_the_install_command_follows_the_wheels_local_tag():
         "pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124"
     assert pip_command("2.13.0+cpu").endswith("/whl/cpu")
     assert pip_command("2.5.1") == "pip install torch==2.5.1"
+
+
+def test_nccl_differing_under_one_torch_points_at_the_nccl_wheel_not_torch():
+    pair = nodes()
+    pair[1]["nccl"] = "2.18.3"
+    (finding,) = compare_nodes(["a", "b"], pair).findings
+    assert finding.remediation[-1].command == "pip install nvidia-nccl-cu12==2.21.5"
+    pair[1]["torch"] = "2.4.0+cu124"
+    found = {f.code.id: f for f in compare_nodes(["a", "b"], pair).findings}
+    assert found["NOD001"].remediation[-1].command == \
+        "pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124"

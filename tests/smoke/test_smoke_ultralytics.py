@@ -352,17 +352,6 @@ def test_ultralytics_absent_here_is_the_install_finding():
 
 # ------------------------------------------------------------------ the real Ultralytics
 
-@pytest.fixture(scope="session")
-def ultralytics_python(tmp_path_factory) -> str:
-    """A venv with the registry's torch build, torchvision and Ultralytics (~80 s, 5 GB)."""
-    venv = tmp_path_factory.mktemp("ultralytics") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "torch===2.13.0", "torchvision",
-                    "ultralytics"], check=True, timeout=1200)
-    return python
-
-
 def _smoke(python: str, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--trainer",
                            "ultralytics", "--python", python, *args, "--json", "-"],

@@ -277,12 +277,20 @@ def _steps(code: Code, group: list[Row], names: Sequence[str],
            summaries: Sequence[NodeSummary]) -> tuple[Step, ...]:
     steps = [Step(code.fix)]
     odd = sorted({i for r in group for i in r.odd})
-    if code in (codes.TORCH_DIFFERS, codes.CUDA_MAJOR_DIFFERS, codes.NCCL_DIFFERS):
-        good = [s for i, s in enumerate(summaries)
-                if i not in odd and s.get("torch") not in (None, NO_TORCH)]
-        if good:
-            steps.append(Step(f"On {_names(names, odd)}, install the torch the others run.",
-                              command=pip_command(good[0]["torch"])))
+    good = [s for i, s in enumerate(summaries)
+            if i not in odd and s.get("torch") not in (None, NO_TORCH)]
+    same_torch = bool(good) and all(summaries[i].get("torch") == good[0].get("torch")
+                                    for i in odd)
+    if code is codes.NCCL_DIFFERS and same_torch and good[0].get("nccl"):
+        # One torch everywhere, so NCCL comes from somewhere else on the odd nodes: the
+        # nvidia-nccl wheel torch depends on, or an NCCL on LD_LIBRARY_PATH.
+        cuda = str(good[0].get("torch_cuda") or "12").split(".")[0]
+        steps.append(Step(f"On {_names(names, odd)}, install the NCCL the others load (and "
+                          f"check LD_LIBRARY_PATH for another libnccl.so).",
+                          command=f"pip install nvidia-nccl-cu{cuda}=={good[0]['nccl']}"))
+    elif code in (codes.TORCH_DIFFERS, codes.CUDA_MAJOR_DIFFERS, codes.NCCL_DIFFERS) and good:
+        steps.append(Step(f"On {_names(names, odd)}, install the torch the others run.",
+                          command=pip_command(good[0]["torch"])))
     if code is codes.NCCL_SETTINGS_DIFFER:
         majority = [(r.label, r.baseline) for r in group]
         exports = "; ".join(f"unset {k}" if v == UNSET else f"export {k}={v}"
