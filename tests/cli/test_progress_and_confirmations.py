@@ -45,8 +45,10 @@ def test_gathering_facts_in_a_pipe_says_so_before_and_after():
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "check", "--json", "-"],
                           capture_output=True, text=True, timeout=300, check=False)
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith("ddp-doctor: gathering facts (driver, CUDA, torch, host; the "
-                               "torch probe has 190 s)")
+    from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+
+    assert lines[0] == ("ddp-doctor: gathering facts (driver, CUDA, torch, host; the torch "
+                        f"probe has {TORCH_PROBE_TIMEOUT_S:.0f} s)")
     assert lines[1].startswith("ddp-doctor: done in ")
     json.loads(proc.stdout)  # stdout is the report alone
 
