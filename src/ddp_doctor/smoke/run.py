@@ -235,7 +235,6 @@ def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> di
         "steps_done": 0, "loss_first": None, "loss_last": None, "params_in_sync": None,
         "all_reduce_ok": None, "wall_s": 0.0, "exit_code": None, "command": None,
         "run_dir": None, "loss_judged": None, "measurements": None, "per_rank": [], "scaling": None,
-        "nccl": None, "compute_split": None,
     }
 
 
