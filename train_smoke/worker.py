@@ -16,7 +16,14 @@ ddp-doctor's dependencies.
 
 Test hook: ``DDP_DOCTOR_SMOKE_FAULT=KIND:RANK:STEP`` makes one rank misbehave at a step so
 the supervisor's fault handling can be tested with the real job: ``kill`` (SIGKILL
-itself), ``hang`` (stop making progress), ``nccl`` (exit with an NCCL error text).
+itself), ``hang`` (stop making progress), ``nccl`` (exit with an NCCL error text); and
+``slow:RANK:MS`` makes one rank sleep MS milliseconds inside every step's forward pass, the
+way a slower GPU would take longer to compute (a slow-rank test).
+
+Each step records the rank's own work apart from its wait for the others (``timing.py``):
+``compute_s`` runs from the step's start to the moment the rank's last gradient bucket was
+handed to the all-reduce (DDP's communication hook), ``sync_s`` from then until backward
+returned with every bucket reduced, i.e. the all-reduce plus the wait for slower peers.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from .detector import build_model, build_optimizer, parameter_fingerprint
 from .events import EventWriter, event_path, stderr_path
 from .loss import DetectionLoss
 from .nodeinfo import exchange_nodes
+from .timing import SyncTimer, pci_bus_id
 
 NUM_CLASSES = 4
 # A small fixed data set seen again and again: a working setup must memorise it, so the
@@ -87,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _fault(rank: int) -> tuple[str, int] | None:
     spec = os.environ.get(FAULT_ENV, "")
     parts = spec.split(":")
-    if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) == rank:
+    if len(parts) == 3 and parts[1].isdigit() and int(parts[1]) == rank and parts[2].isdigit():
         return parts[0], int(parts[2])
     return None
 
@@ -154,7 +162,7 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
     fault = _fault(rank)
     ev.emit("info", "startup", time.monotonic(), None, time.time(), None, pid=os.getpid(),
             local_rank=local_rank, world_size=world, device=str(device), mode=args.mode,
-            torch=torch.__version__)
+            torch=torch.__version__, pci_bus_id=pci_bus_id(device))
 
     if distributed:
         backend = "nccl" if device.type == "cuda" else "gloo"
@@ -200,6 +208,9 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
             model = nn.DataParallel(net)
         else:
             model = net
+        timer = SyncTimer(device)
+        if distributed:
+            timer.attach(model)
         loss_fn = DetectionLoss(net, NUM_CLASSES)
         optimizer = build_optimizer(net)
         out["parameters"] = sum(p.numel() for p in net.parameters())
@@ -211,6 +222,7 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
         batch = first
         for step in range(1, args.steps + 1):
             t0, w0 = time.monotonic(), time.time()
+            timer.start(t0)
             if batch is None:
                 batch = next(batches)
             images, targets = batch
@@ -219,9 +231,12 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
             targets = targets.to(device, non_blocking=True)
             with torch.autocast(device.type, dtype=torch.float16, enabled=amp):
                 preds = model(images)
+                if fault and fault[0] == "slow":
+                    time.sleep(fault[1] / 1000)  # a slower GPU: more time before backward
                 loss, _parts = loss_fn(preds, targets)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
+            split = timer.stop()
             scaler.step(optimizer)
             scaler.update()
             if device.type == "cuda":
@@ -229,9 +244,10 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
             # Every rank joins the loss's all-reduce before a fault strikes, so a faulty
             # rank is still the one behind, not its peers waiting in this collective.
             job = {"loss_all": _mean_over_ranks(loss, world)} if distributed else {}
-            if fault and fault[1] == step:
+            if fault and fault[0] != "slow" and fault[1] == step:
                 _apply_fault(fault[0])
-            ev.step(step, t0, w0, loss=float(loss.detach()), images=int(images.shape[0]), **job)
+            ev.step(step, t0, w0, loss=float(loss.detach()), images=int(images.shape[0]), **job,
+                    **split)
         out["peak_mem_bytes"] = (torch.cuda.max_memory_allocated(device)
                                  if device.type == "cuda" else None)
 

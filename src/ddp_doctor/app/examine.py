@@ -149,7 +149,7 @@ def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: C
     else:
         planned = replace(planned, keep_run_dir=common.bundle is not None)
         try:
-            result = smoke_run.run_smoke(planned, progress_sink(common))
+            result = smoke_run.run_smoke(planned, progress_sink(common), facts=facts)
         except (smoke_run.SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
         # A CPU fallback (SMK017) names the checks' findings that explain it.

@@ -67,6 +67,12 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("All-reduce bus bandwidth",
                      f"{m['allreduce_busbw_gbps']:.2f} GB/s "
                      f"({m['allreduce_bytes'] / 2**20:.0f} MiB buffer, nccl-tests busbw)"))
+    rows += _nccl_rows(data.get("nccl"))
+    split = data.get("compute_split") or {}
+    if split:
+        rows.append(("Compute / sync per step", ", ".join(
+            f"rank {r}: {v['compute_s'] * 1000:.1f} / {v['sync_s'] * 1000:.1f} ms"
+            for r, v in sorted(split.items(), key=lambda kv: int(kv[0])))))
     scaling = data.get("scaling") or {}
     if scaling.get("speedup"):
         rows.append(("Scaling 1 → N ranks", f"speedup {scaling['speedup']:.2f}× on "
@@ -118,6 +124,33 @@ def render_smoke_console(report: Report, console: Console, *, verbose: bool = Fa
         print_block(console, finding_block(finding, verbose))
         console.print()
     print_block(console, verdict_line(report, strict))
+
+
+def _nccl_rows(nccl: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The transport NCCL chose per pair of ranks, grouped by transport, and the path's rate."""
+    if not nccl:
+        return []
+    by_kind: dict[str, list[str]] = {}
+    for pair in nccl.get("pairs") or []:
+        for kind in pair.get("transports") or {}:
+            by_kind.setdefault(kind, []).append(f"{pair['from']}→{pair['to']}")
+    if by_kind:
+        text = "; ".join(f"{kind}: {', '.join(pairs[:12])}"
+                         + (f" (+{len(pairs) - 12} more)" if len(pairs) > 12 else "")
+                         for kind, pairs in sorted(by_kind.items()))
+    else:
+        text = "no channel lines in NCCL's output"
+    extras = [f"network {nccl['network']}" if nccl.get("network") else None,
+              "NVLS offered" if nccl.get("nvls") else None,
+              "CollNet loaded" if nccl.get("collnet") else None]
+    text += "".join(f", {e}" for e in extras if e)
+    rows: list[tuple[str, Any]] = [("NCCL transport (rank→rank)", text),
+                                   ("NCCL debug output", nccl.get("debug"))]
+    expected = nccl.get("expected")
+    if expected:
+        rows.append(("Path's nominal rate", f"{expected['gbps']:.1f} GB/s per direction "
+                     f"({expected['link']})"))
+    return rows
 
 
 def _ultralytics_rows(data: dict[str, Any]) -> list[tuple[str, str]]:

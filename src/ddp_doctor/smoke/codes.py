@@ -219,3 +219,43 @@ ULTRA_RANKS_MISSING = declare(
     fix="Read the trainer's output in the run directory; run `ddp-doctor smoke` with the "
         "builtin trainer to see the failing rank and phase.",
     docs_url=ULTRA_URL)
+
+# Performance of a run that trained: the transport NCCL chose, its bandwidth, slow ranks.
+NCCL_TRANSPORT_URL = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+SLOW_TRANSPORT = declare(
+    "SMK026", Category.PERFORMANCE_DEGRADED,
+    "NCCL used a slower transport than the GPUs' links offer",
+    what="NCCL's own INFO output for the smoke job shows a connection through a slower path "
+         "than the machine has: shared host memory (SHM) or the network between two GPUs "
+         "joined by NVLink, or TCP sockets between nodes that have active InfiniBand ports.",
+    why="All gradient traffic of a real job takes the same path: NVLink carries 10 to 20 "
+        "times what host memory does, and InfiniBand several times what sockets do, so "
+        "every all-reduce waits on the slow path.",
+    fix="Look for NCCL_P2P_DISABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE, NCCL_IB_DISABLE, "
+        "NCCL_NET or NCCL_SOCKET_IFNAME in the environment; in a container pass the IB "
+        "devices (--device /dev/infiniband, --ipc=host) and check `nvidia-smi topo -m`.",
+    severity=Severity.WARNING, docs_url=NCCL_TRANSPORT_URL)
+BUSBW_LOW = declare(
+    "SMK027", Category.PERFORMANCE_DEGRADED,
+    "All-reduce bus bandwidth is far below what the GPUs' links carry",
+    what="The smoke job's all-reduce reached less than a quarter of the nominal rate of the "
+         "slowest link its ring crosses (NVLink links x the generation's rate, the PCIe "
+         "generation x width, or one InfiniBand port), measured as nccl-tests' bus bandwidth.",
+    why="nccl-tests reaches 70-90 % of that rate on healthy systems; a quarter or less means "
+        "a link trained down, traffic routed through the CPU (IOMMU, ACS), or a slower "
+        "transport than the topology allows.",
+    fix="Run nccl-tests' all_reduce_perf over the same GPUs; compare the PCIe links (`sudo "
+        "lspci -vv`, LnkSta against LnkCap) and NVLink status (`nvidia-smi nvlink --status`).",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md")
+SLOW_RANK = declare(
+    "SMK028", Category.PERFORMANCE_DEGRADED, "A rank computes much slower than the others",
+    what="Over the training steps, one rank's median compute time (to the moment its last "
+         "gradient bucket was ready for the all-reduce, the wait for its peers left out) was "
+         "more than 1.5 times the median of the other ranks.",
+    why="DDP waits for the slowest rank at every gradient all-reduce, so the whole job runs "
+        "at that rank's pace; a throttled, shared or wrongly clocked GPU is the usual cause.",
+    fix="Check that GPU: clocks and throttle reasons (`nvidia-smi -q -d "
+        "PERFORMANCE,CLOCK,TEMPERATURE`), other processes on it (`nvidia-smi`), and its "
+        "PCIe link.",
+    severity=Severity.WARNING)

@@ -317,9 +317,29 @@ def launch_command(options: SmokeOptions, layout: NodeLayout, port: int, nproc: 
             "--max_restarts", "0", "-m", WORKER_MODULE, *wargs]
 
 
-def child_env(shim: Path, nproc: int) -> dict[str, str]:
-    """The ranks' environment: the user's, plus the shim and sane CPU thread counts."""
+NCCL_LOG_PATTERN = "nccl.%h.%p.log"
+
+
+def nccl_debug_env(environ: dict[str, str], run_dir: Path) -> dict[str, str]:
+    """NCCL's INFO output to one file per rank in the run directory, off the console.
+
+    Only when the user has not set NCCL_DEBUG: their own setting (and wherever they send
+    it) is left alone, and the transports are then read from where it went. NCCL expands
+    %h to the host name and %p to the process id. INIT carries the channel and peer lines
+    ("via P2P/IPC"), GRAPH the rings and trees, ENV the NCCL_* variables it obeyed.
+    """
+    if environ.get("NCCL_DEBUG"):
+        return {}
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV",
+            "NCCL_DEBUG_FILE": str(run_dir / NCCL_LOG_PATTERN)}
+
+
+def child_env(shim: Path, nproc: int, nccl_run_dir: Path | None = None) -> dict[str, str]:
+    """The ranks' environment: the user's, plus the shim and sane CPU thread counts; with
+    ``nccl_run_dir`` (an NCCL run), NCCL's INFO output into files there."""
     env = dict(os.environ)
+    if nccl_run_dir is not None:
+        env.update(nccl_debug_env(env, nccl_run_dir))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     # torchrun sets 1 thread per rank when unset; give the cores out evenly instead.

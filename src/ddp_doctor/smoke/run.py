@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ddp_doctor.facts.seam import run_with_deadline
+from ddp_doctor.facts.snapshot import Facts
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import CheckResult, Evidence, Finding, Status, Step, status_of
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.launch import (
@@ -57,6 +59,7 @@ from ddp_doctor.smoke.verdict import (
     measurements,
     phase_timings,
 )
+from ddp_doctor.smoke.verdict.performance import performance
 from ddp_doctor.train_smoke.events import event_path, stderr_path
 from ddp_doctor.wording import count
 
@@ -243,8 +246,9 @@ def _read(path: Path) -> str:
 
 
 def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
-             label: str = "smoke") -> SmokeResult:
-    """One launch of the job on this node, judged."""
+             label: str = "smoke", facts: Facts | None = None) -> SmokeResult:
+    """One launch of the job on this node, judged; with ``facts`` (``doctor``) its speed is
+    also judged against the machine's links and each GPU's state."""
     layout = node_layout(options, dict(os.environ))
     if layout.nnodes > 1 and layout.master_port is None:
         raise SmokeUsageError("--nnodes > 1 needs --master-port (the same on every node)")
@@ -281,7 +285,8 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     first_rank = layout.node_rank * nproc if options.mode == "ddp" else 0
     ranks = [RankState(r, event_path(str(run_dir), r))
              for r in range(first_rank, first_rank + (nproc if options.mode == "ddp" else 1))]
-    env = child_env(shim_dir(run_dir), nproc)
+    nccl_run = data["backend"] == "nccl"
+    env = child_env(shim_dir(run_dir), nproc, run_dir if nccl_run else None)
     out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
     started = time.monotonic()
     with stop_signals_raise():
@@ -310,7 +315,14 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     if comparison is not None:  # the same records on every node: the same findings
         findings += comparison.findings
     _fill(data, ctx, outcome.started)
-    if clean:
+    rank_texts = [_read(err_path), _read(out_path), *ctx.rank_stderr.values()]
+    perf, slow = performance(ranks, data["measurements"] or {}, run_dir, rank_texts,
+                             dict(os.environ), nccl_run,
+                             FactsView.of(facts) if facts is not None else None,
+                             layout.nnodes if multi else 1)
+    data.update(perf)
+    if clean:  # a run that failed has its cause; its speed is not the news
+        findings += slow
         data["loss_judged"] = not any(f.code is C.LOSS_NOT_JUDGED for f in findings)
     data.update(ok=status_of(findings) is not Status.FAIL,
                 wall_s=round(outcome.wall_s, 3), exit_code=outcome.returncode,
@@ -435,20 +447,22 @@ def proved(data: dict[str, Any], options: SmokeOptions) -> dict[str, Any]:
 
 
 def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
-              train: Trainer | None = None) -> SmokeResult:
+              train: Trainer | None = None, facts: Facts | None = None) -> SmokeResult:
     """The smoke job, with what it proved; a run that wanted GPUs and found none says so.
 
     ``train`` runs another trainer instead of the builtin job (``--trainer ultralytics``:
     ``smoke.ultralytics.trainer.run_ultralytics``, which builds on this module, hence
     passed in rather than imported here).
 
-    With ``scaling``, on 1 rank then on N, with speedup and efficiency.
+    With ``scaling``, on 1 rank then on N, with speedup and efficiency. ``facts`` (what
+    ``doctor`` gathered) let the verdict judge the transport and bandwidth against the
+    topology and name a slow rank's GPU state.
     """
     _probed.clear()
     if progress is not None and options.device != "cpu":
         progress.note(f"asking torch in {options.python} which GPUs it can use")
     try:
-        result = _run_smoke(options, progress, train)
+        result = _run_smoke(options, progress, train, facts)
         if result.data.get("skipped"):
             return result
         result.data["proved"] = proved(result.data, options)
@@ -460,18 +474,19 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
 
 
 def _run_smoke(options: SmokeOptions, progress: ProgressSink | None,
-               train: Trainer | None) -> SmokeResult:
+               train: Trainer | None, facts: Facts | None = None) -> SmokeResult:
     if train is not None:
         return train(options, progress)
     if not options.scaling:
-        return run_once(options, progress)
+        return run_once(options, progress, facts=facts)
     resolved = resolve_device(options)
     if isinstance(resolved, Finding):
         return SmokeResult(_base_data(options, options.device, 0, 0), [resolved])
     device, nproc = resolved
     single = run_once(replace(with_nproc(options, 1, device), keep_run_dir=False), progress,
                       "1 rank")
-    full = run_once(with_nproc(options, nproc, device), progress, f"{nproc} ranks")
+    full = run_once(with_nproc(options, nproc, device), progress, f"{nproc} ranks",
+                    facts=facts)
     one = (single.data.get("measurements") or {}).get("images_per_s_total")
     many = (full.data.get("measurements") or {}).get("images_per_s_total")
     speedup = many / one if one and many else None

@@ -5,7 +5,8 @@ stderr, the exit code and which deadline fired), so they can be tested on record
 One module per job: ``context`` (the ``RunContext`` they all read, rerun commands),
 ``failures`` (a failed, killed or stalled run), ``criteria`` (a run that ended cleanly:
 did it train), ``nodes`` (a multi-node run: do the nodes agree, which one never joined)
-and ``measurements`` (timings, throughput, bandwidth). The entry points
+``measurements`` (timings, throughput, bandwidth) and ``performance`` (the transport NCCL
+chose and its bandwidth against the topology, slow ranks). The entry points
 ``smoke/run.py`` calls are re-exported here.
 """
 
