@@ -161,14 +161,43 @@ def compose(scan: ScanResult, trainer: str | None = None) -> list[tuple[Finding,
     return out
 
 
+# torchrun's own summary of failed ranks, when no rank recorded its exception in an error
+# file: the ranks' errors are elsewhere (above, or never captured). --log-dir/--redirects/
+# --tee keep each rank's output (https://pytorch.org/docs/stable/elastic/run.html), and
+# @record writes each rank's exception into the summary
+# (https://pytorch.org/docs/stable/elastic/errors.html).
+_SUMMARY_ONLY = ("error_file: <N/A>", "To enable traceback see: https://pytorch.org/docs/stable/"
+                 "elastic/errors.html")
+RANK_OUTPUT_STEPS: tuple[Step, ...] = (
+    Step("This is torchrun's summary of the failed ranks, without their errors. Run again "
+         "keeping every rank's own output, in one file.",
+         command="torchrun --nproc_per_node=N --log-dir torchrun-logs --redirects 3 --tee 3 "
+                 "train.py; find torchrun-logs -name stderr.log -exec cat {} + > ranks.log",
+         url="https://pytorch.org/docs/stable/elastic/run.html"),
+    Step("Add the environment report and the GPU table.",
+         command="python -m torch.utils.collect_env >> ranks.log; nvidia-smi >> ranks.log"),
+    Step("Then diagnose that file.", command="ddp-doctor diagnose ranks.log"),
+    Step("Or put each rank's exception into the summary itself: decorate the script's entry "
+         "point with @record (from torch.distributed.elastic.multiprocessing.errors import "
+         "record).", url="https://pytorch.org/docs/stable/elastic/errors.html"),
+)
+
+
+def summary_only(scan: ScanResult) -> bool:
+    """Whether the input shows torchrun's failure summary with no rank's recorded error."""
+    return any(marker in text for context in scan.contexts
+               for text in (context.head, context.tail) for marker in _SUMMARY_ONLY)
+
+
 def nothing_matched(scan: ScanResult) -> Finding:
     """The ``unknown`` finding: what was read, the last failure lines, what to attach."""
     many = len(scan.documents) > 1
     evidence = [Evidence("read", f"{scan.lines} lines in {len(scan.documents)} "
                                  f"{'files' if many else 'input'}")]
     evidence += [Evidence(_where(q, many), q.text, q.document) for q in scan.exceptions]
+    steps = RANK_OUTPUT_STEPS if summary_only(scan) else ATTACH_STEPS
     return Finding(NOTHING_MATCHED, NOTHING_MATCHED.summary, evidence=tuple(evidence),
-                   remediation=ATTACH_STEPS, docs_url=NOTHING_MATCHED.docs_url)
+                   remediation=steps, docs_url=NOTHING_MATCHED.docs_url)
 
 
 def damaged_input(notes: list[str]) -> Finding:

@@ -213,6 +213,14 @@ def _capped(lines: list[str]) -> list[str]:
     return distinct[:half] + distinct[-half:]
 
 
+# torchrun's summary of failed ranks: the same lines under every failure it reports, so they
+# say nothing about which failure it was (and made summary-only logs find each other).
+_BOILERPLATE = re.compile(
+    r"(?:failures:|error_file:|traceback\s*: to enable traceback|failures=result\.failures|"
+    r"\S+ failed$|torch\.distributed\.elastic\.multiprocessing\.errors\.childfailederror:?$|"
+    r"root cause \(first observed failure\):)", re.IGNORECASE)
+
+
 def error_lines(scan: ScanResult, every_line_if_none: bool = False) -> list[str]:
     """The normalised error lines of a scanned input, in the order the input shows them.
 
@@ -221,7 +229,9 @@ def error_lines(scan: ScanResult, every_line_if_none: bool = False) -> list[str]
     lines) is described by all of its lines, as they are all its thread showed. A query
     never is: the lines of a package list or a healthy run would find threads by chance.
     """
-    found = _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=True)])
+    found = _capped([n for n in (normalize_line(line)
+                                 for line in _raw_lines(scan, errors_only=True))
+                     if not _BOILERPLATE.match(n)])
     if found or not every_line_if_none:
         return found
     return _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=False)])
