@@ -68,3 +68,25 @@ def test_the_smoke_job_in_a_pipe_prints_its_phases_and_steps():
                             "--mode", "dp", "--steps", "10", "--imgsz", "64", "-q"],
                            capture_output=True, text=True, timeout=300, check=False)
     assert "ddp-doctor: smoke:" not in quiet.stderr
+
+
+def test_a_report_to_a_fifo_or_device_is_written_into_never_replaced(tmp_path):
+    """`--json /dev/null` must not rename a file over the null device: a FIFO stands in."""
+    import os
+    import stat
+    import threading
+
+    from tests.conftest import FACTS_DIR
+    from tests.support.cli import invoke
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    result = invoke("check", "--facts", str(FACTS_DIR / "healthy_8x_h100_nvlink.json"),
+                    "--json", str(fifo), "-q")
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the FIFO, not a file renamed over it
+    assert json.loads(got[0])["verdict"] == "ready"

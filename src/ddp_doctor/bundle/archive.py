@@ -21,12 +21,15 @@ import errno
 import gzip
 import io
 import os
+import shutil
 import tarfile
 import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from ddp_doctor.facts.snapshot import is_special_file
 
 TOP = "ddp-doctor-bundle"
 FACTS_MEMBER = f"{TOP}/facts.json"
@@ -79,7 +82,12 @@ def _write_tar(handle: io.BufferedWriter, members: list[Member], now: float) -> 
 
 
 def _publish(tmp: Path, path: Path, force: bool) -> None:
-    """Give the finished temporary file its real name, refusing to overwrite without force."""
+    """Give the finished temporary file its real name, refusing to overwrite without force.
+    A device or FIFO (``--bundle /dev/null``) is written into, never replaced."""
+    if is_special_file(path):
+        with open(tmp, "rb") as source, open(path, "wb") as target:
+            shutil.copyfileobj(source, target)
+        return
     if force:
         os.replace(tmp, path)
         return

@@ -8,6 +8,8 @@ checks then run on exactly what the probes saw, without touching the machine.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,7 +136,23 @@ def save_facts(facts: Facts, path: Path, redactor: Any = None) -> None:
     write_text_atomic(path, text)
 
 
+def is_special_file(path: Path) -> bool:
+    """Whether ``path`` exists and is not a regular file: /dev/null, /dev/stdout, a FIFO.
+    Those are written into, never replaced: renaming a temporary file over /dev/null (as
+    root) would turn the system's null device into a plain file."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode) and not path.is_dir()
+    except OSError:
+        return False
+
+
 def write_text_atomic(path: Path, text: str) -> None:
+    """Write a whole file, or nothing: a temporary file renamed over the target. A device or
+    FIFO (``--json /dev/null``) is written into directly."""
+    if is_special_file(path):
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
