@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddp_doctor.facts.snapshot import is_special_file
+from ddp_doctor.files import is_special_file
 
 TOP = "ddp-doctor-bundle"
 FACTS_MEMBER = f"{TOP}/facts.json"

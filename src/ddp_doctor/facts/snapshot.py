@@ -8,11 +8,11 @@ checks then run on exactly what the probes saw, without touching the machine.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ddp_doctor.files import is_special_file
 
 FACTS_FORMAT = "ddp-doctor-facts"
 FACTS_SCHEMA_VERSION = 1
@@ -134,16 +134,6 @@ def save_facts(facts: Facts, path: Path, redactor: Any = None) -> None:
     data = (redactor or Redactor()).facts(facts)
     text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
     write_text_atomic(path, text)
-
-
-def is_special_file(path: Path) -> bool:
-    """Whether ``path`` exists and is not a regular file: /dev/null, /dev/stdout, a FIFO.
-    Those are written into, never replaced: renaming a temporary file over /dev/null (as
-    root) would turn the system's null device into a plain file."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode) and not path.is_dir()
-    except OSError:
-        return False
 
 
 def write_text_atomic(path: Path, text: str) -> None:
