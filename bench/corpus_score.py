@@ -13,37 +13,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from pathlib import Path
 
-import tomllib
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's tests/
 
 from ddp_doctor.diagnose import diagnose
-
-LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "logs"
+from tests.support.corpus import LOGS, confusion, read_cases
 
 
 def cases(split: str | None) -> list[dict]:
-    found: list[dict] = []
-    for index in sorted(LOGS.glob("cases_*.toml")):
-        found += tomllib.loads(index.read_text(encoding="utf-8"))["case"]
+    found = read_cases(LOGS)
     if split is not None:
         found = [c for c in found if c.get("split", "train") == split]
     return found
-
-
-def confusion(rows: list[tuple[str, str]]) -> str:
-    expected = sorted({e for e, _ in rows})
-    counts = Counter(rows)
-    width = max(len(e) for e in expected)
-    lines = [f"{'expected':<{width}}  right/total  read as (when wrong)"]
-    for category in expected:
-        total = sum(n for (e, _), n in counts.items() if e == category)
-        right = counts[(category, category)]
-        wrong = ", ".join(f"{got} x{n}" for (e, got), n in sorted(counts.items())
-                          if e == category and got != category)
-        lines.append(f"{category:<{width}}  {right:>3}/{total:<3}     {wrong}")
-    return "\n".join(lines)
 
 
 def main() -> int:

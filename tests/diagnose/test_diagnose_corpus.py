@@ -9,24 +9,19 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import cache
-from pathlib import Path
 
 import pytest
-import tomllib
 
 from ddp_doctor.categories import Category
 from ddp_doctor.diagnose import diagnose
+from tests.support.corpus import LOGS, confusion, read_cases
 
-LOGS = Path(__file__).parents[1] / "data" / "logs"
 THRESHOLD = 0.95
 
 
 @cache
 def cases() -> tuple[dict, ...]:
-    found: list[dict] = []
-    for index in sorted(LOGS.glob("cases_*.toml")):
-        found += tomllib.loads(index.read_text(encoding="utf-8"))["case"]
-    return tuple(found)
+    return tuple(read_cases(LOGS))
 
 
 @cache
@@ -55,20 +50,6 @@ def test_every_case_is_complete_and_the_corpus_is_large_and_varied() -> None:
     assert len(projects) >= 25, projects
 
 
-def _confusion(rows: list[tuple[str, str]]) -> str:
-    expected = sorted({e for e, _ in rows})
-    counts = Counter(rows)
-    width = max(len(e) for e in expected)
-    lines = [f"{'expected':<{width}}  correct/total  diagnosed as (when wrong)"]
-    for category in expected:
-        total = sum(n for (e, _), n in counts.items() if e == category)
-        right = counts[(category, category)]
-        wrong = ", ".join(f"{got} x{n}" for (e, got), n in sorted(counts.items())
-                          if e == category and got != category)
-        lines.append(f"{category:<{width}}  {right:>3}/{total:<3}        {wrong}")
-    return "\n".join(lines)
-
-
 @pytest.mark.slow
 def test_diagnosis_names_the_threads_root_cause_for_95_percent_of_cases() -> None:
     rows = [(case["category"], got) for case, got, _ in outcomes()]
@@ -76,7 +57,7 @@ def test_diagnosis_names_the_threads_root_cause_for_95_percent_of_cases() -> Non
     accuracy = correct / len(rows)
     misses = "\n".join(f"  {case['file']}: expected {case['category']}, got {got}"
                        for case, got, _ in outcomes() if got != case["category"])
-    table = _confusion(rows)
+    table = confusion(rows)
     print(f"\n{correct}/{len(rows)} correct ({accuracy:.1%})\n{table}\n{misses}")
     assert accuracy >= THRESHOLD, (
         f"{correct}/{len(rows)} correct ({accuracy:.1%}) is below {THRESHOLD:.0%}\n"

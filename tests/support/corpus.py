@@ -1,0 +1,28 @@
+"""The log corpus (tests/data/logs) as the corpus test and bench/corpus_score.py read it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from ddp_doctor.diagnose.similar_build import read_cases
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+
+__all__ = ["LOGS", "confusion", "read_cases"]
+
+
+def confusion(rows: list[tuple[str, str]]) -> str:
+    """The confusion table of (expected, diagnosed) category pairs: per expected category,
+    right/total and what the misses were read as."""
+    expected = sorted({e for e, _ in rows})
+    counts = Counter(rows)
+    width = max(len(e) for e in expected)
+    lines = [f"{'expected':<{width}}  correct/total  diagnosed as (when wrong)"]
+    for category in expected:
+        total = sum(n for (e, _), n in counts.items() if e == category)
+        right = counts[(category, category)]
+        wrong = ", ".join(f"{got} x{n}" for (e, got), n in sorted(counts.items())
+                          if e == category and got != category)
+        lines.append(f"{category:<{width}}  {right:>3}/{total:<3}        {wrong}")
+    return "\n".join(lines)
