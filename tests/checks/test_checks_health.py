@@ -139,6 +139,28 @@ def test_an_xid_of_a_gpu_nvml_no_longer_lists_is_still_reported():
                       "has fallen off the bus) x1 this boot"]
 
 
+def test_a_real_h100_servers_gsp_timeouts_name_the_gpu_and_the_reset():
+    """A real ``dmesg -T`` of an 8-GPU server: five Xid 119 on the GPU at 0000:9b:00."""
+    facts = variant("healthy_8x_h100_nvlink", {"nvml.gpus.4.pci_bus_id": "00000000:9B:00.0"})
+    result = run(with_kernel_log(facts, kernel_log_fact("real-dmesg-T-xid119-gsp-timeout.txt")))
+    found = result["gpu.xid"].findings
+    assert [(f.code.id, f.effective_severity, f.affects) for f in found] == [
+        ("HWF006", Severity.ERROR, ("gpu:4",))]
+    assert "logged Xid 119 (GSP firmware timeout) x5 this boot" in found[0].title
+    assert "first at Sun Feb 23 16:24:18 2025, last at Sun Feb 23 16:30:13 2025" in \
+        next(iter(evidence(found[0]).values()))
+
+
+def test_a_gpu_lost_without_an_xid_line_is_a_hardware_fault():
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-dmesg-fallen-off-bus-without-xid.txt"))
+    found = run(facts)["gpu.xid"].findings
+    assert [(f.code.id, f.category, f.effective_severity) for f in found] == [
+        ("HWF006", Category.HARDWARE_FAULT, Severity.ERROR)]
+    assert "0000:b3:00" in found[0].title and "Xid 79 (GPU has fallen off the bus)" in \
+        found[0].title
+
+
 def test_nvswitch_sxid_events_are_their_own_finding():
     facts = with_kernel_log(load_v100(), kernel_log_fact("kernel-log-dmesg-sxid.txt"))
     sxid = [f for f in run(facts)["gpu.xid"].findings if f.code.id == "HWF008"]
