@@ -332,8 +332,6 @@ KERNEL_LOG_UNREADABLE = declare(
     docs_url=XID_CATALOG,
 )
 
-_FATAL_SOON = frozenset({63, 92, 154})  # hardware-class, but the GPU still works for now
-
 
 def _gpu_label(event: XidEvent, gpu: NvmlGpu | None) -> str:
     if gpu is None:
@@ -385,7 +383,7 @@ def _xid_finding(code: Code, label: str, gpu: NvmlGpu | None,
                           "reports.", command=f"nvidia-smi -q -i {index} -d "
                           "ECC,ROW_REMAPPER,PAGE_RETIREMENT"))
     severity = None
-    if code is XID_HARDWARE and all(x in _FATAL_SOON for x in by_xid):
+    if code is XID_HARDWARE and all(info.gpu_still_works for info in infos):
         severity = Severity.WARNING
     return Finding(code=code, title=f"{label} logged {', '.join(parts)} this boot",
                    severity=severity, evidence=tuple(evidence), remediation=tuple(steps),
