@@ -153,3 +153,21 @@ def test_diagnose_of_the_real_plugin_hang_is_node_mismatch():
     lead = report.results[0].findings[0]
     assert (lead.code.id, lead.category.value) == ("NOD015", "node_mismatch")
     assert report.nodes is not None and report.nodes["nodes"] == ["HGX-H100-11", "HGX-H100-04"]
+
+
+def test_a_peer_address_of_no_socket_family_is_nccl_differing_between_ranks():
+    """NVIDIA/nccl#1267 (family 0: another NCCL on one node) and aws/aws-ofi-nccl#715
+    (family 33022); family 1 (AF_UNIX) is NCCL's own bug (NVIDIA/nccl#2057), a network case."""
+    from ddp_doctor.logrules import match_text
+
+    def lead(line: str) -> tuple[str, str]:
+        found = match_text(line)[0].rule.code
+        return found.id, found.category.value
+
+    assert lead("NCCL WARN ncclSocketInit: connecting to address with family 0 is neither "
+                "AF_INET(2) nor AF_INET6(10)") == ("LOG077", "node_mismatch")
+    assert lead("algo-1:17774:17862 [1] misc/socket.cc:717 NCCL WARN ncclSocketInit: "
+                "connecting to address with family 33022 is neither AF_INET(2) nor "
+                "AF_INET6(10)") == ("LOG077", "node_mismatch")
+    assert lead("misc/socket.cc:537 NCCL WARN ncclSocketInit: connecting to address  with "
+                "family 1 is neither AF_INET(2) nor AF_INET6(10)") == ("LOG043", "nccl_network")
