@@ -161,6 +161,32 @@ def test_a_gpu_lost_without_an_xid_line_is_a_hardware_fault():
         found[0].title
 
 
+def test_a_channel_torn_down_by_an_nvlink_error_is_blamed_on_the_link():
+    """A real GB200-class log: Xid 45 (a program-level cleanup) on four GPUs, each "caused by
+    previous Xid 145/149" (NVLink5): hardware findings that carry the NVLink action."""
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-journal-xid45-caused-by-nvlink5.txt"))
+    found = run(facts)["gpu.xid"].findings
+    assert [(f.code.id, f.effective_severity) for f in found] == [
+        ("HWF006", Severity.ERROR)] * 4
+    by_bus = {f.title.split("PCI ")[1].split(" ")[0]: f for f in found}
+    assert sorted(by_bus) == ["0000:97:00", "0000:ba:00", "0000:dc:00", "0000:ed:00"]
+    assert "Xid 45 (Preemptive cleanup, after Xid 149) x2" in by_bus["0000:dc:00"].title
+    assert "Xid 45 (Preemptive cleanup, after Xid 145) x2" in by_bus["0000:ed:00"].title
+    steps = [step.text for step in by_bus["0000:ed:00"].remediation]
+    assert steps[0].startswith("Xid 45: Read the Xid logged just before it")
+    assert steps[1].startswith("Xid 145: Read the link counters (nvidia-smi nvlink -e)")
+
+
+def test_an_nvlink5_xid_that_says_nonfatal_is_a_warning_and_fatal_an_error():
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-xid144-149-nvlink5-fatality.txt"))
+    found = {f.title.split("PCI ")[1].split(" ")[0]: f for f in run(facts)["gpu.xid"].findings}
+    assert found["0000:01:00"].effective_severity is Severity.WARNING  # 144 ... Nonfatal
+    assert found["0000:00:00"].effective_severity is Severity.ERROR  # 149 ... Fatal x2
+    assert "Xid 149 (NVLink error (fifth-generation NVLink)) x2" in found["0000:00:00"].title
+
+
 def test_nvswitch_sxid_events_are_their_own_finding():
     facts = with_kernel_log(load_v100(), kernel_log_fact("kernel-log-dmesg-sxid.txt"))
     sxid = [f for f in run(facts)["gpu.xid"].findings if f.code.id == "HWF008"]

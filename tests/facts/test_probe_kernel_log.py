@@ -196,3 +196,13 @@ def test_seconds_since_boot_from_an_old_driver():
     assert _summary("real-dmesg-xid31-32-old-driver.txt") == [
         (32, "0000:01:00", "24128.828315", None), (32, "0000:01:00", "24128.828608", None),
         (31, "0000:01:00", "24128.834365", None)]
+
+
+def test_an_xid_that_names_its_cause_and_nvlink5_xids_that_say_their_fatality():
+    caused = parse_events(log("real-journal-xid45-caused-by-nvlink5.txt"))
+    assert [(e["xid"], e["caused_by"], e["pci_bus_id"]) for e in caused][:2] == [
+        (45, 149, "0000:dc:00"), (45, 145, "0000:ed:00")]
+    assert all(e["fatal"] is None and e["time"] is None for e in caused)
+    nvlink5 = parse_events(log("real-xid144-149-nvlink5-fatality.txt"))
+    assert [(e["xid"], e["fatal"], e["caused_by"]) for e in nvlink5] == [
+        (144, False, None), (149, True, None), (149, True, None)]

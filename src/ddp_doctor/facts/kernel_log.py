@@ -31,7 +31,9 @@ captured log (tests/fixtures/kernel_log/SOURCES.md):
   ``NVRM: GPU at 0000:01:00.0 has fallen off the bus.``. NVIDIA's own health monitor
   (NVSentinel) treats these as Xid 79, and so does this probe, unless the same GPU's
   Xid 79 line is in the log too;
-- syslog-style times (``May 18 19:02:39``) where the log was read without ``-o short-iso``.
+- syslog-style times (``May 18 19:02:39``) where the log was read without ``-o short-iso``;
+- an Xid that names its cause (``45, ... caused by previous Xid 145``) and NVLink5 Xids that
+  say ``Fatal`` or ``Nonfatal`` themselves: both are kept (``caused_by``, ``fatal``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ _CANDIDATE = re.compile(r"^.*\bS?Xid\b.*$", re.MULTILINE)
 _EVENT = re.compile(
     r"(?P<kind>\bS?Xid) \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
     r"(?:\.[0-7])?)(?: GPU-I:\w+)?\): (?P<xid>\d+),? ?(?P<rest>.*)$")
+_CAUSED_BY = re.compile(r"\bcaused by previous Xid (?P<xid>\d+)")
+_FATALITY = re.compile(r"\b(?P<word>Nonfatal|Non-fatal|Fatal)\b")
 _PID = re.compile(r"\bpid=(?:'?)(?P<pid>\d+)")
 _ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)\s")
 _BRACKET_TIME = re.compile(r"^\[\s*([^\]]+?)\s*\]\s")
@@ -97,6 +101,8 @@ def parse_events(text: str) -> list[XidEvent]:
         time, _ = _time_of(line)
         pid = _PID.search(event.group("rest"))
         matches = match_text(line)
+        caused_by = _CAUSED_BY.search(event.group("rest"))
+        fatality = _FATALITY.search(event.group("rest"))
         found.append((match.start(), {
             "kind": event.group("kind"),
             "xid": int(event.group("xid")),
@@ -105,6 +111,8 @@ def parse_events(text: str) -> list[XidEvent]:
             "pid": int(pid.group("pid")) if pid else None,
             "message": event.group("rest").strip()[:300],
             "log_code": matches[0].rule.code.id if matches else None,
+            "caused_by": int(caused_by.group("xid")) if caused_by else None,
+            "fatal": fatality.group("word") == "Fatal" if fatality else None,
         }))
     found.extend(_lost_without_xid(text, found))
     return [event for _, event in sorted(found, key=lambda pair: pair[0])]
@@ -134,6 +142,8 @@ def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]]
             "pid": None,
             "message": "GPU has fallen off the bus (logged without an Xid line)",
             "log_code": matches[0].rule.code.id if matches else None,
+            "caused_by": None,
+            "fatal": None,
         }))
     return lost
 
