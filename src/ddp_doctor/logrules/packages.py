@@ -9,8 +9,11 @@ the NumPy 1.24 alias removal (https://numpy.org/devdocs/release/1.24.0-notes.htm
 Ultralytics' device selection (ultralytics/ultralytics ultralytics/utils/torch_utils.py
 ``select_device``), the fp16 checks of accelerate's ``Accelerator`` and transformers'
 ``TrainingArguments`` (both refuse fp16 when torch.cuda.is_available() is False;
-https://github.com/yangjianxin1/CLIP-Chinese/issues/4) and pip's resolver report
-(https://pip.pypa.io/en/stable/topics/dependency-resolution/).
+https://github.com/yangjianxin1/CLIP-Chinese/issues/4) pip's resolver report
+(https://pip.pypa.io/en/stable/topics/dependency-resolution/), xFormers' build check
+(facebookresearch/xformers xformers/_cpp_lib.py, which prints the torch it was built for
+beside ``torch.__version__``), and the launcher's change of option in torch 2.0
+(https://pytorch.org/docs/stable/distributed.html#launch-utility).
 """
 
 from __future__ import annotations
@@ -92,16 +95,39 @@ PKG_WARNING = declare(
     fix="Install the pair the message names, or upgrade torch and torchvision together.",
     severity=Severity.WARNING,
     docs_url="https://pip.pypa.io/en/stable/topics/dependency-resolution/")
+LOCAL_RANK_OPTION = declare(
+    "LOG078", Category.PACKAGE_CONFLICT,
+    "The script rejects the --local-rank option torch's launcher passes (torch newer than "
+    "the script)",
+    what="From torch 2.0 on, torch.distributed.launch hands each process its rank as "
+         "--local-rank=N (dashed); a script written for torch 1.x declares only --local_rank, "
+         "so its argparse refuses the option. The installed torch is newer than the one the "
+         "script was written for.",
+    why="Every rank exits while parsing its arguments, before training starts.",
+    fix="Make the script accept both spellings (and fall back to the LOCAL_RANK variable "
+        "torchrun sets), or install the torch 1.x release the repository pins.",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#launch-utility")
 
 RULES: tuple[Rule, ...] = (
-    Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)"),
-         ("no module named",),
+    Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)",
+                      # Python 2 names only the last part of the module: its "No module
+                      # named _C" comes from torch/__init__.py's "from torch._C import *"
+                      # (https://github.com/pytorch/pytorch/issues/574: a torch/ folder in
+                      # the working directory shadowed the installed package)
+                      r"error: no module named _c\s*$",
+                      # torch's own words when torch._C turns out to be a folder, not the
+                      # compiled extension: a source checkout in the working directory, or
+                      # a torch wheel made for another Python (torch/__init__.py)
+                      r"fail\w* to load pytorch c extensions"),
+         ("no module named", "fail"),
          (WHICH_TORCH, Step("Install torch into this interpreter (the selector on the page "
                            "gives the command for a CUDA build).",
                            command="python -m pip install torch", url=GET_STARTED)),
          examples=("ModuleNotFoundError: No module named 'torch'",
                    "ModuleNotFoundError: No module named 'torch._C'",
-                   "/usr/bin/python3: No module named torch")),
+                   "/usr/bin/python3: No module named torch",
+                   "ImportError: No module named _C",
+                   "ImportError: Failed to load PyTorch C extensions:")),
     Rule(TORCH_IMPORT, rx(r"error: \S*lib(?:cudart|cublas\w*|cudnn\w*|nccl|cusparse\w*|cufft\w*"
                           r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
                           r"\.so[.\d]*: cannot open shared object file",
@@ -140,14 +166,20 @@ RULES: tuple[Rule, ...] = (
                       command="ldd $(python -c 'import importlib.util,os;print(os.path."
                               "dirname(importlib.util.find_spec(\"torch\").origin))')"
                               "/lib/libtorch_cuda.so | grep -E 'not found|nccl|cudnn'"),)),
-    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled"), ("cud",),
+    Rule(CPU_BUILD, rx(r"torch not compiled with cuda enabled",
+                       # xFormers' build check prints "PyTorch <built for> with CUDA <n>
+                       # (you have <torch.__version__>)": a "+cpu" there is the CPU wheel
+                       # (https://github.com/open-mmlab/PIA/issues/30)
+                       r"with cuda \S+ \(you have [^)\s]*\+cpu\)"),
+         ("cud",),
          (SHOW_TORCH,
           Step("Install a CUDA build of torch from the index of a CUDA version not above "
                "nvidia-smi's 'CUDA Version' (cu126 here is an example; "
                "https://pytorch.org/get-started/locally/ lists them).",
                command="pip install --force-reinstall torch torchvision --index-url "
                        "https://download.pytorch.org/whl/cu126")),
-         examples=("AssertionError: Torch not compiled with CUDA enabled",)),
+         examples=("AssertionError: Torch not compiled with CUDA enabled",
+                   "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cpu)")),
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
                      r"cuda unavailable, invalid device \S+ requested",
                      r"error: processgroupnccl is only supported with gpus, no gpus found",
@@ -246,8 +278,17 @@ RULES: tuple[Rule, ...] = (
              "A module that was compiled using NumPy 1.x cannot be run in")),
     Rule(PKG_WARNING, rx(r"error: pip's dependency resolver does not currently take into account",
                          r"warning\W[^\n]*torchvision==\S+ is incompatible with torch==",
-                         r"fail\w* to load image python extension"),
-         ("error", "warn", "fail"),
+                         r"fail\w* to load image python extension",
+                         # xFormers' build check ("xFormers can't load C++/CUDA extensions.
+                         # xFormers was built for:" then this line): its wheel was built for
+                         # another torch than the installed one, so its kernels cannot load
+                         # (xformers/_cpp_lib.py; https://github.com/Doubiiu/DynamiCrafter/
+                         # issues/86, https://github.com/sdbds/musubi-tuner-scripts/issues/4).
+                         # The same torch on both sides (only Python differs) says nothing of
+                         # torch, and a "+cpu" torch is the CPU build (LOG023).
+                         r"pytorch (?P<xformers_torch>\S+) with cuda \S+ \(you have "
+                         r"(?!(?P=xformers_torch)\))(?![^)\s]*\+cpu\))[^)\s]+\)"),
+         ("error", "warn", "fail", "cud"),
          (PAIR,),
          examples=(
              "ERROR: pip's dependency resolver does not currently take into account all the "
@@ -256,5 +297,26 @@ RULES: tuple[Rule, ...] = (
              "WARNING ⚠️ torchvision==0.16 is incompatible with torch==2.3.",
              "UserWarning: Failed to load image Python extension: '/usr/lib/python3/"
              "site-packages/torchvision/image.so: undefined symbol: _ZN3c1017RegisterOperators"
-             "D1Ev'")),
+             "D1Ev'",
+             "    PyTorch 2.5.1+cu124 with CUDA 1204 (you have 2.6.0+cu124)",
+             "    PyTorch 2.3.0+cu121 with CUDA None (you have 2.0.0+cu117)")),
+    # torch 2.0's torch.distributed.launch passes "--local-rank=N" where 1.x passed
+    # "--local_rank=N" (https://pytorch.org/docs/stable/distributed.html#launch-utility), so
+    # argparse's "error: unrecognized arguments: --local-rank=N" is a script written for
+    # torch 1.x run under torch 2.x (https://github.com/huggingface/pytorch-image-models/
+    # issues/1728, https://github.com/lmy98129/VLPD/issues/6). The underscored spelling
+    # refused is not read here: DeepSpeed's launcher passes it too, to scripts that take
+    # their rank from the environment, which is a different mistake.
+    Rule(LOCAL_RANK_OPTION, rx(r"error: unrecognized arguments:[^\n]*--local-rank\b"),
+         ("error",),
+         (Step("Show the torch version: its launcher passes --local-rank from 2.0 on.",
+               command='python -c "import torch; print(torch.__version__)"'),
+          Step("Make the script accept both spellings, with torchrun's LOCAL_RANK variable "
+               "as the default: parser.add_argument('--local-rank', '--local_rank', "
+               "dest='local_rank', type=int, default=int(os.environ.get('LOCAL_RANK', 0)))."),
+          Step("Then launch with torchrun, which sets LOCAL_RANK instead of passing an option "
+               "(2 GPUs here); or install the torch 1.x release the repository pins.",
+               command="torchrun --nproc_per_node=2 train.py")),
+         examples=("train.py: error: unrecognized arguments: --local-rank=0",
+                   "trainval_distributed.py: error: unrecognized arguments: --local-rank=1")),
 )

@@ -33,7 +33,7 @@ import re
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.cuda import ARCH_LIST, LIST_GPUS
+from ddp_doctor.logrules.cuda import ARCH_LIST, CUDNN_INIT, LIST_GPUS
 from ddp_doctor.logrules.memory import OOM_KILLER, SHM
 from ddp_doctor.logrules.packages import WHICH_TORCH
 from ddp_doctor.logrules.rule import ULTRALYTICS, YOLOV5, Variant
@@ -178,8 +178,32 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
     ),
     # -- memory ------------------------------------------------------------------------------
     "LOG005": _both(_BATCH_DOWN, _NVIDIA_SMI),
-    "LOG037": _both(_BATCH_DOWN, Step("See how full the GPUs are and who uses them.",
-                                      command="nvidia-smi")),
+    "LOG037": (
+        # CUDNN_STATUS_NOT_INITIALIZED not reported by torch ("cuDNN error: ...") or
+        # TensorFlow ("could not create cudnn handle"): a program calling cuDNN itself, where
+        # no memory pool filled the GPU first (see CUDNN_INIT in cuda.py).
+        Variant(code=CUDNN_INIT,
+                line=_line(r"^(?!.*(?:cudnn error\b|could not create cudnn handle))"
+                           r".*cudnn_status_not_initialized"),
+                steps=(
+                    Step("Can this user open the GPU's device nodes? (In a container, run it "
+                         "as root or add the user to the groups that own them.)",
+                         command="ls -l /dev/nvidia*; id"),
+                    Step("Does CUDA start at all for this process?", command="nvidia-smi"),
+                    Step("Show the cuDNN and CUDA versions installed, which must belong "
+                         "together.",
+                         command="ls /usr/lib/x86_64-linux-gnu/libcudnn* /usr/local/cuda/lib64/"
+                                 "libcudnn* 2>/dev/null; nvcc --version")),
+                alternatives=("gpu_out_of_memory: another process already fills the GPU",),
+                decide=(Step("How much is free on the GPU before the program starts?",
+                             command="nvidia-smi --query-gpu=index,memory.used,memory.total "
+                                     "--format=csv"),),
+                examples=("CUDNN failure: CUDNN_STATUS_NOT_INITIALIZED",
+                          "Check failed: status == CUDNN_STATUS_SUCCESS (1 vs. 0) "
+                          "CUDNN_STATUS_NOT_INITIALIZED")),
+        *_both(_BATCH_DOWN, Step("See how full the GPUs are and who uses them.",
+                                 command="nvidia-smi")),
+    ),
     "LOG006": _both(_WORKERS_DOWN, _FREE),
     "LOG007": _both(_WORKERS_DOWN, OOM_KILLER),
     "LOG038": _both(_WORKERS_DOWN, OOM_KILLER),
@@ -327,12 +351,17 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
     ),
     # -- packages ----------------------------------------------------------------------------
     "LOG021": (
-        Variant(line=_line(r"torch\._c\b"), steps=(
+        # Python 2 names only "_C"; torch's own "Failed to load PyTorch C extensions" is
+        # the same torch._C that is a folder rather than the compiled extension.
+        Variant(line=_line(r"torch\._c\b", r"no module named _c\s*$",
+                           r"load pytorch c extensions"), steps=(
             Step("'torch._C' is missing when the torch/ folder of a PyTorch source checkout "
                  "shadows the installed package: run from another directory.",
                  command='cd ~ && python -c "import torch; print(torch.__file__)"'),
             WHICH_TORCH),
-            examples=("ModuleNotFoundError: No module named 'torch._C'",)),
+            examples=("ModuleNotFoundError: No module named 'torch._C'",
+                      "ImportError: No module named _C",
+                      "ImportError: Failed to load PyTorch C extensions:")),
     ),
     "LOG025": (
         Variant(line=_line(r"\bmmcv\b"), steps=(
