@@ -239,8 +239,12 @@ RULES: tuple[Rule, ...] = (
              "Version=12.1. Please reinstall the torchvision that matches your PyTorch "
              "install.",
              "RuntimeError: Detected that PyTorch and torchvision were compiled with different")),
-    Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z"),
-         ("error",),
+    # A C++ symbol (mangled, "_Z...") that a compiled extension needs and the loaded torch
+    # (or library) lacks: the extension was built against another version. The loader's
+    # line is enough, with or without the ImportError users often leave out.
+    Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z",
+                         r"(?:^|[\s\"'])(?:\S+\.so(?:\.\d+)*: )?undefined symbol: _z\w"),
+         ("error", "undefined symbol"),
          (Step("Rebuild that extension (the package in the path above) from source against "
                "the installed torch, without letting pip replace torch or build in an isolated "
                "environment with another torch; or install the wheel built for this torch.",
@@ -248,7 +252,10 @@ RULES: tuple[Rule, ...] = (
                        "--no-build-isolation --no-binary PACKAGE PACKAGE"),),
          examples=("ImportError: /envs/detect2/lib/python3.6/site-packages/detectron2/_C.cpython-"
                    "36m-x86_64-linux-gnu.so: undefined symbol: "
-                   "_ZNK2at10TensorBase8data_ptrIdEEPT_v",),
+                   "_ZNK2at10TensorBase8data_ptrIdEEPT_v",
+                   "undefined symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE",
+                   "/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined "
+                   "symbol: _ZN3c104cuda9SetDeviceEi"),
          symptom_of=("LOG022", "LOG033")),
     Rule(NUMPY, rx(r"compiled using numpy 1\.x cannot be run in",
                    # not torch's import-time warning when NumPy is simply absent
