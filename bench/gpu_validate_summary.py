@@ -136,9 +136,10 @@ def render_summary(steps: list[dict[str, Any]], machine: dict[str, Any],
     lines += ["", "## Steps", "", "| step | exit code | seconds | note |", "|---|---|---|---|"]
     for s in steps:
         lines.append(f"| {s['name']} | {s['rc']} | {s['seconds']:.1f} | {s['note']} |")
-    for s in steps:
-        if s["rc"] == SKIPPED:
-            lines.append(f"\nSkipped: {s['name']} ({s['note'] or 'dry run'})")
+    skipped = [s for s in steps if s["rc"] == SKIPPED]
+    if skipped:
+        lines += ["", "Skipped:"]
+        lines += [f"- {s['name']} ({s['note'] or 'dry run'})" for s in skipped]
     lines += ["", "## GPU suite (pytest tests/gpu -m gpu)", ""]
     if suite is None:
         lines.append("not run")

@@ -160,7 +160,7 @@ def test_steps_and_the_summary_say_what_failed_and_what_was_skipped(tmp_path):
     text = (tmp_path / "summary.md").read_text()
     assert "Result: **FAILED**" in text
     assert "| check | 1 | 20.0 |  |" in text
-    assert "Skipped: gpu suite (dry run: no GPU step)" in text
+    assert "Skipped:\n- gpu suite (dry run: no GPU step)\n" in text
     assert "- torch: 2.13.0+cpu" in text
     (tmp_path / "steps.tsv").write_text("install\t0\t12.5\t\n")
     assert summary.summarize(tmp_path) == 0
