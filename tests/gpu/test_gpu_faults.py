@@ -33,6 +33,8 @@ NCCL_JOB = Path(__file__).parent / "scripts" / "nccl_job.py"
 # about the job's log (as tests/job does).
 HEALTHY = FACTS_DIR / "healthy_8x_h100_nvlink.json"
 NO_SUCH_UUID = "GPU-00000000-0000-0000-0000-000000000000"
+NO_NCCL_DEBUG: dict[str, Optional[str]] = {
+    "NCCL_DEBUG": None, "NCCL_DEBUG_FILE": None, "NCCL_DEBUG_SUBSYS": None}
 
 
 def env_with(**changes: Optional[str]) -> dict[str, str]:
@@ -82,7 +84,8 @@ def run_nccl_job(tmp_path: Path, mode: str, nproc: int, port: int) -> tuple[dict
                "--facts", str(HEALTHY), "--json", str(tmp_path / f"{mode}.json"), "--",
                sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
                "--master-port", str(port), str(NCCL_JOB), mode, marker]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
+                          env=env_with(**NO_NCCL_DEBUG))  # NCCL's INFO lines into the log
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert leftovers(marker) == []
     return json.loads((tmp_path / f"{mode}.json").read_text(encoding="utf-8")), log
@@ -152,7 +155,8 @@ def test_a_taken_master_port_is_smk009_and_its_torchrun_log_is_log001(tmp_path):
 def test_a_rank_killed_in_the_smoke_job_is_log007_with_its_rank_and_phase(tmp_path):
     nproc = min(2, GPUS)
     killed = nproc - 1
-    env = env_with(DDP_DOCTOR_SMOKE_FAULT=f"kill:{killed}:4")
+    # NCCL_DEBUG unset, so the smoke job sends NCCL's INFO lines to files in its run dir.
+    env = env_with(DDP_DOCTOR_SMOKE_FAULT=f"kill:{killed}:4", **NO_NCCL_DEBUG)
     proc, report, wall = report_of("smoke", "--device", "cuda", "--nproc", str(nproc),
                                    "--steps", "12", "--stall-timeout", "20", env=env)
     assert proc.returncode == 1

@@ -35,7 +35,6 @@ def test_one_gpu_trains_with_nccl_and_amp_and_reports_its_figures(record_propert
     assert data["proved"]["gpu_training"] is True
     assert data["proved"]["mixed_precision"] is True and data["proved"]["cpu_fallback"] is False
     assert data["all_reduce_ok"] is True and data["params_in_sync"] is True
-    assert data["loss_last"] < data["loss_first"]
     figures = gv.load_summary_module().smoke_figures(report)
     print(f"\nsmoke on 1 GPU: {json.dumps(figures)}")
     record_property("smoke_figures", json.dumps(figures))
