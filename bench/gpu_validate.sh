@@ -75,6 +75,11 @@ if [ -n "$PREPARE" ]; then
     mkdir -p "$PREPARE" || die "cannot create $PREPARE"
     mapfile -t REQS < <(runtime_requirements "$PY")
     [ "${#REQS[@]}" -gt 0 ] || die "could not read the dependencies from pyproject.toml"
+    # pip download judges the packages' own markers by this python too: what pytest needs
+    # on Pythons before 3.11 is named here, since a 3.11+ pip would leave it out.
+    if "$PY" -c 'import sys; sys.exit(0 if tuple(map(int, sys.argv[1].split("."))) < (3, 11) else 1)' "$PYVER"; then
+        REQS+=("exceptiongroup>=1" "tomli>=1")
+    fi
     echo "gpu_validate: ddp-doctor's wheel from $ROOT"
     "$PY" -m pip wheel --no-deps -w "$PREPARE" "$ROOT" || die "building ddp-doctor's wheel failed"
     echo "gpu_validate: wheels for Python $PYVER: ${REQS[*]} ${TEST_PACKAGES[*]}"

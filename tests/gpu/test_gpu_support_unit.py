@@ -137,6 +137,7 @@ def test_smoke_figures_come_from_the_judged_run():
     assert summary.smoke_figures({})["images_per_s"] is None
 
 
+@pytest.mark.spawns
 def test_junit_counts_of_a_real_pytest_run(tmp_path):
     module = tmp_path / "test_three.py"
     module.write_text("import pytest\n\ndef test_a():\n    pass\n\ndef test_b():\n"
@@ -180,6 +181,7 @@ def test_the_suites_skip_reasons(path, needed, exactly, gpus, reason):
     assert gpu_conftest.skip_reason(path, needed, exactly, gpus) == reason
 
 
+@pytest.mark.spawns
 def test_minus_m_gpu_selects_the_suite_and_not_these_unit_tests():
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
                            "-p", "no:cacheprovider", "tests/gpu"], capture_output=True,
