@@ -332,8 +332,6 @@ KERNEL_LOG_UNREADABLE = declare(
     docs_url=XID_CATALOG,
 )
 
-_FATAL_SOON = frozenset({63, 92, 154})  # hardware-class, but the GPU still works for now
-
 
 def _gpu_label(event: XidEvent, gpu: NvmlGpu | None) -> str:
     if gpu is None:
@@ -359,10 +357,30 @@ def _group(events: list[tuple[XidEvent, NvmlGpu | None]]) -> dict[
     return groups
 
 
+def _causes(events: list[XidEvent]) -> list[int]:
+    """The earlier Xids the driver names as the cause of these events, in order."""
+    found = (e.get("caused_by") for e in events)
+    return list(dict.fromkeys(cause for cause in found if cause is not None))
+
+
+def _blames_hardware(xid: int, events: list[XidEvent]) -> bool:
+    """An Xid that points at the GPU, or a program-level one (a channel torn down, Xid 45)
+    that the driver says an earlier hardware Xid caused."""
+    return describe(xid).blame is not Blame.APPLICATION or any(
+        describe(cause).blame is not Blame.APPLICATION for cause in _causes(events))
+
+
+def _still_works(xid: int, events: list[XidEvent]) -> bool:
+    """Non-fatal by NVIDIA's catalogue, or every line of it says "Nonfatal" itself."""
+    return describe(xid).gpu_still_works or all(e.get("fatal") is False for e in events)
+
+
 def _xid_finding(code: Code, label: str, gpu: NvmlGpu | None,
                  by_xid: dict[int, list[XidEvent]], source: str) -> Finding:
-    infos = [describe(x) for x in by_xid]
-    parts = [f"Xid {x} ({describe(x).meaning.split(':')[0]}) x{len(events)}"
+    causes = [c for events in by_xid.values() for c in _causes(events) if c not in by_xid]
+    infos = [describe(x) for x in [*by_xid, *dict.fromkeys(causes)]]
+    parts = [f"Xid {x} ({describe(x).meaning.split(':')[0]}"
+             f"{''.join(f', after Xid {c}' for c in _causes(events))}) x{len(events)}"
              for x, events in by_xid.items()]
     evidence = [Evidence(f"Xid {x}: {describe(x).meaning}",
                          f"{count(len(events), 'event')} this boot, {_when(events)}; last: "
@@ -385,7 +403,8 @@ def _xid_finding(code: Code, label: str, gpu: NvmlGpu | None,
                           "reports.", command=f"nvidia-smi -q -i {index} -d "
                           "ECC,ROW_REMAPPER,PAGE_RETIREMENT"))
     severity = None
-    if code is XID_HARDWARE and all(x in _FATAL_SOON for x in by_xid):
+    if code is XID_HARDWARE and not causes and all(_still_works(x, events)
+                                                   for x, events in by_xid.items()):
         severity = Severity.WARNING
     return Finding(code=code, title=f"{label} logged {', '.join(parts)} this boot",
                    severity=severity, evidence=tuple(evidence), remediation=tuple(steps),
@@ -432,8 +451,8 @@ def gpu_xid(facts: FactsView) -> Iterator[Finding | Summary]:
     for _, (gpu, by_xid) in _group(xids).items():
         first = next(iter(by_xid.values()))[0]
         label = _gpu_label(first, gpu)
-        hardware = {x: e for x, e in by_xid.items() if describe(x).blame is not Blame.APPLICATION}
-        application = {x: e for x, e in by_xid.items() if describe(x).blame is Blame.APPLICATION}
+        hardware = {x: e for x, e in by_xid.items() if _blames_hardware(x, e)}
+        application = {x: e for x, e in by_xid.items() if not _blames_hardware(x, e)}
         if hardware:
             yield _xid_finding(XID_HARDWARE, label, gpu, hardware, source)
         if application:

@@ -139,6 +139,54 @@ def test_an_xid_of_a_gpu_nvml_no_longer_lists_is_still_reported():
                       "has fallen off the bus) x1 this boot"]
 
 
+def test_a_real_h100_servers_gsp_timeouts_name_the_gpu_and_the_reset():
+    """A real ``dmesg -T`` of an 8-GPU server: five Xid 119 on the GPU at 0000:9b:00."""
+    facts = variant("healthy_8x_h100_nvlink", {"nvml.gpus.4.pci_bus_id": "00000000:9B:00.0"})
+    result = run(with_kernel_log(facts, kernel_log_fact("real-dmesg-T-xid119-gsp-timeout.txt")))
+    found = result["gpu.xid"].findings
+    assert [(f.code.id, f.effective_severity, f.affects) for f in found] == [
+        ("HWF006", Severity.ERROR, ("gpu:4",))]
+    assert "logged Xid 119 (GSP firmware timeout) x5 this boot" in found[0].title
+    assert "first at Sun Feb 23 16:24:18 2025, last at Sun Feb 23 16:30:13 2025" in \
+        next(iter(evidence(found[0]).values()))
+
+
+def test_a_gpu_lost_without_an_xid_line_is_a_hardware_fault():
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-dmesg-fallen-off-bus-without-xid.txt"))
+    found = run(facts)["gpu.xid"].findings
+    assert [(f.code.id, f.category, f.effective_severity) for f in found] == [
+        ("HWF006", Category.HARDWARE_FAULT, Severity.ERROR)]
+    assert "0000:b3:00" in found[0].title and "Xid 79 (GPU has fallen off the bus)" in \
+        found[0].title
+
+
+def test_a_channel_torn_down_by_an_nvlink_error_is_blamed_on_the_link():
+    """A real GB200-class log: Xid 45 (a program-level cleanup) on four GPUs, each "caused by
+    previous Xid 145/149" (NVLink5): hardware findings that carry the NVLink action."""
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-journal-xid45-caused-by-nvlink5.txt"))
+    found = run(facts)["gpu.xid"].findings
+    assert [(f.code.id, f.effective_severity) for f in found] == [
+        ("HWF006", Severity.ERROR)] * 4
+    by_bus = {f.title.split("PCI ")[1].split(" ")[0]: f for f in found}
+    assert sorted(by_bus) == ["0000:97:00", "0000:ba:00", "0000:dc:00", "0000:ed:00"]
+    assert "Xid 45 (Preemptive cleanup, after Xid 149) x2" in by_bus["0000:dc:00"].title
+    assert "Xid 45 (Preemptive cleanup, after Xid 145) x2" in by_bus["0000:ed:00"].title
+    steps = [step.text for step in by_bus["0000:ed:00"].remediation]
+    assert steps[0].startswith("Xid 45: Read the Xid logged just before it")
+    assert steps[1].startswith("Xid 145: Read the link counters (nvidia-smi nvlink -e)")
+
+
+def test_an_nvlink5_xid_that_says_nonfatal_is_a_warning_and_fatal_an_error():
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-xid144-149-nvlink5-fatality.txt"))
+    found = {f.title.split("PCI ")[1].split(" ")[0]: f for f in run(facts)["gpu.xid"].findings}
+    assert found["0000:01:00"].effective_severity is Severity.WARNING  # 144 ... Nonfatal
+    assert found["0000:00:00"].effective_severity is Severity.ERROR  # 149 ... Fatal x2
+    assert "Xid 149 (NVLink error (fifth-generation NVLink)) x2" in found["0000:00:00"].title
+
+
 def test_nvswitch_sxid_events_are_their_own_finding():
     facts = with_kernel_log(load_v100(), kernel_log_fact("kernel-log-dmesg-sxid.txt"))
     sxid = [f for f in run(facts)["gpu.xid"].findings if f.code.id == "HWF008"]

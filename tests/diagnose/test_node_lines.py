@@ -107,3 +107,67 @@ def test_a_single_host_log_has_no_nodes_table(tmp_path):
     log = tmp_path / "one.log"
     log.write_text(FIXTURES.joinpath("logs", "benign.log").read_text(encoding="utf-8"))
     assert diagnose(str(log)).report.nodes is None
+
+
+def _fed(name: str) -> NodeLines:
+    lines = NodeLines()
+    for line in (FIXTURES / "logs" / name).read_text().splitlines():
+        lines.feed(line)
+    return lines
+
+
+def test_the_real_hang_with_a_plugin_on_part_of_the_cluster_is_nod015():
+    """NVIDIA/nccl#1634: the maintainer's two quoted lines, NCCL 2.2x's "Plugin Path :" form."""
+    lines = _fed("nccl-1634-plugin-on-some-nodes.log")
+    assert lines.hosts["HGX-H100-11"]["net_plugin"] == "internal"
+    assert lines.hosts["HGX-H100-04"]["net_plugin"] == \
+        "/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so"
+    comparison = lines.judge()
+    assert comparison is not None
+    assert [f.code.id for f in comparison.findings] == ["NOD015"]
+
+
+def test_the_real_two_hosts_without_a_plugin_agree():
+    """nccl-tests#244: the older "No plugin found (...)" then "Using internal network plugin."."""
+    lines = _fed("nccl-tests-244-two-hosts-no-plugin.log")
+    assert {h: n.get("net_plugin") for h, n in lines.hosts.items()} == {
+        "ranokau": "internal", "lascar": "internal"}
+    comparison = lines.judge()
+    assert comparison is not None and comparison.findings == ()
+
+
+def test_nccl_2_27_stops_the_plugin_line_after_the_file_name():
+    # NVIDIA/nccl#1936's capture: "NET/Plugin: Could not find: libnccl-net.so. " and no more.
+    text = PLUGIN_ON_TWO_OF_THREE.replace(
+        "node-c:2210:2277 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using "
+        "internal network plugin.", "node-c:2210:2277 [0] NCCL INFO NET/Plugin: Could not "
+        "find: libnccl-net.so. ")
+    assert "Using internal network plugin" not in text
+    assert judged(text) == {"NOD015": ("node-c",)}
+
+
+def test_diagnose_of_the_real_plugin_hang_is_node_mismatch():
+    from ddp_doctor.diagnose import diagnose
+
+    report = diagnose(str(FIXTURES / "logs" / "nccl-1634-plugin-on-some-nodes.log")).report
+    lead = report.results[0].findings[0]
+    assert (lead.code.id, lead.category.value) == ("NOD015", "node_mismatch")
+    assert report.nodes is not None and report.nodes["nodes"] == ["HGX-H100-11", "HGX-H100-04"]
+
+
+def test_a_peer_address_of_no_socket_family_is_nccl_differing_between_ranks():
+    """NVIDIA/nccl#1267 (family 0: another NCCL on one node) and aws/aws-ofi-nccl#715
+    (family 33022); family 1 (AF_UNIX) is NCCL's own bug (NVIDIA/nccl#2057), a network case."""
+    from ddp_doctor.logrules import match_text
+
+    def lead(line: str) -> tuple[str, str]:
+        found = match_text(line)[0].rule.code
+        return found.id, found.category.value
+
+    assert lead("NCCL WARN ncclSocketInit: connecting to address with family 0 is neither "
+                "AF_INET(2) nor AF_INET6(10)") == ("LOG077", "node_mismatch")
+    assert lead("algo-1:17774:17862 [1] misc/socket.cc:717 NCCL WARN ncclSocketInit: "
+                "connecting to address with family 33022 is neither AF_INET(2) nor "
+                "AF_INET6(10)") == ("LOG077", "node_mismatch")
+    assert lead("misc/socket.cc:537 NCCL WARN ncclSocketInit: connecting to address  with "
+                "family 1 is neither AF_INET(2) nor AF_INET6(10)") == ("LOG043", "nccl_network")

@@ -150,3 +150,59 @@ def test_lines_that_only_mention_xid_are_not_events():
 
 def test_the_three_commands_and_their_order():
     assert kernel_log.COMMANDS == (JOURNAL, DMESG_T, DMESG)
+
+
+# Real kernel logs from public threads and a peer's test data (tests/fixtures/kernel_log/
+# SOURCES.md): the variants the driver's format strings alone do not show.
+
+def _summary(name: str) -> list[tuple[int, str, str | None, int | None]]:
+    return [(e["xid"], e["pci_bus_id"], e["time"], e["pid"]) for e in parse_events(log(name))]
+
+
+def test_a_real_dmesg_of_an_h100_server_with_repeated_gsp_timeouts():
+    events = parse_events(log("real-dmesg-T-xid119-gsp-timeout.txt"))
+    assert [(e["xid"], e["pci_bus_id"], e["pid"]) for e in events] == [
+        (119, "0000:9b:00", 2024380), (119, "0000:9b:00", 2024380),
+        (119, "0000:9b:00", 2024380), (119, "0000:9b:00", 1263500),
+        (119, "0000:9b:00", 1240590)]
+    assert events[0]["time"] == "Sun Feb 23 16:24:18 2025"
+    assert events[-1]["time"] == "Sun Feb 23 16:30:13 2025"
+    assert events[0]["message"].startswith("pid=2024380, name=nvidia-smi, Timeout after 6s")
+    # The GSP RPC history lines and the call trace between them are not events.
+    assert all(e["kind"] == "Xid" for e in events)
+
+
+def test_a_gpu_lost_without_an_xid_line_is_its_xid_79():
+    """Recent drivers log the loss over three lines and no Xid when the GPU is gone at probe."""
+    events = parse_events(log("real-dmesg-fallen-off-bus-without-xid.txt"))
+    assert [(e["kind"], e["xid"], e["pci_bus_id"], e["time"]) for e in events] == [
+        ("Xid", 79, "0000:b3:00", "1843.308145")]
+    assert "without an Xid line" in events[0]["message"]
+    assert events[0]["log_code"] == match_text(
+        "NVRM: GPU at 0000:b3:00.0 has fallen off the bus.")[0].rule.code.id
+
+
+def test_an_old_driver_prints_the_bus_without_pci_and_the_loss_on_one_line():
+    assert _summary("real-syslog-xid-without-pci-prefix.txt") == [
+        (79, "0000:01:00", "Jan 18 11:38:05", None),  # "GPU at 0000:01:00.0 has fallen off"
+        (3, "0000:01:00", "Jan 18 11:38:05", None)]
+
+
+def test_the_loss_logged_with_its_xid_is_counted_once():
+    assert _summary("real-journal-xid79.txt") == [(79, "0000:2b:00", "May 18 19:02:39", None)]
+
+
+def test_seconds_since_boot_from_an_old_driver():
+    assert _summary("real-dmesg-xid31-32-old-driver.txt") == [
+        (32, "0000:01:00", "24128.828315", None), (32, "0000:01:00", "24128.828608", None),
+        (31, "0000:01:00", "24128.834365", None)]
+
+
+def test_an_xid_that_names_its_cause_and_nvlink5_xids_that_say_their_fatality():
+    caused = parse_events(log("real-journal-xid45-caused-by-nvlink5.txt"))
+    assert [(e["xid"], e["caused_by"], e["pci_bus_id"]) for e in caused][:2] == [
+        (45, 149, "0000:dc:00"), (45, 145, "0000:ed:00")]
+    assert all(e["fatal"] is None and e["time"] is None for e in caused)
+    nvlink5 = parse_events(log("real-xid144-149-nvlink5-fatality.txt"))
+    assert [(e["xid"], e["fatal"], e["caused_by"]) for e in nvlink5] == [
+        (144, False, None), (149, True, None), (149, True, None)]

@@ -8,8 +8,10 @@ and judged by ``nodes.agree``, the same judgement ``compare`` applies to saved f
 difference such as a plugin found on some nodes only becomes a node_mismatch finding.
 
 Line formats: NCCL's init.cc ("NCCL version"), its plugin loading ("NET/Plugin: Loaded
-net plugin ...", "Could not find: libnccl-net.so. Using internal network plugin", older "No
-plugin found (libnccl-net.so), using internal implementation"), "Using network X" and the
+net plugin ...", and since 2.2x "Plugin Path : /path/libnccl-net.so"; without one "Could not find:
+libnccl-net.so. Using internal network plugin" (2.27 stops after the file name), older "No
+plugin found (libnccl-net.so), using internal implementation" or "No plugin found
+(libnccl-net.so)" then "Using internal network plugin."), "Using network X" and the
 channel lines' "via NET/IB/0", param.cc ("NCCL_X set by environment to Y"), and nccl-tests'
 device table ("#  Rank  0 Group  0 Pid ... on HOST device 0 [0x..] MODEL"); see
 https://github.com/NVIDIA/nccl and https://github.com/NVIDIA/nccl-tests.
@@ -25,13 +27,15 @@ from ddp_doctor.nodes import Comparison, NodeSummary, compare_nodes
 MAX_HOSTS = 512  # beyond this a log is not one job's; stop collecting
 MAX_CHANNEL_LINES = 4096  # "via NET/" channel lines read in all: they only confirm a network
 # What a line must hold to say anything here; each is one bytes.find per chunk of the log.
-MARKERS = (b"NCCL INFO NCCL version", b"NCCL INFO NET/Plugin", b"NCCL INFO Using network",
+MARKERS = (b"NCCL INFO NCCL version", b"NCCL INFO NET/Plugin", b"NCCL INFO Plugin Path",
+           b"NCCL INFO Using network",
            b" set by environment to ", b" via NET/", b" Group ")
 _PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL INFO (?P<msg>.*)$")
 _VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
 _PLUGIN = re.compile(r"^NET/Plugin\s*:\s*Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*$")
-_INTERNAL = re.compile(r"^NET/Plugin\s*:\s*(?:Could not find: \S+ Using internal|No plugin "
-                       r"found \(\S+\), using internal)")
+_PLUGIN_PATH = re.compile(r"^Plugin Path\s*:\s*(?P<path>\S+)")
+_INTERNAL = re.compile(r"^NET/Plugin\s*:\s*(?:Could not find: \S+|No plugin found \(\S+\)|"
+                       r"Using internal network plugin)")
 _NETWORK = re.compile(r"^Using network (?P<net>\S+)")
 _VIA = re.compile(r"\bvia NET/(?P<net>[A-Za-z][\w]*)/")
 _ENV = re.compile(r"^(?P<var>NCCL_[A-Z0-9_]+) set by environment to (?P<val>.*?)\.?\s*$")
@@ -88,6 +92,8 @@ class NodeLines:
             node["nccl"] = m.group("v")
         elif (m := _PLUGIN.match(msg)) is not None:
             node["net_plugin"] = m.group("name")
+        elif (m := _PLUGIN_PATH.match(msg)) is not None:
+            node.setdefault("net_plugin", m.group("path"))  # the plugin's name, if logged, wins
         elif _INTERNAL.match(msg) is not None:
             node.setdefault("net_plugin", "internal")
         elif (m := _NETWORK.match(msg)) is not None:

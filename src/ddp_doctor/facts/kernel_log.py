@@ -21,6 +21,19 @@ code ``diagnose`` would give the same line (LOG017 for a hardware Xid, for insta
 rules' patterns are not repeated here. Mapping a bus id to the GPU's index and UUID needs
 the NVML fact, gathered in parallel, so that join is done where the facts are read
 (``facts/view.py``).
+
+Real logs vary more than the format strings suggest, and each variant below was seen in a
+captured log (tests/fixtures/kernel_log/SOURCES.md):
+- older drivers print the bus id without ``PCI:`` (``NVRM: Xid (0000:01:00): 3, ...``);
+- a GPU can fall off the bus with no Xid line at all. Recent drivers print it over three
+  lines (``NVRM: The NVIDIA GPU 0000:b3:00.0`` / ``(PCI ID: ...) installed in this system
+  has`` / ``fallen off the bus and is not responding to commands.``), old ones as
+  ``NVRM: GPU at 0000:01:00.0 has fallen off the bus.``. NVIDIA's own health monitor
+  (NVSentinel) treats these as Xid 79, and so does this probe, unless the same GPU's
+  Xid 79 line is in the log too;
+- syslog-style times (``May 18 19:02:39``) where the log was read without ``-o short-iso``;
+- an Xid that names its cause (``45, ... caused by previous Xid 145``) and NVLink5 Xids that
+  say ``Fatal`` or ``Nonfatal`` themselves: both are kept (``caused_by``, ``fatal``).
 """
 
 from __future__ import annotations
@@ -48,18 +61,28 @@ KEEP_LAST = 400
 # Candidate lines: any line that names an Xid or SXid (a C-speed scan of the whole text).
 _CANDIDATE = re.compile(r"^.*\bS?Xid\b.*$", re.MULTILINE)
 _EVENT = re.compile(
-    r"(?P<kind>\bS?Xid) \(PCI:(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
+    r"(?P<kind>\bS?Xid) \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}"
     r"(?:\.[0-7])?)(?: GPU-I:\w+)?\): (?P<xid>\d+),? ?(?P<rest>.*)$")
+_CAUSED_BY = re.compile(r"\bcaused by previous Xid (?P<xid>\d+)")
+_FATALITY = re.compile(r"\b(?P<word>Nonfatal|Non-fatal|Fatal)\b")
 _PID = re.compile(r"\bpid=(?:'?)(?P<pid>\d+)")
 _ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)\s")
 _BRACKET_TIME = re.compile(r"^\[\s*([^\]]+?)\s*\]\s")
+_SYSLOG_TIME = re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s")
 _NO_ENTRIES = ("-- No entries --",)
+_BUS = r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
+# A GPU lost without an Xid line: one line (old drivers) or three (recent ones).
+_FELL_OFF = re.compile(
+    r"^(?P<line>[^\n]*NVRM: (?:GPU at (?:PCI:)?" + _BUS + r" has fallen off the bus"
+    r"|The NVIDIA GPU " + _BUS.replace("pci", "pci2") + r"\s*\n(?:[^\n]*\n){0,2}?"
+    r"[^\n]*fallen off the bus))", re.MULTILINE)
+FELL_OFF_XID = 79  # "GPU has fallen off the bus" in NVIDIA's Xid catalogue
 
 
 def _time_of(line: str) -> tuple[str | None, str]:
     """The line's timestamp as printed (ISO, dmesg -T's date, or seconds since boot), and
     the rest of the line."""
-    for pattern in (_ISO_TIME, _BRACKET_TIME):
+    for pattern in (_ISO_TIME, _BRACKET_TIME, _SYSLOG_TIME):
         match = pattern.match(line)
         if match:
             return match.group(1), line[match.end():]
@@ -67,8 +90,9 @@ def _time_of(line: str) -> tuple[str | None, str]:
 
 
 def parse_events(text: str) -> list[XidEvent]:
-    """Every Xid and SXid event in a kernel log, oldest first."""
-    events: list[XidEvent] = []
+    """Every Xid and SXid event in a kernel log, oldest first (a GPU lost from the bus with
+    no Xid line counts as its Xid 79)."""
+    found: list[tuple[int, XidEvent]] = []
     for match in _CANDIDATE.finditer(text):
         line = match.group(0).strip()
         event = _EVENT.search(line)
@@ -77,7 +101,9 @@ def parse_events(text: str) -> list[XidEvent]:
         time, _ = _time_of(line)
         pid = _PID.search(event.group("rest"))
         matches = match_text(line)
-        events.append({
+        caused_by = _CAUSED_BY.search(event.group("rest"))
+        fatality = _FATALITY.search(event.group("rest"))
+        found.append((match.start(), {
             "kind": event.group("kind"),
             "xid": int(event.group("xid")),
             "pci_bus_id": event.group("pci").lower(),
@@ -85,8 +111,41 @@ def parse_events(text: str) -> list[XidEvent]:
             "pid": int(pid.group("pid")) if pid else None,
             "message": event.group("rest").strip()[:300],
             "log_code": matches[0].rule.code.id if matches else None,
-        })
-    return events
+            "caused_by": int(caused_by.group("xid")) if caused_by else None,
+            "fatal": fatality.group("word") == "Fatal" if fatality else None,
+        }))
+    found.extend(_lost_without_xid(text, found))
+    return [event for _, event in sorted(found, key=lambda pair: pair[0])]
+
+
+def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]]
+                      ) -> list[tuple[int, XidEvent]]:
+    """"Fallen off the bus" messages of GPUs that have no Xid 79 line in the same log."""
+    if "fallen off the bus" not in text:
+        return []
+    logged = {event["pci_bus_id"] for _, event in events
+              if event["kind"] == "Xid" and event["xid"] == FELL_OFF_XID}
+    lost: list[tuple[int, XidEvent]] = []
+    for match in _FELL_OFF.finditer(text):
+        bus = (match.group("pci") or match.group("pci2")).lower()
+        if bus in logged:
+            continue
+        logged.add(bus)
+        first_line = match.group("line").split("\n", 1)[0].strip()
+        time, _ = _time_of(first_line)
+        matches = match_text(" ".join(part.strip() for part in match.group("line").split("\n")))
+        lost.append((match.start(), {
+            "kind": "Xid",
+            "xid": FELL_OFF_XID,
+            "pci_bus_id": bus,
+            "time": time,
+            "pid": None,
+            "message": "GPU has fallen off the bus (logged without an Xid line)",
+            "log_code": matches[0].rule.code.id if matches else None,
+            "caused_by": None,
+            "fatal": None,
+        }))
+    return lost
 
 
 def _keep(events: list[XidEvent]) -> tuple[list[XidEvent], int]:

@@ -540,6 +540,8 @@ class XidEvent(TypedDict, total=False):
     pid: Optional[int]
     message: str  # the text after the number
     log_code: Optional[str]  # what diagnose's rules make of the line (LOG017, ...)
+    caused_by: Optional[int]  # "caused by previous Xid 145": the driver names the cause
+    fatal: Optional[bool]  # the line's own "Fatal"/"Nonfatal" (NVLink5 Xids 144-150)
 
 
 class KernelLogFact(TypedDict, total=False):

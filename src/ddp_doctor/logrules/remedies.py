@@ -58,6 +58,25 @@ CPU_TENSOR = declare(
         "targets.to(device)), create new tensors with device=, and register module tensors "
         "as buffers so that model.to() moves them.",
     docs_url="https://pytorch.org/docs/stable/notes/cuda.html")
+# NCCL's socket code accepts only IPv4/IPv6 peers ("ncclSocketInit: connecting to address with
+# family N is neither AF_INET(2) nor AF_INET6(10)", misc/socket.cc). A family that is neither
+# those nor AF_UNIX (1) is not an address at all: the peer wrote its connection info in
+# another NCCL's layout. NVIDIA/nccl#1267 (family 0): one node had nvidia-nccl-cu12 2.20.5, the
+# others 2.19.3, and one NCCL version on every node fixed it; aws/aws-ofi-nccl#715 shows
+# the same line with family 33022 between two different network plugins' ranks. Family 1
+# is NCCL's own bug with P2P and SHM both disabled (NVIDIA/nccl#2057), so it keeps LOG043.
+NCCL_WIRE_MISMATCH = declare(
+    "LOG077", Category.NODE_MISMATCH,
+    "A peer sent NCCL connection data this NCCL cannot read (NCCL differs between ranks)",
+    what="NCCL received a peer address whose family is neither IPv4 nor IPv6 - a value like "
+         "0 or 33022 that no socket has: the peer encoded its connection info in another "
+         "layout, because the ranks (usually on different nodes) load different NCCL "
+         "versions or different network plugins.",
+    why="The ranks cannot connect, so the communicator never forms.",
+    fix="Install the same NCCL on every node (the same torch build, the same "
+        "nvidia-nccl-cu* wheel, no other libnccl on LD_LIBRARY_PATH) and the same "
+        "libnccl-net.so plugin, then compare the nodes with ddp-doctor compare.",
+    docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
 
 _LOOK = Step("Find the operation: the last frame of your own code in the traceback names it "
              "(the message says which argument was on which device).")
@@ -122,6 +141,29 @@ _NVIDIA_SMI = Step("See who else uses the GPU.", command="nvidia-smi")
 _FREE = Step("Check free memory.", command="free -h")
 
 VARIANTS: dict[str, tuple[Variant, ...]] = {
+    # -- NCCL network --------------------------------------------------------------------------
+    "LOG043": (
+        Variant(code=NCCL_WIRE_MISMATCH,
+                line=_line(r"with family (?!1 )\d+ is neither af_inet"),
+                steps=(
+                    Step("Print the NCCL version each node loads (run on every node); they "
+                         "must be equal.", command="python -c \"import torch; "
+                         "print(torch.__version__, torch.cuda.nccl.version())\"; pip list "
+                         "2>/dev/null | grep -i nccl"),
+                    Step("Look for a second NCCL that may win on some nodes.",
+                         command="echo $LD_LIBRARY_PATH; ldconfig -p | grep libnccl"),
+                    Step("Or compare saved facts of every node in one step.",
+                         command="ddp-doctor check --save-facts facts-$(hostname).json  "
+                                 "# on each node, then: ddp-doctor compare facts-*.json")),
+                alternatives=("nccl_network: a peer on a network NCCL reads wrongly (rare; "
+                              "the family would still be 2 or 10)",),
+                examples=(
+                    "NCCL WARN ncclSocketInit: connecting to address with family 0 is neither "
+                    "AF_INET(2) nor AF_INET6(10)",
+                    "algo-1:17774:17862 [1] misc/socket.cc:717 NCCL WARN ncclSocketInit: "
+                    "connecting to address with family 33022 is neither AF_INET(2) nor "
+                    "AF_INET6(10)")),
+    ),
     # -- driver ------------------------------------------------------------------------------
     "LOG009": (
         Variant(line=_line(r"nvidia probe routine was not called"), steps=(
