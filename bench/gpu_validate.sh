@@ -259,7 +259,8 @@ else
     # The suite runs from the checkout (its tests/) against the venv's ddp-doctor.
     step "GPU suite (pytest tests/gpu -m gpu, the planted faults included)" "$SUITE_TIMEOUT" \
         "$OUT/suite.log" bash -c 'cd "$0" && exec "$@"' "$ROOT" "$VPY" -m pytest tests/gpu \
-        -m gpu -v -s -rA -p no:cacheprovider --junitxml "$OUT/suite.xml"
+        -m gpu -v -s -rA -p no:cacheprovider --junitxml "$OUT/suite.xml" \
+        --basetemp "$OUT/suite-files"
     step "ddp-doctor --json (doctor)" "$STEP_TIMEOUT" "$OUT/doctor.log" \
         "$DOCTOR" --json "$OUT/doctor.json" --markdown "$OUT/doctor.md"
     step "ddp-doctor check --save-facts" "$STEP_TIMEOUT" "$OUT/check.log" \

@@ -103,6 +103,16 @@ def junit_counts(xml_text: str) -> dict[str, int]:
     return counts
 
 
+def junit_failures(xml_text: str) -> list[str]:
+    """``file::test`` of each test case that failed or errored, in the order run."""
+    failed = []
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            module = (case.get("classname") or "").replace(".", "/")
+            failed.append(f"{module}.py::{case.get('name')}" if module else str(case.get("name")))
+    return failed
+
+
 def _load_json(path: Path) -> Optional[dict[str, Any]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -123,7 +133,8 @@ def _gib(value: Any) -> str:
 
 def render_summary(steps: list[dict[str, Any]], machine: dict[str, Any],
                    suite: Optional[dict[str, int]], timings: dict[str, Any],
-                   smoke: dict[str, Any], dry_run: bool) -> str:
+                   smoke: dict[str, Any], dry_run: bool,
+                   suite_failures: Optional[list[str]] = None) -> str:
     """summary.md's text from what the run produced."""
     ok = all(step_passed(s) for s in steps)
     lines = ["# GPU validation of ddp-doctor", ""]
@@ -146,6 +157,7 @@ def render_summary(steps: list[dict[str, Any]], machine: dict[str, Any],
     else:
         lines.append(", ".join(f"{suite[k]} {k}" for k in
                                ("passed", "failed", "errors", "skipped", "total")))
+        lines += [f"- failed: {name}" for name in suite_failures or []]
     lines += ["", "## check: the torch probe's time", ""]
     if not timings:
         lines.append("no facts")
@@ -177,17 +189,18 @@ def summarize(out: Path) -> int:
     steps = read_steps((out / "steps.tsv").read_text(encoding="utf-8")
                        if (out / "steps.tsv").exists() else "")
     machine = _load_json(out / "machine.json") or {}
-    suite = None
+    suite, failures = None, None
     if (out / "suite.xml").exists():
+        xml = (out / "suite.xml").read_text(encoding="utf-8")
         try:
-            suite = junit_counts((out / "suite.xml").read_text(encoding="utf-8"))
+            suite, failures = junit_counts(xml), junit_failures(xml)
         except ET.ParseError:
             suite = None
     facts = _load_json(out / "facts.json") or {}
     smoke = _load_json(out / "smoke.json") or {}
     dry_run = (out / "DRY_RUN").exists()
     text = render_summary(steps, machine, suite, probe_timings(facts), smoke_figures(smoke),
-                          dry_run)
+                          dry_run, failures)
     (out / "summary.md").write_text(text, encoding="utf-8")
     return 0 if steps and all(step_passed(s) for s in steps) else 1
 

@@ -150,6 +150,7 @@ def test_junit_counts_of_a_real_pytest_run(tmp_path):
     summary = gv.load_summary_module()
     assert summary.junit_counts(xml.read_text()) == {
         "total": 3, "failed": 1, "errors": 0, "skipped": 1, "passed": 1}
+    assert summary.junit_failures(xml.read_text()) == ["test_three.py::test_b"]
 
 
 def test_steps_and_the_summary_say_what_failed_and_what_was_skipped(tmp_path):
