@@ -22,8 +22,30 @@ from ddp_doctor.model import Step
 from ddp_doctor.registry import Summary
 from ddp_doctor.wording import human_bytes
 
-__all__ = ["GIB", "MIB", "cuda_device_label", "gpu_test_results", "human_bytes",
-           "install_steps", "recommendation", "workers_phrase"]
+__all__ = ["GIB", "MIB", "cuda_device_label", "cuda_init_cut_short", "gpu_test_results",
+           "human_bytes", "install_steps", "recommendation", "workers_phrase"]
+
+# The torch probe's stages from torch.cuda.is_available() to the last device's properties,
+# and those between `import torch` and them.
+CUDA_INIT_STAGES = ("cuda.is_available", "cuda.init", "cuda.device_count",
+                    "cuda.device_properties")
+BEFORE_CUDA_STAGES = ("torch build", "torch libraries", "torch.distributed", "numpy",
+                      "import torchvision")
+
+
+def cuda_init_cut_short(facts: FactsView) -> str | None:
+    """The stage the torch probe was stopped in (a hang, or a --probe-timeout shorter than
+    the probe's work) when torch had imported but CUDA's initialisation had not finished,
+    else None. The device count and list the probe had sent by then are its starting
+    values, not CUDA's answer. (A stop in `import torch` is torch.import's finding; one in
+    a GPU's test is that GPU's.)"""
+    probe = facts.torch().get("probe") or {}
+    last = probe.get("last_stage")
+    if probe.get("completed") or not last:
+        return None
+    if last.split(":", 1)[0] in CUDA_INIT_STAGES or last in BEFORE_CUDA_STAGES:
+        return last
+    return None
 
 
 def workers_phrase(workers: int, planned: bool) -> str:

@@ -28,7 +28,7 @@ from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 from ddp_doctor.wording import count
 
-from ._util import cuda_device_label, gpu_test_results
+from ._util import cuda_device_label, cuda_init_cut_short, gpu_test_results
 
 RUNTIME_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 
@@ -37,7 +37,7 @@ CUDA_UNKNOWN_ERROR = declare(
     category=Category.CUDA_INIT_FAILURE,
     summary="CUDA cannot initialise although the driver answers",
     what="NVML talks to the driver, but torch's CUDA initialisation fails (error 999, "
-         "'CUDA unknown error', or another init error).",
+         "'CUDA unknown error', or another init error) or never returns.",
     why="torch.cuda.is_available() is False: training silently runs on the CPU or stops.",
     fix="After a suspend/resume, reload the nvidia_uvm kernel module (or reboot); otherwise "
         "follow the error text shown in the evidence.",
@@ -136,6 +136,34 @@ def _compute_mode_steps(gpus: list[NvmlGpu]) -> list[Step]:
     return steps
 
 
+def _init_unfinished(facts: FactsView, stage: str) -> Finding:
+    """The probe was stopped before CUDA's initialisation finished: a wedged driver, or a
+    deadline shorter than torch's and CUDA's start; timing the same call by hand tells
+    which."""
+    probe = facts.torch().get("probe") or {}
+    nvml = facts.nvml()
+    python = facts.target_python()
+    return Finding(
+        code=CUDA_UNKNOWN_ERROR,
+        title=(f"CUDA initialisation did not finish: the torch probe was stopped in {stage}"
+               if stage.startswith("cuda.") else
+               f"CUDA was never initialised: the torch probe was stopped earlier, in {stage}"),
+        evidence=(Evidence("torch probe", str(probe.get("failure") or "stopped"),
+                           "interpreter probe"),
+                  Evidence("NVML", f"driver {nvml.get('driver_version')}, "
+                           f"{count(len(facts.nvml_gpus()), 'GPU')}", "nvmlInit()")),
+        remediation=(
+            Step("Time CUDA's start in the same interpreter: no answer within minutes means "
+                 "a wedged driver.",
+                 command=f'time {python} -c "import torch; torch.cuda.init(); '
+                         'print(torch.cuda.device_count())"'),
+            Step("If it finishes, give the probe that much time and more.",
+                 command="ddp-doctor check --probe-timeout 300"),
+            Step("If it hangs, stop the GPU processes and reload the CUDA unified-memory "
+                 "module, or reboot.", command="sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm"),
+        ))
+
+
 def _init_finding(facts: FactsView, error: str) -> Finding:
     """Map the exact init error text to its cause and fix."""
     low = error.lower()
@@ -219,6 +247,11 @@ def _init_finding(facts: FactsView, error: str) -> Finding:
 def cuda_init(facts: FactsView) -> Iterator[Finding | Summary]:
     cuda = facts.torch_cuda()
     build = facts.torch_build()
+    cut = cuda_init_cut_short(facts)
+    # A probe stopped before it reported the build still had a torch that may use CUDA.
+    if cut is not None and facts.nvml().get("initialized") and (build.get("cuda") or not build):
+        yield _init_unfinished(facts, cut)
+        return
     if not build.get("cuda") or not facts.nvml().get("initialized"):
         yield Summary("no CUDA build or no driver: nothing to initialise")
         return

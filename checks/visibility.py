@@ -25,7 +25,7 @@ from ddp_doctor.facts.view import FactsView, mig_on
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
-from ._util import GIB, human_bytes
+from ._util import GIB, cuda_init_cut_short, human_bytes
 
 CUDA_ENV_DOCS = ("https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
                  "environment-variables.html")
@@ -277,7 +277,9 @@ def visible_devices(facts: FactsView) -> Iterator[Finding | Summary]:
         len(sel.mig), 1)
     cuda = facts.torch_cuda()
     seen = cuda.get("device_count")
-    if cuda.get("available") and isinstance(seen, int) and seen < expected:
+    # A probe stopped inside CUDA's start never learnt the count: cuda.init says so.
+    if cuda.get("available") and isinstance(seen, int) and seen < expected \
+            and cuda_init_cut_short(facts) is None:
         yield Finding(
             code=TORCH_SEES_FEWER,
             title=f"PyTorch sees {seen} CUDA device{'s' if seen != 1 else ''} but the driver "

@@ -9,8 +9,20 @@ from __future__ import annotations
 import pytest
 
 from ddp_doctor.categories import Category
+from ddp_doctor.facts.seam import CommandResult
+from ddp_doctor.facts.torch_probe import interpret_probe
 from ddp_doctor.model import Severity, Status
 from tests.conftest import load_fixture_facts
+from tests.facts.test_probe_torch import (
+    AFTER_IMPORT,
+    ARGV,
+    BEFORE_IMPORT,
+    CUDA_BEFORE_INIT,
+    PY,
+    out,
+    put,
+    stage,
+)
 from tests.support.checks import commands, evidence, only_finding, run, variant
 
 HEALTHY = ("healthy_8x_v100_pcie", "workstation_2x_rtx3090_pcie", "wsl2_rtx4070")
@@ -50,6 +62,55 @@ def _init_failed(error: str, **extra):
         "torch.cuda.available": False, "torch.cuda.init_error": error,
         "torch.cuda.device_count": 0, "torch.cuda.devices": [], "torch.cuda.functional": [],
         "torch.cuda.cudnn_test": [], "torch.cuda.p2p": None, **extra})
+
+
+def _probe_stopped_in(stage_lines: list[str], stage_name: str):
+    """The V100 machine whose torch probe was killed at its deadline after STAGE_LINES
+    (the probe's own output, as tests/facts records it), last in STAGE_NAME."""
+    facts = load_fixture_facts("healthy_8x_v100_pcie")
+    # Stopped before CUDA's stages: the stream ends after torch.distributed's result.
+    after = AFTER_IMPORT if stage_name.startswith("cuda.") else AFTER_IMPORT[:7]
+    result = CommandResult(ARGV, -15, out(*BEFORE_IMPORT, *after, *stage_lines), "",
+                           timed_out=True, duration_s=1.0)
+    _, torch = interpret_probe(result, PY)
+    assert torch.value["probe"]["last_stage"] == stage_name
+    facts.add(torch)
+    return facts
+
+
+@pytest.mark.parametrize(("lines", "stage_name", "title"), [
+    ([], "cuda.init", "CUDA initialisation did not finish: the torch probe was stopped in "
+                      "cuda.init"),
+    ([stage("cuda.device_count")], "cuda.device_count",
+     "CUDA initialisation did not finish: the torch probe was stopped in cuda.device_count"),
+    ([stage("cuda.device_properties:3")], "cuda.device_properties:3",
+     "CUDA initialisation did not finish: the torch probe was stopped in "
+     "cuda.device_properties:3"),
+    ([stage("import torchvision")], "import torchvision",
+     "CUDA was never initialised: the torch probe was stopped earlier, in import "
+     "torchvision"),
+])
+def test_a_probe_stopped_before_cuda_init_finished_is_cud001_not_a_missing_gpu(
+        lines, stage_name, title):
+    """A hung cuInit, or a --probe-timeout shorter than torch's and CUDA's start: the
+    probe's device count is its starting 0, not CUDA's answer, so no 'torch sees fewer
+    GPUs' (VIS003)."""
+    results = run(_probe_stopped_in(lines, stage_name))
+    finding = only_finding(results["cuda.init"])
+    assert finding.code.id == "CUD001" and finding.category is Category.CUDA_INIT_FAILURE
+    assert finding.title == title
+    assert evidence(finding)["torch probe"] == f"{PY}: no answer within 1s, killed"
+    assert "--probe-timeout" in commands(finding)[1]
+    assert results["visibility.devices"].findings == ()
+    assert results["cuda.functional"].status is Status.SKIP
+
+
+def test_a_probe_that_finished_cuda_init_is_judged_on_its_answer():
+    """Stopped later (in a GPU's test): CUDA's start is not what hung."""
+    facts = _probe_stopped_in([stage("cuda.device_count"),
+                               put("cuda", CUDA_BEFORE_INIT | {"device_count": 2}),
+                               stage("cuda.functional:0")], "cuda.functional:0")
+    assert run(facts)["cuda.init"].status is Status.PASS
 
 
 def test_unknown_error_after_suspend_reloads_nvidia_uvm():

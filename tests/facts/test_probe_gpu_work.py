@@ -149,3 +149,45 @@ def test_child_killed_inside_a_gpu_test_is_blamed_on_that_gpu():
         "index": 1, "ok": False, "timed_out": False, "duration_s": 0.0,
         "error": f"the probe stopped here: {PY}: killed by SIGSEGV (exit code -11)"}
     assert torch.value["cuda"]["cudnn_test"] == [ok]
+
+
+def _cuda_torch(count: int, init_error: str | None = None) -> FakeTorch:
+    """FakeTorch with the CUDA queries cuda_facts makes before the per-GPU tests."""
+    torch = FakeTorch()
+    torch.version = type("version", (), {"cuda": "12.4", "hip": None})
+    torch.cuda.is_available = staticmethod(lambda: init_error is None)
+    torch.cuda.device_count = staticmethod(lambda: count)
+
+    def init() -> None:
+        if init_error:
+            raise RuntimeError(init_error)
+
+    torch.cuda.init = staticmethod(init)
+    return torch
+
+
+def test_cuda_facts_times_initialisation_and_the_gpu_tests_apart(quiet, monkeypatch):
+    monkeypatch.setattr(script, "TIMINGS", {})
+    monkeypatch.setattr(script, "readings_under_load", lambda torch, working: ([], False))
+    torch = _cuda_torch(2)
+    try:
+        cuda, stuck = script.cuda_facts(torch)
+    finally:
+        torch.release.set()
+    assert stuck is False and [r["ok"] for r in cuda["functional"]] == [True, True]
+    timings = script.TIMINGS
+    assert set(timings) == {"cuda_init_s", "gpu_tests_s", "p2p_query_s", "under_load_s",
+                            "p2p_copy_s"}
+    per_gpu = sum(r["duration_s"] for r in cuda["functional"] + cuda["cudnn_test"])
+    assert timings["gpu_tests_s"] >= per_gpu - 0.01
+    # Each part is sent as it ends, so a probe killed later still has the earlier ones.
+    assert sum(line.get("key") == "timings" for line in quiet) == len(timings)
+
+
+def test_a_failed_cuda_init_still_has_its_time(quiet, monkeypatch):
+    monkeypatch.setattr(script, "TIMINGS", {})
+    monkeypatch.setattr(script, "EXCEPTIONS", [])
+    cuda, stuck = script.cuda_facts(_cuda_torch(1, "CUDA driver initialization failed"))
+    assert stuck is False
+    assert cuda["init_error"] == "RuntimeError: CUDA driver initialization failed"
+    assert list(script.TIMINGS) == ["cuda_init_s"] and script.TIMINGS["cuda_init_s"] >= 0

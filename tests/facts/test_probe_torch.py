@@ -76,6 +76,9 @@ DEVICES = [
 CUDA_BEFORE_INIT = {"available": True, "device_count": 0, "init_error": None, "devices": []}
 CUDA_DONE = {"available": True, "device_count": 2, "init_error": None, "devices": DEVICES}
 
+# A recording made before the probe timed its parts: every part unknown.
+UNTIMED = {key: None for key in (*probe_script.PART_KEYS, "startup_s")}
+
 # Everything the probe prints up to the moment it announces "import torch".
 BEFORE_IMPORT = [
     stage("python"), put("python", PYTHON),
@@ -145,7 +148,8 @@ def test_healthy_cuda_run_two_gpus():
     assert python.value == PYTHON | {"packages": PACKAGES, "torch_locations": TORCH_LOCATIONS}
     assert torch.value == {
         "probe": {"completed": True, "last_stage": "done", "timed_out": False, "returncode": 0,
-                  "failure": None, "stderr_tail": None, "duration_s": 4.2},
+                  "failure": None, "stderr_tail": None, "duration_s": 4.2,
+                  "timings": UNTIMED},
         "import_error": None,
         "importable": True,
         "build": BUILD,
@@ -173,8 +177,28 @@ def test_hang_in_cuda_init_keeps_everything_before_it():
     assert torch.value["probe"] == {
         "completed": False, "last_stage": "cuda.init", "timed_out": True, "returncode": -15,
         "failure": f"{PY}: no answer within 90s, killed", "stderr_tail": None,
-        "duration_s": 90.0,
+        "duration_s": 90.0, "timings": UNTIMED,
     }
+
+
+def test_the_parts_the_probe_timed_are_kept_and_the_startup_is_the_rest():
+    """The last timings line wins; a part never reached stays None; start-up is the
+    parent's measured duration less the script's own total."""
+    parts = {"packages_s": 0.05, "import_torch_s": 1.8, "torch_facts_s": 0.3,
+             "cuda_init_s": 0.9}
+    stdout = out(*BEFORE_IMPORT, put("timings", {"packages_s": 0.05}), *AFTER_IMPORT,
+                 put("timings", parts), stage("done"),
+                 put("timings", parts | {"gpu_tests_s": 0.6, "total_s": 3.7}))
+    _, torch = _facts(CommandResult(ARGV, 0, stdout, "", duration_s=4.2))
+    assert torch.value["probe"]["timings"] == UNTIMED | parts | {
+        "gpu_tests_s": 0.6, "total_s": 3.7, "startup_s": 0.5}
+
+
+def test_a_probe_killed_before_its_total_has_parts_but_no_startup():
+    stdout = out(*BEFORE_IMPORT, put("timings", {"packages_s": 0.05, "import_torch_s": "x"}))
+    result = CommandResult(ARGV, -15, stdout, "", timed_out=True, duration_s=90.0)
+    _, torch = _facts(result)
+    assert torch.value["probe"]["timings"] == UNTIMED | {"packages_s": 0.05}
 
 
 def test_segfault_inside_import_torch():
@@ -309,7 +333,13 @@ def test_real_probe_in_the_dev_interpreter():
     assert torch.value["probe"]["returncode"] == 0
     assert torch.value["distributed"]["available"] is True
     assert torch.value["distributed"]["gloo_available"] is True
+    timings = torch.value["probe"]["timings"]
+    assert timings["import_torch_s"] > 0.05 and timings["cuda_init_s"] is not None
+    assert timings["startup_s"] is not None and timings["startup_s"] >= 0
+    assert 0 < timings["total_s"] <= torch.value["probe"]["duration_s"]
+    assert timings["import_torch_s"] + timings["cuda_init_s"] <= timings["total_s"]
     if version.endswith("+cpu"):
+        assert timings["gpu_tests_s"] is None  # no GPU to test
         assert torch.value["build"]["cuda"] is None
         assert torch.value["libraries"] == {"cudnn_available": False, "cudnn_version": None,
                                             "cudnn_compile_version": None,

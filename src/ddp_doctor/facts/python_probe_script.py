@@ -74,6 +74,23 @@ def put(key, value):
 
 
 EXCEPTIONS = []
+# Where the probe's time went, in seconds, each part sent as soon as it ends (so a probe
+# stopped by its deadline still says how long the parts before took): the parent adds the
+# interpreter's start-up as the rest of its own measured duration.
+TIMINGS = {}
+PART_KEYS = ("packages_s", "import_torch_s", "torch_facts_s", "cuda_init_s", "gpu_tests_s",
+             "p2p_query_s", "under_load_s", "p2p_copy_s", "total_s")
+
+
+def timed(part, fn, *args):
+    """Call ``fn(*args)`` and record its wall time as ``part`` of TIMINGS (also when it
+    raises: the time up to the failure is the part's time)."""
+    start = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        TIMINGS[part] = round(time.monotonic() - start, 4)
+        put("timings", TIMINGS)
 
 
 def record_exception(where, exc):
@@ -575,12 +592,21 @@ def p2p_copy_test(torch, indices, matrix=None, deadline=GPU_DEADLINE_S,
 
 
 def cuda_facts(torch):
+    """CUDA initialisation, the devices, then each GPU's tests; each part's time goes to
+    TIMINGS (``cuda_init_s`` from ``is_available`` to the last device's properties)."""
     cuda = {"available": False, "device_count": 0, "init_error": None, "devices": [],
             "functional": [], "cudnn_test": [], "p2p": None}
+    init_started = time.monotonic()
+
+    def init_done():
+        TIMINGS["cuda_init_s"] = round(time.monotonic() - init_started, 4)
+        put("timings", TIMINGS)
+
     stage("cuda.is_available")
     cuda["available"] = bool(attempt("cuda.is_available", torch.cuda.is_available, False))
     put("cuda", cuda)
     if not getattr(torch.version, "cuda", None) and not getattr(torch.version, "hip", None):
+        init_done()
         return cuda, False
     stage("cuda.init")
     try:
@@ -589,6 +615,7 @@ def cuda_facts(torch):
         cuda["init_error"] = "%s: %s" % (type(exc).__name__, exc)
         record_exception("cuda.init", exc)
         put("cuda", cuda)
+        init_done()
         return cuda, False
     stage("cuda.device_count")
     cuda["device_count"] = attempt("cuda.device_count", torch.cuda.device_count, 0)
@@ -600,6 +627,7 @@ def cuda_facts(torch):
         if dev is not None:
             cuda["devices"].append(dev)
             put("cuda", cuda)
+    init_done()
     stuck = False
     count = cuda["device_count"] or 0
     if cuda["available"] and count:
@@ -607,20 +635,22 @@ def cuda_facts(torch):
             cuda["functional"], cuda["cudnn_test"] = functional, cudnn
             put("cuda", cuda)
 
-        _, _, stuck = test_gpus(torch, count, report=report)
+        _, _, stuck = timed("gpu_tests_s", lambda: test_gpus(torch, count, report=report))
         if count >= 2:
             stage("cuda.p2p")
-            cuda["p2p"], p2p_stuck = p2p_matrix(torch, count)
+            cuda["p2p"], p2p_stuck = timed("p2p_query_s", p2p_matrix, torch, count)
             stuck = stuck or p2p_stuck
             put("cuda", cuda)
         working = [r["index"] for r in cuda["functional"] if r.get("ok")]
         if not stuck and working:
-            cuda["under_load"], load_stuck = readings_under_load(torch, working)
+            cuda["under_load"], load_stuck = timed("under_load_s", readings_under_load, torch,
+                                                   working)
             stuck = stuck or load_stuck
             put("cuda", cuda)
         if not stuck and len(working) >= 2:
             matrix = (cuda["p2p"] or {}).get("matrix")
-            cuda["p2p_copy"], copy_stuck = p2p_copy_test(torch, working, matrix)
+            cuda["p2p_copy"], copy_stuck = timed("p2p_copy_s", p2p_copy_test, torch, working,
+                                                 matrix)
             stuck = stuck or copy_stuck
             put("cuda", cuda)
     return cuda, stuck
@@ -687,20 +717,16 @@ def import_torch():
 
 
 def main():
-    stage("python")
-    put("python", python_facts())
-    stage("packages")
-    put("packages", attempt("packages", package_facts, {}))
-    put("torch_locations", attempt("torch locations", torch_locations, []))
-    stage("import torch")
+    started = time.monotonic()
     try:
-        torch, caught = import_torch()
-    except BaseException as exc:  # ImportError, OSError (a missing .so), SystemExit
-        put("import_error", {"type": type(exc).__name__, "message": str(exc)[:4000]})
-        record_exception("import torch", exc)
-        stage("done")
-        return
-    put("import_error", None)
+        probe_steps(started)
+    finally:
+        TIMINGS["total_s"] = round(time.monotonic() - started, 4)
+        put("timings", TIMINGS)
+
+
+def torch_side_facts(torch, caught):
+    """The build, its libraries, torch.distributed, NumPy and torchvision."""
     stage("torch build")
     put("build", torch_build(torch))
     stage("torch libraries")
@@ -711,7 +737,27 @@ def main():
     put("numpy", attempt("numpy", lambda: numpy_facts(torch, caught)))
     stage("import torchvision")
     put("torchvision", attempt("torchvision", torchvision_facts))
+
+
+def probe_steps(started):
+    stage("python")
+    put("python", python_facts())
+    stage("packages")
+    put("packages", timed("packages_s", attempt, "packages", package_facts, {}))
+    put("torch_locations", attempt("torch locations", torch_locations, []))
+    stage("import torch")
+    try:
+        torch, caught = timed("import_torch_s", import_torch)
+    except BaseException as exc:  # ImportError, OSError (a missing .so), SystemExit
+        put("import_error", {"type": type(exc).__name__, "message": str(exc)[:4000]})
+        record_exception("import torch", exc)
+        stage("done")
+        return
+    put("import_error", None)
+    timed("torch_facts_s", torch_side_facts, torch, caught)
     _, stuck = cuda_facts(torch)
+    TIMINGS["total_s"] = round(time.monotonic() - started, 4)
+    put("timings", TIMINGS)
     stage("done")
     if stuck:  # a GPU thread never came back: do not wait for it at interpreter exit
         sys.stdout.flush()

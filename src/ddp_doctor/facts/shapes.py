@@ -168,6 +168,20 @@ class PythonFact(TypedDict, total=False):
     torch_locations: list[str]
 
 
+class ProbeTimings(TypedDict, total=False):
+    """Where the torch probe's time went, in seconds; None: the probe never got there."""
+    startup_s: Optional[float]  # the interpreter's start, before the script's clock
+    packages_s: Optional[float]  # listing the installed distributions
+    import_torch_s: Optional[float]
+    torch_facts_s: Optional[float]  # build, libraries, distributed, NumPy, torchvision
+    cuda_init_s: Optional[float]  # is_available, init, device count and properties
+    gpu_tests_s: Optional[float]  # the functional and cuDNN tests of every GPU
+    p2p_query_s: Optional[float]
+    under_load_s: Optional[float]
+    p2p_copy_s: Optional[float]
+    total_s: Optional[float]  # the script's own time, start-up excluded
+
+
 class TorchProbe(TypedDict, total=False):
     completed: bool
     last_stage: Optional[str]
@@ -176,6 +190,7 @@ class TorchProbe(TypedDict, total=False):
     failure: Optional[str]
     stderr_tail: Optional[str]
     duration_s: float
+    timings: ProbeTimings  # absent in snapshots saved before the parts were timed
 
 
 class TorchImportError(TypedDict, total=False):

@@ -57,6 +57,21 @@ def parse_probe_output(stdout: str) -> tuple[dict[str, Any], list[str]]:
     return values, stages
 
 
+def probe_timings(sent: Any, duration_s: float) -> dict[str, float | None]:
+    """The parts of the probe's time, as the script timed them, plus ``startup_s``: the
+    interpreter's start before the script's clock began (the parent's measured duration
+    less the script's own total). A part the script never reached is None."""
+    parts = dict(sent) if isinstance(sent, dict) else {}
+    timings: dict[str, float | None] = {}
+    for key in probe_script.PART_KEYS:
+        value = parts.get(key)
+        timings[key] = float(value) if isinstance(value, (int, float)) else None
+    total = timings["total_s"]
+    timings["startup_s"] = (round(max(0.0, duration_s - total), 4) if total is not None
+                            else None)
+    return timings
+
+
 def _blame_gpu_stage(cuda: dict[str, Any] | None, last: str | None,
                      result: CommandResult) -> dict[str, Any] | None:
     """When the whole child died or hung inside one GPU's test, record it against that GPU.
@@ -107,6 +122,7 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
             "failure": None if completed and result.ok else result.describe_failure(),
             "stderr_tail": stderr_tail or None,
             "duration_s": round(result.duration_s, 3),
+            "timings": probe_timings(values.get("timings"), result.duration_s),
         },
         "import_error": values.get("import_error"),
         "importable": "import_error" in values and values["import_error"] is None,

@@ -1,0 +1,87 @@
+"""`ddp-doctor smoke` on real GPUs, through the real CLI: NCCL and AMP on one GPU with its
+figures, `--mode dp` and `--sync-bn` as the README and --help describe them. CPU
+counterparts: tests/smoke/test_smoke_cli.py, test_smoke_run.py, test_smoke_options.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.gpu.conftest import GPUS
+from tests.support import gpu_validation as gv
+
+pytestmark = [pytest.mark.spawns, pytest.mark.slow]
+
+
+def smoke(*args: str, env: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
+    """`ddp-doctor smoke ARGS --json -`: the process and its JSON report."""
+    proc = gv.run_doctor("smoke", *args, "--json", "-", env=env, timeout=600)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return proc, json.loads(proc.stdout)
+
+
+def why(report: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f["code"], f["title"]) for f in report["findings"]]
+
+
+def test_one_gpu_trains_with_nccl_and_amp_and_reports_its_figures(record_property):
+    proc, report = smoke("--device", "cuda", "--nproc", "1", "--steps", "20")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert (data["device"], data["backend"], data["launcher"]) == ("cuda", "nccl", "torchrun")
+    assert data["ranks"] == 1 and data["steps_done"] == 20
+    assert data["proved"]["gpu_training"] is True
+    assert data["proved"]["mixed_precision"] is True and data["proved"]["cpu_fallback"] is False
+    assert data["all_reduce_ok"] is True and data["params_in_sync"] is True
+    figures = gv.load_summary_module().smoke_figures(report)
+    print(f"\nsmoke on 1 GPU: {json.dumps(figures)}")
+    record_property("smoke_figures", json.dumps(figures))
+    assert figures["images_per_s"] > 0 and figures["median_step_s"] > 0
+    assert figures["peak_gpu_mem_bytes"] > 0  # torch.cuda.max_memory_allocated of the rank
+    # One rank: the all-reduce moves no data between GPUs, so its bus bandwidth is 0 by
+    # nccl-tests' definition (2(n-1)/n), while the algorithm bandwidth is measured.
+    assert figures["allreduce_algbw_gbps"] > 0 and figures["allreduce_busbw_gbps"] == 0
+
+
+@pytest.mark.gpus(2)
+def test_every_gpu_trains_and_the_bus_bandwidth_is_measured():
+    proc, report = smoke("--device", "cuda", "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert data["ranks"] == GPUS
+    figures = gv.load_summary_module().smoke_figures(report)
+    print(f"\nsmoke on {GPUS} GPUs: {json.dumps(figures)}")
+    assert figures["allreduce_busbw_gbps"] > 0 and figures["images_per_s"] > 0
+    peaks = [r["peak_gpu_mem_bytes"] for r in data["measurements"]["per_rank"]]
+    assert len(peaks) == GPUS and all(p > 0 for p in peaks)
+
+
+def test_mode_dp_runs_data_parallel_in_one_process_without_a_launcher():
+    """README: "`dp` runs `nn.DataParallel` in one process for comparison"."""
+    proc, report = smoke("--device", "cuda", "--mode", "dp", "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert (data["mode"], data["backend"], data["launcher"]) == ("dp", None, "none")
+    assert data["ranks"] == 1 and len(data["per_rank"]) == 1
+    assert "torch.distributed.run" not in data["command"]
+    # One replica: nothing to compare between ranks, so no verdict on parameter sync.
+    assert data["params_in_sync"] is None
+    assert data["measurements"]["images_per_s_total"] > 0
+
+
+def test_sync_bn_trains_with_syncbatchnorm_under_ddp():
+    proc, report = smoke("--device", "cuda", "--nproc", "1", "--sync-bn", "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert "--sync-bn" in data["command"] and data["backend"] == "nccl"
+
+
+def test_sync_bn_with_mode_dp_is_refused_as_documented():
+    """--help: "Convert BatchNorm to SyncBatchNorm (CUDA and --mode ddp only)"."""
+    proc = gv.run_doctor("smoke", "--device", "cuda", "--mode", "dp", "--sync-bn",
+                         timeout=300)
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("ddp-doctor: error: --sync-bn needs --mode ddp")
