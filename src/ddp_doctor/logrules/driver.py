@@ -224,6 +224,27 @@ WSL1 = declare(
     fix="Convert the distribution to WSL 2 (`wsl --set-version <distro> 2`), remove Linux "
         "NVIDIA driver packages inside it, and use the Windows driver.",
     docs_url=WSL_GUIDE)
+# cudaErrorNotSupported (801, CUDA_ERROR_NOT_SUPPORTED): "the attempted operation is not
+# supported on the current system or device" (the CUDA runtime's error enum, above). On a
+# native Linux driver every discrete GPU of the last decade has the operations libraries
+# ask for (managed memory, pinned and registered host memory, memory pools, IPC); under
+# WSL 2 the GPU is reached through the Windows driver, which lacks or limits several of
+# them, and more on pre-Volta GPUs (the CUDA on WSL guide's known limitations; NVIDIA/
+# cudf#11382: RMM's allocations on a Pascal GeForce under WSL 2).
+WSL_UNSUPPORTED = declare(
+    "LOG082", Category.WSL_SETUP,
+    "CUDA: operation not supported on this platform (error 801, typical of WSL 2)",
+    what="CUDA refused an operation as not supported on this system or device "
+         "(cudaErrorNotSupported, 801). Native Linux drivers support what training and "
+         "RAPIDS libraries ask for; WSL 2, which reaches the GPU through the Windows driver, "
+         "does not fully support managed memory, concurrent CPU/GPU access or large pinned "
+         "allocations, and supports less on GPUs older than Volta.",
+    why="The library's allocation or call fails every time on this platform; retrying or "
+        "reinstalling does not change it.",
+    fix="Check whether the job runs under WSL 2 (`uname -r`); there, avoid the unsupported "
+        "feature (managed memory, memory pools: see the library's WSL notes), use a "
+        "Volta-or-newer GPU, or run on native Linux.",
+    docs_url=WSL_GUIDE)
 
 RULES: tuple[Rule, ...] = (
     Rule(NO_DRIVER, rx(r"found no nvidia driver on your system",
@@ -232,6 +253,10 @@ RULES: tuple[Rule, ...] = (
                        r"modprobe: fatal: module nvidia\S* not found",
                        r"nvrm: the nvidia probe routine was not called",
                        r"error[_:\s]+driver ?not ?loaded",
+                       # nvidia-settings (https://github.com/NVIDIA/nvidia-settings) when no
+                       # NVIDIA kernel module answers it, as after a kernel update whose DKMS
+                       # build failed (pop-os/pop#690)
+                       r"\bnvidia driver is not loaded",
                        r"fail\w* to [\w ]{0,30}nvml: driver not loaded",
                        # NVML's return code alone: 9 is NVML_ERROR_DRIVER_NOT_LOADED (nvml.h),
                        # as ollama's GPU discovery prints it (ollama/ollama#1898)
@@ -253,6 +278,8 @@ RULES: tuple[Rule, ...] = (
              "modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic",
              "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
              "Failed to properly shut down NVML: Driver Not Loaded",
+             "Oct 14 07:35:56 pop-os nvidia-settings-autostart.desktop[2905]: ERROR: NVIDIA "
+             "driver is not loaded",
              "Jan 08 19:28:33 XDFAF ollama[178990]: 2024/01/08 19:28:33 gpu.go:39: CUDA not "
              "detected: nvml vram init failure: 9"),
          symptom_of=("LOG061", "LOG020"),
@@ -496,15 +523,47 @@ RULES: tuple[Rule, ...] = (
              "0000:00:03.0",
              "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")),
     Rule(WSL_LIBCUDA, rx(r"/usr/lib/wsl/lib/libcuda\S*: cannot open",
-                         r"error: libcuda\.so: cannot open shared object file"),
+                         r"error: libcuda\.so: cannot open shared object file",
+                         # libraries that search the loader's directories for the
+                         # unversioned libcuda.so themselves: bitsandbytes' CUDA setup
+                         # ("CUDA SETUP: WARNING! libcuda.so not found!", bitsandbytes-
+                         # foundation/bitsandbytes#52: fixed by /usr/lib/wsl/lib on
+                         # LD_LIBRARY_PATH) and Triton's libcuda_dirs() ("libcuda.so cannot
+                         # found!", triton-lang/triton python/triton/common/build.py)
+                         r"\blibcuda\.so (?:not found|cannot (?:be )?found)\b"),
          ("cud",),
          (Step("Put WSL's driver directory on the loader path.",
                command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),),
          examples=("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot "
-                   "open shared object file: No such file or directory",),
+                   "open shared object file: No such file or directory",
+                   "CUDA SETUP: WARNING! libcuda.so not found! Do you have a CUDA driver "
+                   "installed? If you are on a cluster, make sure you are on a CUDA machine!",
+                   "AssertionError: libcuda.so cannot found!"),
          alternatives=("driver_missing: on native Linux, no driver (or a container started "
                        "without GPUs) also leaves libcuda.so missing",),
          decide=(Step("Is this WSL?", command="uname -r; ls /usr/lib/wsl/lib"),)),
+    Rule(WSL_UNSUPPORTED, rx(r"cudaerrornotsupported\b", r"cuda_error_not_supported\b",
+                             r"cuda error: operation not supported",
+                             r"cuda runtime error \(801\)"),
+         ("cud",),
+         (Step("Is this WSL 2? (a kernel release ending in -microsoft-standard-WSL2)",
+               command="uname -r"),
+          Step("See the GPU and its compute capability (below 7.0, pre-Volta, WSL 2 supports "
+               "the least).", command="nvidia-smi --query-gpu=name,compute_cap --format=csv"),
+          Step("Read what CUDA under WSL 2 does not support, and keep the job off it (or run "
+               "it on native Linux).", url=WSL_GUIDE)),
+         examples=(
+             "RuntimeError: CUDA error encountered at: /workspace/.conda-bld/work/cpp/src/"
+             "bitmask/null_mask.cu:93: 801 cudaErrorNotSupported operation not supported.",
+             "MemoryError: std::bad_alloc: CUDA error at: /workspace/.conda-bld/work/include/"
+             "rmm/mr/device/cuda_memory_resource.hpp:70: cudaErrorNotSupported operation not "
+             "supported",
+             "RuntimeError: CUDA error: operation not supported",
+             "numba.cuda.cudadrv.driver.CudaAPIError: [801] Call to cuMemHostRegister results "
+             "in CUDA_ERROR_NOT_SUPPORTED"),
+         alternatives=("cuda_init_failure: on native Linux, a vGPU without unified memory "
+                       "enabled, or a Jetson (no CUDA IPC), refuses the same operations",),
+         decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
     Rule(WSL_SYMLINK, rx(r"/usr/lib/wsl/lib/libcuda\.so\S* is not a symbolic link"),
          ("cud",), examples=("/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a "
                               "symbolic link",)),
