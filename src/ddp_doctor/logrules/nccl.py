@@ -164,6 +164,25 @@ NCCL_NET_TRACE = declare(
         "even when the data goes over InfiniBand), open the ports between nodes, and rerun "
         "with NCCL_DEBUG=INFO to see the WARN line before the trace.",
     docs_url=NCCL_ENV)
+# NCCL looks every device of its topology up by id (ncclTopoIdToIndex, NVIDIA/nccl
+# src/graph/topo.h) and warns "Could not find <type> with id <id>" before returning an
+# internal error. For a network device (NET, or the NIC holding it) the network layer
+# - NCCL's IB or socket transport, or an external net plugin - reported a device the
+# topology does not hold: a net plugin built for another NCCL, an NCCL_TOPO_FILE that does
+# not describe the machine, or a bug of that NCCL release (NVIDIA-NeMo/Speech#13996:
+# multi-node InfiniBand, fixed by upgrading NCCL in the container).
+NCCL_NET_TOPO = declare(
+    "LOG083", Category.NCCL_NETWORK,
+    "NCCL's topology has no entry for a network device it was given",
+    what="NCCL could not find a network device (NET or NIC) in its topology graph while "
+         "setting up the communicator: the devices its network transport or net plugin "
+         "reports do not match the topology it detected or was given (NCCL_TOPO_FILE) - a "
+         "plugin or NCCL version mismatch, or a bug in that NCCL release.",
+    why="The communicator is never created, so every multi-node collective fails at start.",
+    fix="Use an NCCL release without the bug (upgrade NCCL in the image, or a newer "
+        "framework container), a net plugin built for that NCCL, and unset NCCL_TOPO_FILE "
+        "unless it describes this machine.",
+    docs_url=NCCL_ENV)
 
 SHM_ROOTS = ("LOG042", "LOG008", "LOG040")
 NET_ROOTS = ("LOG043", "LOG044", "LOG073")
@@ -233,6 +252,16 @@ RULES: tuple[Rule, ...] = (
              "opcode=1 len=0 vendor err 129 (Send)",
              "NCCL WARN NET/IB : mlx5_0:1 Got async event : port error",
              "NCCL WARN Call to ibv_create_qp failed")),
+    Rule(NCCL_NET_TOPO, rx(r"warn could not find (?:net|nic) with id\b"),
+         ("warn",),
+         (Step("See the NCCL version, the net plugin and the devices NCCL finds.",
+               command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH torchrun ... 2>&1 "
+                       "| grep -E 'NCCL version|NET/|Plugin|Could not find'"),
+          Step("Check for a topology file that may not describe this machine.",
+               command="env | grep -E 'NCCL_(TOPO|GRAPH)_FILE|NCCL_NET_PLUGIN'"),
+          Step("Upgrade NCCL (the nvidia-nccl wheel of a pip-installed torch, or a newer "
+               "framework container), keeping any net plugin built for that NCCL.")),
+         examples=("graph/topo.h:230 NCCL WARN Could not find NET with id 0",)),
     Rule(NCCL_NET_TRACE, rx(r"nccl info (?:misc/socket|bootstrap|transport/net_socket"
                             r"|transport/net_ib|misc/ibvwrap)\.cc:\d+ -> [1-7]\b"),
          (".cc:",),
