@@ -85,6 +85,15 @@ WSL_MARK = re.compile(r"microsoft-standard-wsl2|\d+\.\d+\.\d+-\d*-?microsoft\b|/
                       r"|^\s*\w[\w.-]*@(?-i:(?:DESKTOP|LAPTOP)-[A-Z0-9]{7,8}):"
                       r"|^(?!.*\b(?:but|works?|worked|fine|except)\b).*\bwsl ?2?\b",
                       re.IGNORECASE)
+# The Windows build a report states beside a Linux error: the WSL issue template's
+# "Windows build number: 10.0.19045.0", `wsl --version`'s "Windows version: 10.0.22631.3447",
+# `ver`'s "Microsoft Windows [Version 10.0.20231.1005]", or "windows: 20231.1005" in the
+# user's words (microsoft/WSL#6098). The Linux that printed the error runs on that Windows,
+# which is WSL - unless the log shows Windows paths (C:\...), a native Windows program's.
+WINDOWS_BUILD = re.compile(r"\bmicrosoft windows \[version 10\.0\.\d{5}"
+                           r"|\bwindows(?: build)?(?: number| version)?\s*[:\uff1a]\s*"
+                           r"(?:10\.0\.)?\d{5}(?:\.\d+)?\b", re.IGNORECASE)
+WINDOWS_PATH = re.compile(r"(?:^|[\s\"'(\[=])[A-Za-z]:\\")
 NATIVE_KERNEL = re.compile(r"\b\d+\.\d+\.\d+-\d+-(?:generic|aws|azure|gcp|oracle|lowlatency)\b"
                            r"|\.el[789]_?\d*\.x86_64")
 UNDER_WSL = declare(
@@ -297,6 +306,35 @@ def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Cod
     return [(finding, order) if f is lead else (f, order) for f, order in findings]
 
 
+# A rank that could not connect to another (refused, timed out, closed), in a log where
+# torch's Gloo said it bound this host to 127.0.0.1 (logrules/distributed.py, LOG084): the
+# other ranks were given the loopback address, so the failed connection is that address,
+# not the rendezvous or a dead peer (aws-samples/aws-do-eks#50).
+_CONNECTION_FAILURES = {"LOG049", "LOG052", "LOG053", "LOG054"}
+_QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quoted line
+
+
+def _loopback_explains(findings: list[tuple[Finding, int]], lead: Finding
+                       ) -> list[tuple[Finding, int]] | None:
+    """The findings with Gloo's loopback fallback as the error that explains ``lead``, a
+    failed connection between ranks; None when the log does not show the fallback."""
+    if lead.code.id not in _CONNECTION_FAILURES:
+        return None
+    fallback = next((f for f, _ in findings if f.code.id == "LOG084"), None)
+    if fallback is None:
+        return None
+    own = next((e for e in lead.evidence if _QUOTED_LINE.match(e.label)
+                and not e.label.startswith("consequence, ")), None)
+    evidence = [*fallback.evidence]
+    if own is not None:
+        evidence.append(Evidence(f"consequence, {own.label}", f"{own.value} ({lead.code.id})",
+                                 own.source))
+    evidence += [e for e in lead.evidence if e.label.startswith("consequence, ")]
+    cause = replace(fallback, severity=Severity.ERROR, evidence=tuple(evidence))
+    return [(cause, order) if f is fallback else (f, order)
+            for f, order in findings if f is not lead]
+
+
 def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
     """Lines listing one NVIDIA library wheel built for two CUDA major versions."""
     seen: dict[str, dict[str, Seen]] = {}
@@ -327,6 +365,10 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     errors = [f for f, _ in rank(findings) if f.effective_severity is Severity.ERROR]
     lead = errors[0] if errors else None
     # What the log shows about the machine decides between causes first, as the checks do.
+    if lead is not None:
+        loopback = _loopback_explains(findings, lead)
+        if loopback is not None:
+            return loopback
     if lead is not None and lead.code.id == "LOG020":
         container = [seen for context in scan.contexts
                      for seen in _lines_with(CONTAINER_MARK, context, many, 1)]
@@ -364,6 +406,10 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
             return _replaced_lead(findings, lead, WATCHDOG, preparing[0],
                                   "rank 0 still preparing the dataset", DATA_PREPARATION_STEPS)
     wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
+    if not wsl and not any(_lines_with(WINDOWS_PATH, context, many, 1)
+                           for context in scan.contexts):
+        wsl = [seen for context in scan.contexts
+               for seen in _lines_with(WINDOWS_BUILD, context, many, 1)]
     native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
     if wsl and not native and lead is not None and lead.code.category in _WSL_SYMPTOMS:
         return _replaced_lead(findings, lead, UNDER_WSL, wsl[0], "WSL marker", WSL_STEPS)

@@ -113,6 +113,29 @@ UNUSED_PERF = declare(
     why="Only a slowdown: an extra traversal of the autograd graph per step.",
     fix="Drop find_unused_parameters=True.",
     severity=Severity.WARNING, docs_url=DDP_NOTES)
+# torch's Gloo backend binds to the address this host's name resolves to; when that is no
+# local address it binds to 127.0.0.1 and says so (ProcessGroupGloo.cpp,
+# createDefaultDevice: "Unable to resolve hostname to a (local) address. Using the loopback
+# address as fallback. Manually set the network interface to bind to with
+# GLOO_SOCKET_IFNAME."). Alone it is harmless on one machine, hence a warning; across nodes
+# the other ranks are told to connect to 127.0.0.1, their own loopback, and are refused or
+# time out (aws-samples/aws-do-eks#50). diagnose/context.py reads a failed connection next
+# to it as this finding.
+GLOO_LOOPBACK = declare(
+    "LOG084", Category.NCCL_NETWORK,
+    "Gloo fell back to the loopback address (the host name resolves to no routable address)",
+    what="torch's Gloo backend could not resolve this host's name to a local address and "
+         "bound to 127.0.0.1. The other ranks are given that address for this rank: across "
+         "nodes they connect to their own loopback instead, and the connection is refused or "
+         "times out. Common with many interfaces (Kubernetes hostNetwork, docker, EFA) or a "
+         "host name missing from /etc/hosts.",
+    why="A multi-node job cannot form its Gloo group (and whatever uses it: the CPU "
+        "collectives, some launchers' own setup); one machine alone is unaffected.",
+    fix="Set GLOO_SOCKET_IFNAME to a concrete routable interface on every node (Gloo does "
+        "not accept NCCL's ^exclusion syntax) and NCCL_SOCKET_IFNAME likewise, or make the "
+        "host name resolve to that interface's address.",
+    severity=Severity.WARNING,
+    docs_url="https://pytorch.org/docs/stable/distributed.html#common-environment-variables")
 
 RULES: tuple[Rule, ...] = (
     Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
@@ -189,6 +212,18 @@ RULES: tuple[Rule, ...] = (
          symptom_of=(ANY_ERROR,),
          alternatives=("nccl_network: inside NCCL the same refusal means a wrong interface",),
          decide=(REACH,)),
+    Rule(GLOO_LOOPBACK, rx(r"warn[^\n]*unable to resolve hostname to a \(local\) address"),
+         ("warn",),
+         (Step("See what this host's name resolves to (127.x here means the fallback).",
+               command="getent hosts $(hostname)"),
+          Step("List the interfaces and pick the one the nodes share.", command="ip -br addr"),
+          Step("Name it for Gloo and NCCL on every node (a concrete name for Gloo).",
+               command="GLOO_SOCKET_IFNAME=eth0 NCCL_SOCKET_IFNAME=eth0 torchrun ...")),
+         examples=("[W ProcessGroupGloo.cpp:694] Warning: Unable to resolve hostname to a "
+                   "(local) address. Using the loopback address as fallback. Manually set the "
+                   "network interface to bind to with GLOO_SOCKET_IFNAME. (function operator())",
+                   "[rank8] Warning: Unable to resolve hostname to a (local) address. Using the "
+                   "loopback")),
     Rule(UNUSED, rx(r"error: expected to have finished reduction in the prior iteration",
                     r"this error indicates that your module has parameters that were not used",
                     r"error: expected to mark a variable ready only once"),
