@@ -40,7 +40,7 @@ def corpus_lead(name: str) -> Finding:
     return diagnose(str(LOGS / name)).report.results[0].findings[0]
 
 
-@pytest.mark.parametrize("code", ["LOG009", "LOG018", "LOG082", "LOG083", "LOG084"])
+@pytest.mark.parametrize("code", ["LOG009", "LOG018", "LOG080", "LOG081", "LOG082"])
 def test_each_rules_examples_are_read_as_its_code(code: str) -> None:
     rule = next(r for r in RULES if r.code.id == code)
     for example in rule.examples:
@@ -52,9 +52,9 @@ def test_each_rules_examples_are_read_as_its_code(code: str) -> None:
 @pytest.mark.parametrize(("name", "code", "category"), [
     ("pop-os-690.log", "LOG009", "driver_missing"),  # nvidia-settings: driver not loaded
     ("bitsandbytes-52.log", "LOG018", "wsl_setup"),  # bitsandbytes: libcuda.so not found
-    ("cudf-11382.log", "LOG082", "wsl_setup"),  # 801 cudaErrorNotSupported
-    ("nemo-speech-13996.log", "LOG083", "nccl_network"),  # NCCL: Could not find NET
-    ("aws-do-eks-50.log", "LOG084", "nccl_network"),  # Gloo on 127.0.0.1, peers refused
+    ("cudf-11382.log", "LOG080", "wsl_setup"),  # 801 cudaErrorNotSupported
+    ("nemo-speech-13996.log", "LOG081", "nccl_network"),  # NCCL: Could not find NET
+    ("aws-do-eks-50.log", "LOG082", "nccl_network"),  # Gloo on 127.0.0.1, peers refused
     ("wsl-6098.log", "DIAG003", "wsl_setup"),  # a Windows build beside a CUDA error
 ])
 def test_the_threads_log_names_its_cause(name: str, code: str, category: str) -> None:
@@ -91,9 +91,9 @@ def test_unversioned_libcuda_not_found(line: str, code: str | None) -> None:
 
 @pytest.mark.parametrize(("line", "code"), [
     ("RuntimeError: CUDA error: operation not supported\nCUDA kernel errors might be "
-     "asynchronously reported at some other API call", "LOG082"),
+     "asynchronously reported at some other API call", "LOG080"),
     ("numba.cuda.cudadrv.driver.CudaAPIError: [801] Call to cuMemHostRegister results in "
-     "CUDA_ERROR_NOT_SUPPORTED", "LOG082"),
+     "CUDA_ERROR_NOT_SUPPORTED", "LOG080"),
     # the same words from the operating system (errno 95 on a filesystem) are not CUDA's
     ("OSError: [Errno 95] Operation not supported: '/mnt/share/ckpt.lock'", None),
     # cuDNN's own NOT_SUPPORTED is an unsupported convolution configuration
@@ -105,13 +105,13 @@ def test_cuda_operation_not_supported(line: str, code: str | None) -> None:
 
 
 def test_operation_not_supported_names_the_native_alternative() -> None:
-    rule = next(r for r in RULES if r.code.id == "LOG082")
+    rule = next(r for r in RULES if r.code.id == "LOG080")
     assert any(a.startswith("cuda_init_failure:") for a in rule.alternatives)
     assert any(s.command == "uname -r" for s in rule.decide)
 
 
 @pytest.mark.parametrize(("line", "code"), [
-    ("node7:2201:2260 [3] graph/topo.h:230 NCCL WARN Could not find NIC with id 2", "LOG083"),
+    ("node7:2201:2260 [3] graph/topo.h:230 NCCL WARN Could not find NIC with id 2", "LOG081"),
     # a GPU missing from the topology is not a network device
     ("graph/topo.h:230 NCCL WARN Could not find GPU with id 1", None),
     # NCCL probing for an external net plugin, found none: it uses its own
@@ -126,7 +126,7 @@ def test_nccl_topology_warning_explains_the_internal_error_after_it() -> None:
     text = ("graph/topo.h:230 NCCL WARN Could not find NET with id 0\n"
             "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
             "1275, internal error, NCCL version 2.21.5\n")
-    assert first(text) == "LOG083"
+    assert first(text) == "LOG081"
 
 
 # -- Gloo's loopback fallback: a warning alone, the cause of a refused connection ------------
@@ -140,7 +140,7 @@ REFUSED = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] c
 
 def test_loopback_fallback_explains_the_refused_connection(tmp_path: Path) -> None:
     found = findings(tmp_path, LOOPBACK + REFUSED)
-    assert found[0].code.id == "LOG084"
+    assert found[0].code.id == "LOG082"
     assert found[0].effective_severity is Severity.ERROR
     assert any(e.label.startswith("consequence, line 2") and "LOG053" in e.value
                for e in found[0].evidence)
@@ -150,7 +150,7 @@ def test_loopback_fallback_explains_the_refused_connection(tmp_path: Path) -> No
 def test_loopback_fallback_alone_is_a_warning(tmp_path: Path) -> None:
     # One machine alone works over 127.0.0.1: nothing failed, nothing to blame.
     found = findings(tmp_path, LOOPBACK + "epoch 1: loss 0.731\n")
-    assert found[0].code.id == "LOG084"
+    assert found[0].code.id == "LOG082"
     assert found[0].effective_severity is Severity.WARNING
 
 
@@ -170,7 +170,7 @@ def test_the_hostname_warning_in_other_words_is_not_the_fallback() -> None:
     assert first("torch.distributed.DistNetworkError: The client socket has failed to "
                  "connect to the TCPStore: Name or service not known (gai error: -2)") \
         == "LOG052"
-    assert "LOG084" not in codes("Warning: Unable to resolve hostname node-3 (DNS)")
+    assert "LOG082" not in codes("Warning: Unable to resolve hostname node-3 (DNS)")
 
 
 # -- a Windows build stated beside a Linux CUDA error: WSL ----------------------------------

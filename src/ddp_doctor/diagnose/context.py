@@ -307,7 +307,7 @@ def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Cod
 
 
 # A rank that could not connect to another (refused, timed out, closed), in a log where
-# torch's Gloo said it bound this host to 127.0.0.1 (logrules/distributed.py, LOG084): the
+# torch's Gloo said it bound this host to 127.0.0.1 (logrules/distributed.py, LOG082): the
 # other ranks were given the loopback address, so the failed connection is that address,
 # not the rendezvous or a dead peer (aws-samples/aws-do-eks#50).
 _CONNECTION_FAILURES = {"LOG049", "LOG052", "LOG053", "LOG054"}
@@ -320,7 +320,7 @@ def _loopback_explains(findings: list[tuple[Finding, int]], lead: Finding
     failed connection between ranks; None when the log does not show the fallback."""
     if lead.code.id not in _CONNECTION_FAILURES:
         return None
-    fallback = next((f for f, _ in findings if f.code.id == "LOG084"), None)
+    fallback = next((f for f, _ in findings if f.code.id == "LOG082"), None)
     if fallback is None:
         return None
     own = next((e for e in lead.evidence if _QUOTED_LINE.match(e.label)

@@ -122,7 +122,7 @@ UNUSED_PERF = declare(
 # time out (aws-samples/aws-do-eks#50). diagnose/context.py reads a failed connection next
 # to it as this finding.
 GLOO_LOOPBACK = declare(
-    "LOG084", Category.NCCL_NETWORK,
+    "LOG082", Category.NCCL_NETWORK,
     "Gloo fell back to the loopback address (the host name resolves to no routable address)",
     what="torch's Gloo backend could not resolve this host's name to a local address and "
          "bound to 127.0.0.1. The other ranks are given that address for this rank: across "

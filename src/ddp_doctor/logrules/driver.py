@@ -232,7 +232,7 @@ WSL1 = declare(
 # them, and more on pre-Volta GPUs (the CUDA on WSL guide's known limitations; NVIDIA/
 # cudf#11382: RMM's allocations on a Pascal GeForce under WSL 2).
 WSL_UNSUPPORTED = declare(
-    "LOG082", Category.WSL_SETUP,
+    "LOG080", Category.WSL_SETUP,
     "CUDA: operation not supported on this platform (error 801, typical of WSL 2)",
     what="CUDA refused an operation as not supported on this system or device "
          "(cudaErrorNotSupported, 801). Native Linux drivers support what training and "

@@ -172,7 +172,7 @@ NCCL_NET_TRACE = declare(
 # not describe the machine, or a bug of that NCCL release (NVIDIA-NeMo/Speech#13996:
 # multi-node InfiniBand, fixed by upgrading NCCL in the container).
 NCCL_NET_TOPO = declare(
-    "LOG083", Category.NCCL_NETWORK,
+    "LOG081", Category.NCCL_NETWORK,
     "NCCL's topology has no entry for a network device it was given",
     what="NCCL could not find a network device (NET or NIC) in its topology graph while "
          "setting up the communicator: the devices its network transport or net plugin "
