@@ -473,11 +473,10 @@ def test_kubernetes_recipe_is_an_indexed_job_behind_a_headless_service():
     assert container["volumeMounts"][0]["mountPath"] == "/dev/shm"
 
 
-@pytest.mark.slow
-@pytest.mark.spawns
-def test_kubernetes_pods_smoke_across_both_nodes_then_train(tmp_path):
-    """Both pods' script, run at once as two processes with the variables a Job sets; pod 0's
-    DNS name is this host, the smoke job is the small CPU one."""
+def run_pods(tmp_path: Path, pod_env: list[dict[str, str]]) -> list[tuple[int, str]]:
+    """The Job's pod script, run at once as one process per pod with the variables a Job
+    sets (and each pod's own extra ones); pod 0's DNS name is this host, the smoke job is the
+    small CPU one, and torchrun is the shim that records it was started."""
     job = k8s_objects()["Job"]
     script = job["spec"]["template"]["spec"]["containers"][0]["args"][0]
     with socket.socket() as sock:
@@ -492,11 +491,44 @@ def test_kubernetes_pods_smoke_across_both_nodes_then_train(tmp_path):
     (tmp_path / "shims" / "torchrun").chmod(stat.S_IRWXU)
     (tmp_path / "pod.sh").write_text(script, encoding="utf-8")
     pods = [subprocess.Popen(["bash", str(tmp_path / "pod.sh")], cwd=tmp_path,
-                             env=dict(env, JOB_COMPLETION_INDEX=str(index)),
+                             env=dict(env, JOB_COMPLETION_INDEX=str(index), **extra),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for index in range(2)]
+            for index, extra in enumerate(pod_env)]
     outputs = [pod.communicate(timeout=280)[0] for pod in pods]
-    assert [pod.returncode for pod in pods] == [0, 0], outputs
+    return [(pod.returncode, output) for pod, output in zip(pods, outputs)]
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+@pytest.mark.timeout(1500)  # may build the registry-torch venv (about 5 GB) first
+def test_kubernetes_pods_with_another_torch_build_stop_before_training(tmp_path,
+                                                                      ultralytics_python):
+    """Pod 1's image has the registry's CUDA build of torch where pod 0 has the +cpu one: the
+    cross-node smoke names the difference on both pods, `set -e` ends each pod with the smoke's
+    exit code, and torchrun never starts (the Job then fails: backoffLimit 0)."""
+    other = tmp_path / "pod1-image"
+    other.mkdir()
+    # What differs between the two images: the interpreter the smoke job's workers use.
+    (other / "ddp-doctor").write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" -m ddp_doctor "$@" --python "{ultralytics_python}"\n')
+    (other / "ddp-doctor").chmod(stat.S_IRWXU)
+    path = ci_env(tmp_path)["PATH"]
+    pods = run_pods(tmp_path, [{}, {"PATH": f"{other}{os.pathsep}{path}"}])
+    assert [code for code, _ in pods] == [1, 1], pods
+    for index in range(2):
+        smoke = json.loads((tmp_path / f"smoke-{index}.json").read_text(encoding="utf-8"))
+        codes = {f["code"] for f in smoke["findings"]}
+        assert {"NOD002", "NOD003"} <= codes, codes  # the torch build, on both pods alike
+        assert smoke["nodes"]["nodes"][1].startswith("node 1")
+    assert not (tmp_path / "calls.log").exists()  # no pod started the real training
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+def test_kubernetes_pods_smoke_across_both_nodes_then_train(tmp_path):
+    """Both pods alike: one smoke job across them, then each pod starts the real torchrun."""
+    pods = run_pods(tmp_path, [{}, {}])
+    assert [code for code, _ in pods] == [0, 0], pods
     ranks = []
     for index in range(2):
         smoke = json.loads((tmp_path / f"smoke-{index}.json").read_text(encoding="utf-8"))
