@@ -163,15 +163,25 @@ RULES: tuple[Rule, ...] = (
          alternatives=("package_conflict: a compiled extension (mmcv, detectron2, torchvision) "
                        "built for another torch gives the same error",),
          decide=(ARCH_LIST,)),
+    # torch's own index check before it asks the driver (torch/cuda/__init__.py
+    # get_device_properties, can_device_access_peer: "Invalid device id" when the index is
+    # not below device_count(); DataParallel's device_ids go through it,
+    # https://github.com/torralba-lab/im2recipe-Pytorch/issues/11), and Lightning's check of
+    # Trainer(devices=[...]) against the GPUs it finds (lightning_fabric/utilities/
+    # device_parser.py: MisconfigurationException "You requested gpu: [1]\n But your
+    # machine only has: [0]"; "You requested GPUs:" in older releases;
+    # https://github.com/bene-ges/nemo_compatible/issues/16).
     Rule(ORDINAL, rx(r"cuda error: invalid device ordinal",
                      r"(?:cuda|error)[^\n]*invalid device ordinal",
+                     r"assertionerror: invalid (?:peer )?device id\b",
+                     r"misconfigurationexception: you requested gpus?: \[",
                      r"assertionerror: assert [^\n]*<=\s*(?:torch\.cuda\.device_count\(\)"
                      r"|\w*get_num_devices\(\))",
                      r"assertionerror: assert [^\n]*torch\.cuda\.device_count\(\)\s*>=",
                      r"cuda runtime error \(101\)",
                      r"cuda failure \d* ?'invalid device ordinal'",
                      r"cuda_error_invalid_device\b", r"cudaerrorinvaliddevice\b"),
-         ("cud",),
+         ("cud", "error", "exception"),
          (LIST_GPUS, Step("Launch at most one process per visible GPU (e.g. 2 GPUs):",
                           command="torchrun --nproc_per_node=2 train.py"),
           Step("In the script, select the GPU by LOCAL_RANK, not the global rank: "
@@ -182,7 +192,12 @@ RULES: tuple[Rule, ...] = (
                    "/pytorch/aten/src/THC/THCGeneral.cpp:51",
                    "AssertionError: assert num_gpu <= torch.cuda.device_count()",
                    "AssertionError: assert torch.cuda.device_count() >= args.world_size",
-                   "NCCL WARN Cuda failure 'invalid device ordinal'"),
+                   "NCCL WARN Cuda failure 'invalid device ordinal'",
+                   "AssertionError: Invalid device id",
+                   "lightning_fabric.utilities.exceptions.MisconfigurationException: You "
+                   "requested gpu: [1]",
+                   "pytorch_lightning.utilities.exceptions.MisconfigurationException: You "
+                   "requested GPUs: [0, 1]"),
          alternatives=("ddp_usage_error: the script selects cuda:RANK instead of "
                        "cuda:LOCAL_RANK, which only breaks on the second node",),
          decide=(LIST_GPUS,)),

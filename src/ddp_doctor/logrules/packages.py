@@ -108,6 +108,32 @@ LOCAL_RANK_OPTION = declare(
         "torchrun sets), or install the torch 1.x release the repository pins.",
     docs_url="https://pytorch.org/docs/stable/distributed.html#launch-utility")
 
+# A package calls an API that a newer release of one of its dependencies removed: the
+# package is older than the dependency pip installed beside it. Read only where the removed
+# name is a known, stable one, since "unexpected keyword argument" or "cannot import name"
+# alone is as often a bug in the user's own code:
+# - yapf 0.40.2 dropped FormatCode's verify= argument, which mmcv 1.x's Config.pretty_text
+#   (and so every OpenMMLab 1.x trainer dumping its config) passes
+#   (https://github.com/google/yapf/blob/main/CHANGELOG.md,
+#   https://github.com/WoojuLee24/OA-DG/issues/3);
+# - torch dropped container_abcs (and its other Python 2 shims) from torch/_six.py after
+#   1.8, and deleted the module in 2.0, which older timm, apex and detection repositories
+#   import;
+# - setuptools 59.6 stopped importing distutils.version, which torch < 1.11's
+#   torch.utils.tensorboard uses as distutils.version.LooseVersion
+#   (https://github.com/pytorch/pytorch/issues/69894).
+API_REMOVED = declare(
+    "LOG083", Category.PACKAGE_CONFLICT,
+    "A package calls an API that the installed release of its dependency removed",
+    what="A library was written for an older release of a package it uses, and pip "
+         "installed a newer one without it: mmcv 1.x's Config with yapf >= 0.40.2 "
+         "(FormatCode's verify= removed), code importing torch._six with a newer torch, "
+         "torch < 1.11's TensorBoard writer with setuptools >= 59.6 (distutils.version).",
+    why="The job stops at the call, usually before the first training step.",
+    fix="Pin the dependency to the release the library was written for (yapf==0.40.1, "
+        "setuptools<59.6) or upgrade the library to a release that knows the new API.",
+    docs_url="https://pip.pypa.io/en/stable/topics/dependency-resolution/")
+
 RULES: tuple[Rule, ...] = (
     Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)",
                       # Python 2 names only the last part of the module: its "No module
@@ -128,7 +154,10 @@ RULES: tuple[Rule, ...] = (
                    "/usr/bin/python3: No module named torch",
                    "ImportError: No module named _C",
                    "ImportError: Failed to load PyTorch C extensions:")),
-    Rule(TORCH_IMPORT, rx(r"error: \S*lib(?:cudart|cublas\w*|cudnn\w*|nccl|cusparse\w*|cufft\w*"
+    # Not cuDNN 8's own loader ("Could not load library libcudnn_X.so.8. Error: ..."): it
+    # opens its sub-libraries lazily at the first cuDNN call, after torch imported (LOG033).
+    Rule(TORCH_IMPORT, rx(r"^(?!.*could not load library)[^\n]*"
+                          r"error: \S*lib(?:cudart|cublas\w*|cudnn\w*|nccl|cusparse\w*|cufft\w*"
                           r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
                           r"\.so[.\d]*: cannot open shared object file",
                           r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch|libc10)\S*: undefined "
@@ -242,8 +271,15 @@ RULES: tuple[Rule, ...] = (
     # A C++ symbol (mangled, "_Z...") that a compiled extension needs and the loaded torch
     # (or library) lacks: the extension was built against another version. The loader's
     # line is enough, with or without the ImportError users often leave out.
+    # The loader's message starts with the file it refused; when that file is a CPython
+    # extension module (name.cpython-<abi>-<platform>.so) other than torch's own _C, the
+    # extension itself would not load against what is installed - most often built by pip in
+    # an isolated build environment that fetched another torch
+    # (https://github.com/toshas/torch-discounted-cumsum/issues/9). A pasted log often keeps
+    # only the path, cut before the symbol.
     Rule(TV_MISMATCH, rx(r"error: \S+\.so: undefined symbol: _z",
-                         r"(?:^|[\s\"'])(?:\S+\.so(?:\.\d+)*: )?undefined symbol: _z\w"),
+                         r"(?:^|[\s\"'])(?:\S+\.so(?:\.\d+)*: )?undefined symbol: _z\w",
+                         r"importerror: (?!\S*/torch/_c\.)\S*\.cpython-\w+-[\w-]+\.so\b"),
          ("error", "undefined symbol"),
          (Step("Rebuild that extension (the package in the path above) from source against "
                "the installed torch, without letting pip replace torch or build in an isolated "
@@ -255,7 +291,9 @@ RULES: tuple[Rule, ...] = (
                    "_ZNK2at10TensorBase8data_ptrIdEEPT_v",
                    "undefined symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE",
                    "/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined "
-                   "symbol: _ZN3c104cuda9SetDeviceEi"),
+                   "symbol: _ZN3c104cuda9SetDeviceEi",
+                   "'ImportError: .../lib/python3.7/site-packages/torch_discounted_cumsum_cpu."
+                   "cpython-37m-x86_64-linux-gnu.so'"),
          symptom_of=("LOG022", "LOG033")),
     Rule(NUMPY, rx(r"compiled using numpy 1\.x cannot be run in",
                    # not torch's import-time warning when NumPy is simply absent
@@ -326,4 +364,24 @@ RULES: tuple[Rule, ...] = (
                command="torchrun --nproc_per_node=2 train.py")),
          examples=("train.py: error: unrecognized arguments: --local-rank=0",
                    "trainval_distributed.py: error: unrecognized arguments: --local-rank=1")),
+    Rule(API_REMOVED, rx(r"error: formatcode\(\) got an unexpected keyword argument "
+                         r"'verify'",
+                         r"error: cannot import name '\w+' from 'torch\._six'",
+                         r"error: no module named 'torch\._six'",
+                         r"error: module 'distutils' has no attribute 'version'"),
+         ("error",),
+         (Step("Show the installed releases of the packages in the traceback's last frames "
+               "(the caller's and the callee's).",
+               command="python -m pip list 2>/dev/null | grep -i -E "
+                       "'^(yapf|mmcv|mmengine|setuptools|torch|timm|apex) '"),
+          Step("Pin the dependency to the release the caller was written for (mmcv 1.x's "
+               "Config needs yapf before 0.40.2; torch < 1.11's TensorBoard writer needs "
+               "setuptools before 59.6), or upgrade the caller.",
+               command="python -m pip install 'yapf==0.40.1'")),
+         examples=(
+             "TypeError: FormatCode() got an unexpected keyword argument 'verify'",
+             "ImportError: cannot import name 'container_abcs' from 'torch._six' "
+             "(/usr/local/lib/python3.8/dist-packages/torch/_six.py)",
+             "ModuleNotFoundError: No module named 'torch._six'",
+             "AttributeError: module 'distutils' has no attribute 'version'")),
 )

@@ -218,7 +218,28 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
                          command="docker run --ipc=host ...")),
     "LOG041": _both(_WORKERS_ZERO, SHM, OOM_KILLER),
     # -- devices -----------------------------------------------------------------------------
-    "LOG029": _both(_DEVICES, LIST_GPUS),
+    "LOG029": (
+        # Lightning names the GPU indices it was given (Trainer(devices=[1]), a config's
+        # trainer.devices) and the ones it found: the fix is the Trainer option, not the
+        # launcher's process count.
+        Variant(line=_line(r"misconfigurationexception: you requested gpus?: \["), steps=(
+            LIST_GPUS,
+            Step("Lightning: give Trainer GPU indices that exist (the list after 'your "
+                 "machine only has'), or a count: Trainer(devices=1) uses the first GPU. In a "
+                 "config or on the command line it is trainer.devices.",
+                 command="python train.py trainer.devices=[0]")),
+            examples=("lightning_fabric.utilities.exceptions.MisconfigurationException: You "
+                      "requested gpu: [1]",)),
+        # torch's own index check names no launcher: the index came from the script
+        # (DataParallel's device_ids, a cuda:N, get_device_properties(N)).
+        Variant(line=_line(r"assertionerror: invalid (?:peer )?device id\b"), steps=(
+            LIST_GPUS,
+            Step("Give DataParallel (device_ids=) and .cuda()/cuda:N only indices below "
+                 "torch.cuda.device_count(), e.g. "
+                 "device_ids=list(range(torch.cuda.device_count())).")),
+            examples=("AssertionError: Invalid device id",)),
+        *_both(_DEVICES, LIST_GPUS),
+    ),
     "LOG031": (
         Variant(line=_line(r"invalid cuda 'device="), steps=(
             LIST_GPUS,

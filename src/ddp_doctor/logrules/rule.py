@@ -19,13 +19,17 @@ from ddp_doctor.model import Code, Step
 GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
+    "exception",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
-rule's anchors (compare against the lowercased line). At most 17: each is one pass. "cud"
+rule's anchors (compare against the lowercased line). At most 18: each is one pass. "cud"
 stands for both "cuda" and "cudnn" (one pass instead of two); ".cc:" is the file:line of
 NCCL's error trace ("NCCL INFO misc/socket.cc:567 -> 2"), printed without any other gate;
 "undefined symbol" is the dynamic loader's line, which users often paste without the
-ImportError before it (facebookresearch/detectron2#3710, Dao-AILab/flash-attention#928)."""
+ImportError before it (facebookresearch/detectron2#3710, Dao-AILab/flash-attention#928);
+"exception" is the word the exception classes named *Exception share when nothing else on
+their line is a gate (Lightning's MisconfigurationException, torch.multiprocessing's
+ProcessRaisedException)."""
 
 # What a line's own wording says about how serious it is, whatever rule matched it. Every
 # process of a job prints the same import-time warnings (torch's "UserWarning: Failed to
