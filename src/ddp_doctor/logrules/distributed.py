@@ -136,6 +136,23 @@ GLOO_LOOPBACK = declare(
         "host name resolve to that interface's address.",
     severity=Severity.WARNING,
     docs_url="https://pytorch.org/docs/stable/distributed.html#common-environment-variables")
+# torch 2.4 made libuv the TCPStore server's default backend (torch/distributed/
+# rendezvous.py reads use_libuv from the init_method URL or the USE_LIBUV variable, default
+# on), but a build without libuv - the native Windows wheels of that time - cannot start it,
+# and TCPStore's constructor refuses: "use_libuv was requested but PyTorch was build without
+# libuv support" (https://pytorch.org/tutorials/intermediate/TCPStore_libuv_backend.html;
+# jingyaogong/minimind#115: torchrun on Windows 11, ran once moved to WSL2).
+NO_LIBUV = declare(
+    "LOG087", Category.RENDEZVOUS_FAILURE,
+    "The rendezvous store asked for libuv, which this PyTorch build lacks",
+    what="torch's TCPStore, the store the ranks meet at, was asked for its libuv server "
+         "backend (the default since torch 2.4, also for torchrun), but this torch was built "
+         "without libuv: the native Windows wheels. The store is never created.",
+    why="No rank can rendezvous, so the job fails before training starts.",
+    fix="Run multi-GPU training under WSL2 or Linux; on native Windows turn libuv off: "
+        "USE_LIBUV=0 in the environment, init_method='env://?use_libuv=False', or "
+        "TCPStore(..., use_libuv=False).",
+    docs_url="https://pytorch.org/tutorials/intermediate/TCPStore_libuv_backend.html")
 
 RULES: tuple[Rule, ...] = (
     Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
@@ -164,6 +181,20 @@ RULES: tuple[Rule, ...] = (
                    "but another process is utilizing it. Please specify a different port (such "
                    "as using the `--main_process_port` flag or specifying a different "
                    "`main_process_port` in your config file) and rerun your script.")),
+    Rule(NO_LIBUV, rx(r"error\W[^\n]*use_libuv was requested but pytorch was buil[dt] "
+                      r"without libuv"),
+         ("error",),
+         (Step("Turn the libuv store backend off for this run (native Windows).",
+               command="set USE_LIBUV=0 && torchrun --nproc_per_node 2 train.py"),
+          Step("Or pass it in the script's init_method: "
+               "dist.init_process_group('gloo', init_method='env://?use_libuv=False')."),
+          Step("Better, train under WSL2 or Linux, where torch ships with libuv and NCCL.",
+               command="wsl --install")),
+         examples=("RuntimeError: use_libuv was requested but PyTorch was build without libuv "
+                   "support",
+                   # pytest's report of the same, from a library's Windows CI
+                   "E       RuntimeError: use_libuv was requested but PyTorch was build without "
+                   "libuv support")),
     Rule(RDZV_TIMEOUT, rx(r"client socket has timed out after",
                           r"rendezvoustimeouterror",
                           r"rendezvousconnectionerror",
@@ -171,7 +202,8 @@ RULES: tuple[Rule, ...] = (
                           r"timed out initializing process group in store based barrier",
                           r"connect\(\) timed out",
                           r"error:[^\n]*socket timeout",
-                          r"store->get\([^)]*\) got error",
+                          # (not the NCCL id wait: the store answered there, nccl.py LOG089)
+                          r"^(?![^\n]*nccluniqueid)[^\n]*store->get\([^)]*\) got error",
                           r"valueerror: host not found",
                           r"error[^\n]*(?:rendezvous|c10d|store|tcpstore)[^\n]*"
                           r"(?:name or service not known|failure in name resolution|gai error)"),
