@@ -7,7 +7,9 @@ and never printed again, or the user pressed Ctrl-C and every rank's traceback e
 ``barrier``/``all_reduce``/``broadcast``. The ranks' output is interleaved, so the end of the
 log is read from the last line upward, passing over what every process prints without
 moving on (warnings, an idle progress bar, other ranks' NCCL chatter); the first line that
-says something decides. Then each rank's own last words are checked: a rank whose last line
+says something decides. Two programs say where they wait in their own words: nccl-tests
+print their results header before the first all-reduce, and DeiT-style training scripts
+announce "| distributed init (rank N)" just before the first barrier. Then each rank's own last words are checked: a rank whose last line
 shows training progress, a finished run or a failure was not waiting in a collective.
 
 Sources: NCCL's INFO output (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/
@@ -47,7 +49,16 @@ IN_COLLECTIVE = re.compile(
     r"|\b(?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*)\s+\(\S*"
     r"distributed_c10d\.py:\d+\)"
     r"|\bin (?:_verify_param_shape_across_processes|_sync_module_states|_sync_params_and_"
-    r"buffers)\b")
+    r"buffers)\b"
+    # nccl-tests/rccl-tests print their results table's header, then one row per message
+    # size as each all-reduce completes: a log that ends at the header never finished the
+    # first (smallest) collective (ROCm/rccl#1129: fixed by iommu=pt)
+    r"|^\s*#\s+size\s+count\s+type\s+redop\b|^\s*#\s+\(B\)\s+\(elements\)"
+    # the init_distributed_mode() of DeiT and the many repositories built on its utils
+    # (MAE, DINO, ConvNeXt, BEiT, ...) prints this, then calls init_process_group and at
+    # once torch.distributed.barrier(), the first NCCL collective; nothing is printed
+    # before the barrier returns (Sara-Ahmed/SiT#7: fixed with NCCL_P2P_LEVEL=NVL)
+    r"|^\|\s*distributed init \(rank \d+\)")
 # Ctrl-C (or torchrun passing SIGINT/SIGTERM on): the tracebacks that follow are where the
 # ranks were, not failures.
 INTERRUPT = re.compile(r"^\s*KeyboardInterrupt\s*$|got signal: (?:2|15)\b|Signals\.SIG(?:INT|TERM)"
