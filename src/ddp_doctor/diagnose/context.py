@@ -15,7 +15,11 @@ reached the collective.
 What the log shows about the machine comes first, as it does for the checks: a CUDA
 failure in a log from WSL is WSL's to explain; "GPU access blocked" with a container
 around it is the container runtime's; a torch that will not load next to two CUDA builds
-of one NVIDIA wheel is the package conflict.
+of one NVIDIA wheel is the package conflict; a `docker run` that asked for no GPUs beside a
+CUDA that finds none is the container's start. A first collective that timed out while a
+progress bar ran for the whole timeout is one rank busy alone, not the transport. And a
+torch message pasted without its exception type, which no gate word marks, is still read
+when nothing else was.
 These refinements read the start and the end of each document (bounded, see scan.py).
 """
 
@@ -496,10 +500,10 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
             if lead is not None:
                 return _replaced_lead(findings, lead, CONTAINER_NO_GPU, container[0],
                                       "container started without GPUs", rule_steps)
-            evidence = (Evidence(container[0].where, container[0].text,
-                                 "container started without GPUs"),
-                        Evidence(unavailable[0].where, unavailable[0].text))
-            return [(Finding(CONTAINER_NO_GPU, CONTAINER_NO_GPU.summary, evidence=evidence,
+            shown = (Evidence(container[0].where, container[0].text,
+                              "container started without GPUs"),
+                     Evidence(unavailable[0].where, unavailable[0].text))
+            return [(Finding(CONTAINER_NO_GPU, CONTAINER_NO_GPU.summary, evidence=shown,
                              remediation=rule_steps, docs_url=CONTAINER_NO_GPU.docs_url), 0),
                     *findings]
     if lead is not None and lead.code.id == "LOG020":

@@ -9,8 +9,9 @@ log is read from the last line upward, passing over what every process prints wi
 moving on (warnings, an idle progress bar, other ranks' NCCL chatter); the first line that
 says something decides. Two programs say where they wait in their own words: nccl-tests
 print their results header before the first all-reduce, and DeiT-style training scripts
-announce "| distributed init (rank N)" just before the first barrier. Then each rank's own last words are checked: a rank whose last line
-shows training progress, a finished run or a failure was not waiting in a collective.
+announce "| distributed init (rank N)" just before the first barrier. Then each rank's own
+last words are checked: a rank whose last line shows training progress, a finished run or a
+failure was not waiting in a collective.
 
 Sources: NCCL's INFO output (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/
 env.html#nccl-debug), torch.distributed's collectives (torch/distributed/distributed_c10d.py),

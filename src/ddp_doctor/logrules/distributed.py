@@ -201,8 +201,9 @@ RULES: tuple[Rule, ...] = (
                           r"timed out after \d+ seconds waiting for clients",
                           r"timed out initializing process group in store based barrier",
                           r"connect\(\) timed out",
-                          r"error:[^\n]*socket timeout",
-                          # (not the NCCL id wait: the store answered there, nccl.py LOG089)
+                          # (neither is the NCCL id wait: the store answered there, the
+                          # first rank never published its id, nccl.py LOG089)
+                          r"^(?![^\n]*nccluniqueid)[^\n]*error:[^\n]*socket timeout",
                           r"^(?![^\n]*nccluniqueid)[^\n]*store->get\([^)]*\) got error",
                           r"valueerror: host not found",
                           r"error[^\n]*(?:rendezvous|c10d|store|tcpstore)[^\n]*"
