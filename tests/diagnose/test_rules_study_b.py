@@ -251,3 +251,60 @@ def test_a_deit_style_init_followed_by_training_is_no_hang(tmp_path: Path) -> No
                            "| distributed init (rank 1): env://\n"
                            "Epoch: [0]  [  10/1000]  eta: 0:10:00  lr: 0.000100  loss: 6.9\n")
     assert found.code.id == "DIAG001"
+
+
+# -- LOG090: ranks still meeting in init_process_group ---------------------------------------------
+
+DEEPSPEED_INIT = (
+    "[2024-06-11 00:23:36,254] [INFO] [comm.py:637:init_distributed] cdb=None\n"
+    "[2024-06-11 00:23:36,254] [INFO] [comm.py:668:init_distributed] Initializing "
+    "TorchBackend in DeepSpeed with backend nccl\n"
+    "[2024-06-11 00:23:36,296] [INFO] [comm.py:637:init_distributed] cdb=None\n")
+
+
+def test_the_thread_that_hung_in_deepspeeds_init_is_the_rendezvous() -> None:
+    found = corpus_lead("online-rlhf-11.log")
+    assert (found.code.id, found.code.category.value) == ("LOG090", "rendezvous_failure")
+    assert found.effective_severity is Severity.ERROR
+
+
+@pytest.mark.parametrize(("line", "code"), [
+    ("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize "
+     "process group for rank: 1, key: store_based_barrier_key:1 (world_size=4, "
+     "worker_count=3, timeout=0:30:00)", "LOG090"),
+    # the barrier's final failure is the rendezvous timeout itself
+    ("RuntimeError: Timed out initializing process group in store based barrier on rank: 1, "
+     "for key: store_based_barrier_key:1 (world_size=4, worker_count=3, timeout=0:30:00)",
+     "LOG052"),
+    ("INFO:torch.distributed.distributed_c10d:Rank 1: Completed store-based barrier for key:"
+     "store_based_barrier_key:1 with 4 nodes.", None),
+])
+def test_the_store_based_barrier_still_waiting(line: str, code: str | None) -> None:
+    assert first(line) == code
+
+
+def test_the_barrier_waiting_alone_is_a_warning_until_the_log_ends_there(tmp_path: Path) -> None:
+    waiting = ("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to "
+               "initialize process group for rank: 0, key: store_based_barrier_key:1 "
+               "(world_size=2, worker_count=1, timeout=0:30:00)\n")
+    found = lead(tmp_path, waiting)
+    assert (found.code.id, found.effective_severity) == ("LOG090", Severity.ERROR)
+    path = tmp_path / "job.log"  # the line the rule read is the hang's evidence, not a second
+    every = diagnose(str(path)).report.results[0].findings
+    assert [f.code.id for f in every].count("LOG090") == 1
+    found = lead(tmp_path, waiting + "Epoch 1/10: loss 2.31\nEpoch 2/10: loss 1.95\n")
+    assert found.effective_severity is not Severity.ERROR
+
+
+def test_deepspeed_init_followed_by_nccl_setup_is_past_the_rendezvous(tmp_path: Path) -> None:
+    setup = ("host:1234:1300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+             "host:1234:1300 [0] NCCL INFO Connected all rings\n")
+    found = lead(tmp_path, DEEPSPEED_INIT + setup)
+    assert (found.code.id, found.code.category.value) == ("DIAG002", "nccl_p2p")
+
+
+def test_deepspeed_init_followed_by_training_is_no_hang(tmp_path: Path) -> None:
+    found = lead(tmp_path, DEEPSPEED_INIT + "{'loss': 1.234, 'learning_rate': 1e-05, "
+                                            "'epoch': 0.01}\n  1%|          | 10/1000 [00:30<"
+                                            "49:30,  3.00s/it]\n")
+    assert found.code.id == "DIAG001"

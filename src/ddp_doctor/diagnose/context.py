@@ -570,8 +570,8 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     if failures and not (p2p_helps and all(f.code.category in _P2P_SYMPTOMS for f in failures)):
         return findings
     hang = list(p2p_helps)
-    stops = [Seen(stop.where, stop.text) for context in scan.contexts
-             for stop in where_ranks_stopped(context, many)]
+    stopped = [stop for context in scan.contexts for stop in where_ranks_stopped(context, many)]
+    stops = [Seen(stop.where, stop.text) for stop in stopped]
     hang += stops
     for context in scan.contexts:
         hang += _lines_with(HANG_TEXT, context, many, limit=1)
@@ -579,7 +579,16 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         return findings
     code: Code = SILENT_HANG
     steps: tuple[Step, ...] = HANG_STEPS
-    if stops and not p2p_helps:
+    alternatives: tuple[str, ...] = HANG_ALTERNATIVES
+    severity: Severity | None = None
+    if stops and not p2p_helps and all(stop.at_rendezvous for stop in stopped):
+        # The ranks never got past meeting each other: no NCCL transport is involved yet.
+        from ddp_doctor.logrules.distributed import RDZV_WAITING
+
+        rule = next(r for r in RULES if r.code is RDZV_WAITING)
+        code, steps, alternatives = RDZV_WAITING, rule.steps, rule.alternatives
+        severity = Severity.ERROR  # the log ends there: the job hangs
+    elif stops and not p2p_helps:
         transports = [seen for context in scan.contexts
                       for pattern in (P2P_TRANSPORT, NET_TRANSPORT, ANY_TRANSPORT)
                       for seen in _lines_with(pattern, context, many, 1)]
@@ -601,10 +610,12 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         if first is not None:
             evidence.append(Evidence(f"consequence, {first.label}",
                                      f"{first.value} ({finding.code.id})"))
-    evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES
+    evidence += [Evidence("other possible cause", alt) for alt in alternatives
                  if not alt.startswith(code.category.value)]
     if code is network_code:
         steps = _network_finding(Finding(code, code.summary), code, []).remediation
     finding = Finding(code, code.summary, evidence=tuple(evidence),
-                      remediation=steps, docs_url=code.docs_url)
-    return [(finding, 0), *((f, o) for f, o in findings if f not in folded)]
+                      remediation=steps, docs_url=code.docs_url, severity=severity)
+    # the same code read from a line (a rule's warning) is this finding's own evidence
+    return [(finding, 0), *((f, o) for f, o in findings
+                            if f not in folded and f.code is not code)]

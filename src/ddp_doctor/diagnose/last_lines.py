@@ -9,7 +9,9 @@ log is read from the last line upward, passing over what every process prints wi
 moving on (warnings, an idle progress bar, other ranks' NCCL chatter); the first line that
 says something decides. Two programs say where they wait in their own words: nccl-tests
 print their results header before the first all-reduce, and DeiT-style training scripts
-announce "| distributed init (rank N)" just before the first barrier. Then each rank's own
+announce "| distributed init (rank N)" just before the first barrier. A job whose ranks
+stop while still meeting (torch's store-based barrier waiting, DeepSpeed entering
+init_process_group) hangs in the rendezvous instead. Then each rank's own
 last words are checked: a rank whose last line shows training progress, a finished run or a
 failure was not waiting in a collective.
 
@@ -60,6 +62,13 @@ IN_COLLECTIVE = re.compile(
     # once torch.distributed.barrier(), the first NCCL collective; nothing is printed
     # before the barrier returns (Sara-Ahmed/SiT#7: fixed with NCCL_P2P_LEVEL=NVL)
     r"|^\|\s*distributed init \(rank \d+\)")
+# Ranks inside init_process_group, still meeting: torch's store-based barrier waiting for
+# the others (distributed_c10d.py _store_based_barrier), and DeepSpeed's init_distributed
+# (deepspeed/comm/comm.py), whose "cdb=None" and "Initializing TorchBackend in DeepSpeed"
+# come just before it calls init_process_group and nothing else.
+AT_RENDEZVOUS = re.compile(
+    r"Waiting in store based barrier to initialize process group"
+    r"|\binit_distributed\]\s+(?:cdb=None\s*$|Initializing TorchBackend in DeepSpeed\b)")
 # Ctrl-C (or torchrun passing SIGINT/SIGTERM on): the tracebacks that follow are where the
 # ranks were, not failures.
 INTERRUPT = re.compile(r"^\s*KeyboardInterrupt\s*$|got signal: (?:2|15)\b|Signals\.SIG(?:INT|TERM)"
@@ -89,12 +98,16 @@ class Stop:
     where: str
     text: str
     in_collective: bool
+    at_rendezvous: bool = False
 
 
 def _kind(text: str, interrupted: bool) -> str:
-    """'setup', 'collective', 'quiet' (says nothing about progress) or 'other'."""
+    """'setup', 'collective', 'rendezvous', 'quiet' (says nothing about progress) or
+    'other'."""
     if IN_COLLECTIVE.search(text):
         return "collective"
+    if AT_RENDEZVOUS.search(text):
+        return "rendezvous"
     if NCCL_INFO.search(text):
         if _NCCL_TEARDOWN.search(text):
             return "other"
@@ -136,12 +149,14 @@ def where_ranks_stopped(context: DocumentContext, many: bool) -> list[Stop]:
                 label = f"last line, {label}"
             elif who is not None:
                 label = f"last of {who}, {label}"
-            found.append(Stop(label, redact_text(text.strip())[:300], kind == "collective"))
+            found.append(Stop(label, redact_text(text.strip())[:300], kind == "collective",
+                              kind == "rendezvous"))
     if not found:
         return []
     # Each rank's own last words since the setup began: one that trained on, finished or
     # failed was not waiting.
-    start = next(i for i, kind in enumerate(kinds) if kind in ("setup", "collective"))
+    start = next(i for i, kind in enumerate(kinds)
+                 if kind in ("setup", "collective", "rendezvous"))
     last_words: dict[str | None, str] = {}
     for (_, who, text), kind in zip(read[start:], kinds[start:]):
         if kind == "other":

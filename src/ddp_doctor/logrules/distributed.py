@@ -153,6 +153,27 @@ NO_LIBUV = declare(
         "USE_LIBUV=0 in the environment, init_method='env://?use_libuv=False', or "
         "TCPStore(..., use_libuv=False).",
     docs_url="https://pytorch.org/tutorials/intermediate/TCPStore_libuv_backend.html")
+# Until every rank has joined, init_process_group waits: torch's store-based barrier logs
+# "Waiting in store based barrier to initialize process group for rank: 0, key:
+# store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)" every few
+# seconds (torch/distributed/distributed_c10d.py _store_based_barrier), and a job whose log
+# ends where the ranks enter init_process_group (diagnose/last_lines.py: DeepSpeed's
+# init_distributed, which calls nothing else) is waiting there too. The ranks never met -
+# a wrong or unusable MASTER_ADDR/PORT (RLHFlow/Online-RLHF#11: main_process_port 0 in the
+# accelerate config), a rank that never started, or a world size larger than the ranks.
+RDZV_WAITING = declare(
+    "LOG090", Category.RENDEZVOUS_FAILURE,
+    "The ranks are still waiting for each other in init_process_group",
+    what="At least one rank entered init_process_group and is waiting for the others to "
+         "join the rendezvous store: they connect to another address or port (a "
+         "MASTER_PORT of 0 or one that differs between ranks, a wrong MASTER_ADDR), never "
+         "started, or fewer ranks run than the world size says. Harmless for a few seconds "
+         "while ranks start; a log that ends here is a job that hangs at start-up.",
+    why="Training never starts; after the timeout (30 minutes by default) init fails.",
+    fix="Give every rank the same reachable MASTER_ADDR and a real free MASTER_PORT (not 0; "
+        "accelerate: main_process_port), and make the number of ranks started equal the "
+        "world size.",
+    severity=Severity.WARNING, docs_url=RUN_DOCS)
 
 RULES: tuple[Rule, ...] = (
     Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
@@ -227,6 +248,21 @@ RULES: tuple[Rule, ...] = (
              "the TCPStore: Name or service not known (gai error: -2)"),
          symptom_of=(ANY_ERROR,),
          alternatives=("nccl_network: when NCCL bootstrap, not the store, is what times out",),
+         decide=(REACH,)),
+    Rule(RDZV_WAITING, rx(r"waiting in store based barrier to initialize process group"
+                          r"[^\n]*timeout"),
+         ("time",),
+         (Step("Check that every rank is given the same address, a real port and the world "
+               "size.", command="env | grep -E 'MASTER_|WORLD_SIZE|RANK'"),
+          Step("For accelerate, look for a port of 0 or a world size that does not match.",
+               command="grep -nE 'main_process_port|num_processes|num_machines' "
+                       "~/.cache/huggingface/accelerate/default_config.yaml"),
+          REACH),
+         examples=("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to "
+                   "initialize process group for rank: 0, key: store_based_barrier_key:1 "
+                   "(world_size=2, worker_count=1, timeout=0:30:00)",),
+         alternatives=("host_out_of_memory: a rank killed at start-up (exit code -9) never "
+                       "joins the others",),
          decide=(REACH,)),
     Rule(RDZV_RETRY, rx(r"client socket has failed to connect"),
          ("fail",), (REACH,),
