@@ -472,7 +472,16 @@ RULES: tuple[Rule, ...] = (
              "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some "
              "cuda functions before calling NumCudaDevices() that might have already set an "
              "error? Error 803: system has unsupported display driver / cuda driver "
-             "combination")),
+             "combination"),
+         # Error 803 (cudaErrorSystemDriverMismatch) says only that the two halves disagree;
+         # a kernel driver older than the libcuda beside it (bundled or cuda-compat) is one
+         # way there, and installing the current driver, which replaces both, fixes either
+         # (easydiffusion/easydiffusion#134 and #379).
+         alternatives=("driver_too_old: the kernel driver is older than the CUDA user-space "
+                       "library loaded beside it; installing the current driver replaces both",),
+         decide=(Step("Compare the kernel module's version with the user-space libraries'.",
+                      command="cat /proc/driver/nvidia/version; ls -l $(ldconfig -p | "
+                              "grep -m1 'libcuda.so.1 ' | awk '{print $NF}')"),)),
     Rule(CUDA_INIT, rx(r"cuda unknown error",
                        r"cuda error: unknown error",
                        r"error 999\W+unknown error",
