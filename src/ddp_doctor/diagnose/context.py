@@ -15,7 +15,11 @@ reached the collective.
 What the log shows about the machine comes first, as it does for the checks: a CUDA
 failure in a log from WSL is WSL's to explain; "GPU access blocked" with a container
 around it is the container runtime's; a torch that will not load next to two CUDA builds
-of one NVIDIA wheel is the package conflict.
+of one NVIDIA wheel is the package conflict; a `docker run` that asked for no GPUs beside a
+CUDA that finds none is the container's start. A first collective that timed out while a
+progress bar ran for the whole timeout is one rank busy alone, not the transport. And a
+torch message pasted without its exception type, which no gate word marks, is still read
+when nothing else was.
 These refinements read the start and the end of each document (bounded, see scan.py).
 """
 
@@ -29,6 +33,7 @@ from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
+from ddp_doctor.logrules import RULES
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.redact.secrets import redact_text
 
@@ -196,6 +201,47 @@ DATA_PREPARATION_STEPS = (
          "for the first epoch."),
 )
 
+# A progress bar (tqdm: "1582/1818 [30:02<04:26, 1.13s/it]") whose elapsed time reaches
+# the process group's timeout shows one rank working alone outside any collective for that
+# long - latent caching, tokenising - while the others waited: the watchdog's timeout, not
+# a transport that hangs (kohya-ss/sd-scripts#971: caching latents for 30 minutes beside
+# "Timeout(ms)=1800000"). Ranks stuck in a broken peer-to-peer collective print no progress.
+BAR_ELAPSED = re.compile(r"\|\s*\d+/\d+\s*\[(?:(\d+):)?(\d+):(\d\d)<")
+COLLECTIVE_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)", re.IGNORECASE)
+DEFAULT_TIMEOUT_S = 1800  # init_process_group's default for NCCL
+LONG_WORK_STEPS = (
+    Step("Do the long work one rank does alone (caching, tokenising, preprocessing) before "
+         "the distributed run, in one process, so the ranks start in step."),
+    Step("Or raise the process group's timeout above that work's duration in the script: "
+         "dist.init_process_group('nccl', timeout=datetime.timedelta(hours=2)) "
+         "(accelerate: InitProcessGroupKwargs(timeout=...); HF Trainer: --ddp_timeout)."),
+)
+
+# What a bare message torch raises says when it is pasted without its exception type (an
+# issue title, a quoted sentence): no gate word is left for the scan to find, so when no
+# error was read these are looked for in the start of the document. Each maps to the rule
+# whose exception line says the same (logrules/nccl.py LOG050, logrules/distributed.py
+# LOG084); tczhangzhi/pytorch-distributed#15 quotes only "Distributed package doesn't have
+# NCCL built in".
+UNGATED_MESSAGES = (
+    (re.compile(r"\bdistributed package doesn.t have nccl built in", re.IGNORECASE), "LOG050"),
+    (re.compile(r"\buse_libuv was requested but pytorch was buil[dt] without libuv",
+                re.IGNORECASE), "LOG084"),
+)
+
+# A container started without a GPU request: a `docker run` (or podman) command line with no
+# --gpus, no --runtime=nvidia, no nvidia.com/gpu or /dev/nvidia* device (nvidia-docker adds
+# the GPUs itself, so it is no such line). Beside a CUDA that finds no GPU or no driver, the
+# container never got them (logrules/driver.py LOG085; floydhub/dockerfiles#3).
+CONTAINER_RUN = re.compile(r"(?<![\w-])(?:docker|podman)\s+(?:container\s+)?run\b",
+                           re.IGNORECASE)
+GPU_REQUEST = re.compile(r"--gpus\b|--runtime[= ]nvidia\b|nvidia\.com/gpu|--device[= ]\S*nvidia"
+                         r"|NVIDIA_VISIBLE_DEVICES", re.IGNORECASE)
+IS_AVAILABLE = re.compile(r"\bcuda\.is_available\(\)", re.IGNORECASE)
+FALSE_AFTER = re.compile(r"\bcuda\.is_available\(\)[^\n]*?\bFalse\b")
+FALSE_LINE = re.compile(r"^\s*(?:Out\[\d+\]:\s*)?False\s*$")
+_NO_GPU_SYMPTOMS = {Category.DRIVER_MISSING, Category.GPU_NOT_VISIBLE}
+
 HANG_STEPS = (
     Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
          "cause.", command="NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO torchrun ... 2>&1 | tee "
@@ -350,6 +396,77 @@ def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
     return []
 
 
+def _document_lines(context: DocumentContext) -> list[tuple[int, str]]:
+    """The numbered lines of a document's start and (past it) end."""
+    numbered = list(enumerate(context.head.split("\n"), start=1))
+    last = numbered[-1][0] if numbered else 0
+    numbered += [(context.tail_first_line + i, line)
+                 for i, line in enumerate(context.tail.split("\n"))
+                 if context.tail_first_line + i > last]
+    return numbered
+
+
+def _long_bars(scan: ScanResult, lead: Finding, many: bool) -> list[Seen]:
+    """Progress bars whose elapsed time reaches the collective's timeout (90% of it: the bar
+    is redrawn only as items finish), the longest first."""
+    stated = next((COLLECTIVE_TIMEOUT_MS.search(e.value) for e in lead.evidence
+                   if COLLECTIVE_TIMEOUT_MS.search(e.value)), None)
+    timeout_s = int(stated.group(1)) / 1000 if stated else DEFAULT_TIMEOUT_S
+    found: list[tuple[int, Seen]] = []
+    for context in scan.contexts:
+        for number, line in _document_lines(context):
+            for bar in BAR_ELAPSED.finditer(line):
+                hours, minutes, seconds = (int(g or 0) for g in bar.groups())
+                elapsed = hours * 3600 + minutes * 60 + seconds
+                if elapsed >= 0.9 * timeout_s:
+                    found.append((elapsed, Seen(line_label(context.document, number, many),
+                                                redact_text(line.strip())[:300])))
+    return [seen for _, seen in sorted(found, key=lambda item: -item[0])[:1]]
+
+
+def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
+    """A finding from a bare torch message no gate word marks (``UNGATED_MESSAGES``)."""
+    for pattern, code_id in UNGATED_MESSAGES:
+        seen = [found for context in scan.contexts
+                for found in _lines_with(pattern, context, many, 1)]
+        rule = next((r for r in RULES if r.code.id == code_id), None)
+        if seen and rule is not None:
+            evidence = (Evidence(seen[0].where, seen[0].text, "the message without its "
+                                                             "exception type"),
+                        *(Evidence("other possible cause", a) for a in rule.alternatives))
+            return [(Finding(rule.code, rule.code.summary, evidence=evidence,
+                             remediation=(*rule.steps, *(s for s in rule.decide
+                                                         if s not in rule.steps)),
+                             docs_url=rule.code.docs_url), 0)]
+    return []
+
+
+def _container_without_gpus(scan: ScanResult, many: bool) -> list[Seen]:
+    """The `docker run` lines of a log where none asks for GPUs; empty otherwise."""
+    runs = [seen for context in scan.contexts
+            for seen in _lines_with(CONTAINER_RUN, context, many, limit=8)]
+    if not runs or any(GPU_REQUEST.search(seen.text) for seen in runs):
+        return []
+    return runs[:1]
+
+
+def _cuda_unavailable(scan: ScanResult, many: bool) -> list[Seen]:
+    """Where the log shows torch.cuda.is_available() answering False."""
+    for context in scan.contexts:
+        lines = context.head.split("\n")
+        for index, line in enumerate(lines):
+            if not IS_AVAILABLE.search(line):
+                continue
+            answer = FALSE_AFTER.search(line) is not None
+            following = next((later for later in lines[index + 1:index + 4] if later.strip()),
+                             "")
+            if answer or FALSE_LINE.match(following):
+                text = line.strip() if answer else f"{line.strip()} -> {following.strip()}"
+                return [Seen(line_label(context.document, index + 1, many),
+                             redact_text(text)[:300])]
+    return []
+
+
 def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
            network_code: Code) -> list[tuple[Finding, int]]:
     """The findings, with what the whole log says about the ambiguous ones."""
@@ -369,6 +486,26 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         loopback = _loopback_explains(findings, lead)
         if loopback is not None:
             return loopback
+    if lead is None:
+        ungated = _ungated(scan, many)
+        if ungated:
+            return [*ungated, *findings]
+    if lead is None or (lead.code.category in _NO_GPU_SYMPTOMS and lead.code.id != "LOG085"):
+        container = _container_without_gpus(scan, many)
+        unavailable = _cuda_unavailable(scan, many) if container and lead is None else []
+        if container and (lead is not None or unavailable):
+            from ddp_doctor.logrules.driver import CONTAINER_NO_GPU
+
+            rule_steps = next((r.steps for r in RULES if r.code is CONTAINER_NO_GPU), ())
+            if lead is not None:
+                return _replaced_lead(findings, lead, CONTAINER_NO_GPU, container[0],
+                                      "container started without GPUs", rule_steps)
+            shown = (Evidence(container[0].where, container[0].text,
+                              "container started without GPUs"),
+                     Evidence(unavailable[0].where, unavailable[0].text))
+            return [(Finding(CONTAINER_NO_GPU, CONTAINER_NO_GPU.summary, evidence=shown,
+                             remediation=rule_steps, docs_url=CONTAINER_NO_GPU.docs_url), 0),
+                    *findings]
     if lead is not None and lead.code.id == "LOG020":
         container = [seen for context in scan.contexts
                      for seen in _lines_with(CONTAINER_MARK, context, many, 1)]
@@ -398,13 +535,17 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
             return _replaced_lead(findings, lead, CPU_BUILD, cpu[0], "torch build",
                                   (SHOW_TORCH,))
     if lead is not None and lead.code.id == "LOG046":
+        from ddp_doctor.logrules.nccl import WATCHDOG
+
         preparing = [seen for context in scan.contexts
                      for seen in _lines_with(DATA_PREPARATION, context, many, 1)]
         if preparing:
-            from ddp_doctor.logrules.nccl import WATCHDOG
-
             return _replaced_lead(findings, lead, WATCHDOG, preparing[0],
                                   "rank 0 still preparing the dataset", DATA_PREPARATION_STEPS)
+        bars = _long_bars(scan, lead, many)
+        if bars:
+            return _replaced_lead(findings, lead, WATCHDOG, bars[0],
+                                  "one rank busy for the whole timeout", LONG_WORK_STEPS)
     wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
     if not wsl and not any(_lines_with(WINDOWS_PATH, context, many, 1)
                            for context in scan.contexts):
@@ -429,8 +570,8 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     if failures and not (p2p_helps and all(f.code.category in _P2P_SYMPTOMS for f in failures)):
         return findings
     hang = list(p2p_helps)
-    stops = [Seen(stop.where, stop.text) for context in scan.contexts
-             for stop in where_ranks_stopped(context, many)]
+    stopped = [stop for context in scan.contexts for stop in where_ranks_stopped(context, many)]
+    stops = [Seen(stop.where, stop.text) for stop in stopped]
     hang += stops
     for context in scan.contexts:
         hang += _lines_with(HANG_TEXT, context, many, limit=1)
@@ -438,7 +579,16 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         return findings
     code: Code = SILENT_HANG
     steps: tuple[Step, ...] = HANG_STEPS
-    if stops and not p2p_helps:
+    alternatives: tuple[str, ...] = HANG_ALTERNATIVES
+    severity: Severity | None = None
+    if stops and not p2p_helps and all(stop.at_rendezvous for stop in stopped):
+        # The ranks never got past meeting each other: no NCCL transport is involved yet.
+        from ddp_doctor.logrules.distributed import RDZV_WAITING
+
+        rule = next(r for r in RULES if r.code is RDZV_WAITING)
+        code, steps, alternatives = RDZV_WAITING, rule.steps, rule.alternatives
+        severity = Severity.ERROR  # the log ends there: the job hangs
+    elif stops and not p2p_helps:
         transports = [seen for context in scan.contexts
                       for pattern in (P2P_TRANSPORT, NET_TRANSPORT, ANY_TRANSPORT)
                       for seen in _lines_with(pattern, context, many, 1)]
@@ -460,10 +610,12 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         if first is not None:
             evidence.append(Evidence(f"consequence, {first.label}",
                                      f"{first.value} ({finding.code.id})"))
-    evidence += [Evidence("other possible cause", alt) for alt in HANG_ALTERNATIVES
+    evidence += [Evidence("other possible cause", alt) for alt in alternatives
                  if not alt.startswith(code.category.value)]
     if code is network_code:
         steps = _network_finding(Finding(code, code.summary), code, []).remediation
     finding = Finding(code, code.summary, evidence=tuple(evidence),
-                      remediation=steps, docs_url=code.docs_url)
-    return [(finding, 0), *((f, o) for f, o in findings if f not in folded)]
+                      remediation=steps, docs_url=code.docs_url, severity=severity)
+    # the same code read from a line (a rule's warning) is this finding's own evidence
+    return [(finding, 0), *((f, o) for f, o in findings
+                            if f not in folded and f.code is not code)]

@@ -7,8 +7,13 @@ and never printed again, or the user pressed Ctrl-C and every rank's traceback e
 ``barrier``/``all_reduce``/``broadcast``. The ranks' output is interleaved, so the end of the
 log is read from the last line upward, passing over what every process prints without
 moving on (warnings, an idle progress bar, other ranks' NCCL chatter); the first line that
-says something decides. Then each rank's own last words are checked: a rank whose last line
-shows training progress, a finished run or a failure was not waiting in a collective.
+says something decides. Two programs say where they wait in their own words: nccl-tests
+print their results header before the first all-reduce, and DeiT-style training scripts
+announce "| distributed init (rank N)" just before the first barrier. A job whose ranks
+stop while still meeting (torch's store-based barrier waiting, DeepSpeed entering
+init_process_group) hangs in the rendezvous instead. Then each rank's own
+last words are checked: a rank whose last line shows training progress, a finished run or a
+failure was not waiting in a collective.
 
 Sources: NCCL's INFO output (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/
 env.html#nccl-debug), torch.distributed's collectives (torch/distributed/distributed_c10d.py),
@@ -47,7 +52,23 @@ IN_COLLECTIVE = re.compile(
     r"|\b(?:all_reduce|all_gather\w*|broadcast\w*|barrier|reduce_scatter\w*)\s+\(\S*"
     r"distributed_c10d\.py:\d+\)"
     r"|\bin (?:_verify_param_shape_across_processes|_sync_module_states|_sync_params_and_"
-    r"buffers)\b")
+    r"buffers)\b"
+    # nccl-tests/rccl-tests print their results table's header, then one row per message
+    # size as each all-reduce completes: a log that ends at the header never finished the
+    # first (smallest) collective (ROCm/rccl#1129: fixed by iommu=pt)
+    r"|^\s*#\s+size\s+count\s+type\s+redop\b|^\s*#\s+\(B\)\s+\(elements\)"
+    # the init_distributed_mode() of DeiT and the many repositories built on its utils
+    # (MAE, DINO, ConvNeXt, BEiT, ...) prints this, then calls init_process_group and at
+    # once torch.distributed.barrier(), the first NCCL collective; nothing is printed
+    # before the barrier returns (Sara-Ahmed/SiT#7: fixed with NCCL_P2P_LEVEL=NVL)
+    r"|^\|\s*distributed init \(rank \d+\)")
+# Ranks inside init_process_group, still meeting: torch's store-based barrier waiting for
+# the others (distributed_c10d.py _store_based_barrier), and DeepSpeed's init_distributed
+# (deepspeed/comm/comm.py), whose "cdb=None" and "Initializing TorchBackend in DeepSpeed"
+# come just before it calls init_process_group and nothing else.
+AT_RENDEZVOUS = re.compile(
+    r"Waiting in store based barrier to initialize process group"
+    r"|\binit_distributed\]\s+(?:cdb=None\s*$|Initializing TorchBackend in DeepSpeed\b)")
 # Ctrl-C (or torchrun passing SIGINT/SIGTERM on): the tracebacks that follow are where the
 # ranks were, not failures.
 INTERRUPT = re.compile(r"^\s*KeyboardInterrupt\s*$|got signal: (?:2|15)\b|Signals\.SIG(?:INT|TERM)"
@@ -77,12 +98,16 @@ class Stop:
     where: str
     text: str
     in_collective: bool
+    at_rendezvous: bool = False
 
 
 def _kind(text: str, interrupted: bool) -> str:
-    """'setup', 'collective', 'quiet' (says nothing about progress) or 'other'."""
+    """'setup', 'collective', 'rendezvous', 'quiet' (says nothing about progress) or
+    'other'."""
     if IN_COLLECTIVE.search(text):
         return "collective"
+    if AT_RENDEZVOUS.search(text):
+        return "rendezvous"
     if NCCL_INFO.search(text):
         if _NCCL_TEARDOWN.search(text):
             return "other"
@@ -124,12 +149,14 @@ def where_ranks_stopped(context: DocumentContext, many: bool) -> list[Stop]:
                 label = f"last line, {label}"
             elif who is not None:
                 label = f"last of {who}, {label}"
-            found.append(Stop(label, redact_text(text.strip())[:300], kind == "collective"))
+            found.append(Stop(label, redact_text(text.strip())[:300], kind == "collective",
+                              kind == "rendezvous"))
     if not found:
         return []
     # Each rank's own last words since the setup began: one that trained on, finished or
     # failed was not waiting.
-    start = next(i for i, kind in enumerate(kinds) if kind in ("setup", "collective"))
+    start = next(i for i, kind in enumerate(kinds)
+                 if kind in ("setup", "collective", "rendezvous"))
     last_words: dict[str | None, str] = {}
     for (_, who, text), kind in zip(read[start:], kinds[start:]):
         if kind == "other":

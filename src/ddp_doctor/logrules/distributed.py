@@ -136,6 +136,44 @@ GLOO_LOOPBACK = declare(
         "host name resolve to that interface's address.",
     severity=Severity.WARNING,
     docs_url="https://pytorch.org/docs/stable/distributed.html#common-environment-variables")
+# torch 2.4 made libuv the TCPStore server's default backend (torch/distributed/
+# rendezvous.py reads use_libuv from the init_method URL or the USE_LIBUV variable, default
+# on), but a build without libuv - the native Windows wheels of that time - cannot start it,
+# and TCPStore's constructor refuses: "use_libuv was requested but PyTorch was build without
+# libuv support" (https://pytorch.org/tutorials/intermediate/TCPStore_libuv_backend.html;
+# jingyaogong/minimind#115: torchrun on Windows 11, ran once moved to WSL2).
+NO_LIBUV = declare(
+    "LOG084", Category.RENDEZVOUS_FAILURE,
+    "The rendezvous store asked for libuv, which this PyTorch build lacks",
+    what="torch's TCPStore, the store the ranks meet at, was asked for its libuv server "
+         "backend (the default since torch 2.4, also for torchrun), but this torch was built "
+         "without libuv: the native Windows wheels. The store is never created.",
+    why="No rank can rendezvous, so the job fails before training starts.",
+    fix="Run multi-GPU training under WSL2 or Linux; on native Windows turn libuv off: "
+        "USE_LIBUV=0 in the environment, init_method='env://?use_libuv=False', or "
+        "TCPStore(..., use_libuv=False).",
+    docs_url="https://pytorch.org/tutorials/intermediate/TCPStore_libuv_backend.html")
+# Until every rank has joined, init_process_group waits: torch's store-based barrier logs
+# "Waiting in store based barrier to initialize process group for rank: 0, key:
+# store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)" every few
+# seconds (torch/distributed/distributed_c10d.py _store_based_barrier), and a job whose log
+# ends where the ranks enter init_process_group (diagnose/last_lines.py: DeepSpeed's
+# init_distributed, which calls nothing else) is waiting there too. The ranks never met -
+# a wrong or unusable MASTER_ADDR/PORT (RLHFlow/Online-RLHF#11: main_process_port 0 in the
+# accelerate config), a rank that never started, or a world size larger than the ranks.
+RDZV_WAITING = declare(
+    "LOG087", Category.RENDEZVOUS_FAILURE,
+    "The ranks are still waiting for each other in init_process_group",
+    what="At least one rank entered init_process_group and is waiting for the others to "
+         "join the rendezvous store: they connect to another address or port (a "
+         "MASTER_PORT of 0 or one that differs between ranks, a wrong MASTER_ADDR), never "
+         "started, or fewer ranks run than the world size says. Harmless for a few seconds "
+         "while ranks start; a log that ends here is a job that hangs at start-up.",
+    why="Training never starts; after the timeout (30 minutes by default) init fails.",
+    fix="Give every rank the same reachable MASTER_ADDR and a real free MASTER_PORT (not 0; "
+        "accelerate: main_process_port), and make the number of ranks started equal the "
+        "world size.",
+    severity=Severity.WARNING, docs_url=RUN_DOCS)
 
 RULES: tuple[Rule, ...] = (
     Rule(PORT_IN_USE, rx(r"error[^\n]*address already in use", r"fail[^\n]*address already in use",
@@ -164,14 +202,30 @@ RULES: tuple[Rule, ...] = (
                    "but another process is utilizing it. Please specify a different port (such "
                    "as using the `--main_process_port` flag or specifying a different "
                    "`main_process_port` in your config file) and rerun your script.")),
+    Rule(NO_LIBUV, rx(r"error\W[^\n]*use_libuv was requested but pytorch was buil[dt] "
+                      r"without libuv"),
+         ("error",),
+         (Step("Turn the libuv store backend off for this run (native Windows).",
+               command="set USE_LIBUV=0 && torchrun --nproc_per_node 2 train.py"),
+          Step("Or pass it in the script's init_method: "
+               "dist.init_process_group('gloo', init_method='env://?use_libuv=False')."),
+          Step("Better, train under WSL2 or Linux, where torch ships with libuv and NCCL.",
+               command="wsl --install")),
+         examples=("RuntimeError: use_libuv was requested but PyTorch was build without libuv "
+                   "support",
+                   # pytest's report of the same, from a library's Windows CI
+                   "E       RuntimeError: use_libuv was requested but PyTorch was build without "
+                   "libuv support")),
     Rule(RDZV_TIMEOUT, rx(r"client socket has timed out after",
                           r"rendezvoustimeouterror",
                           r"rendezvousconnectionerror",
                           r"timed out after \d+ seconds waiting for clients",
                           r"timed out initializing process group in store based barrier",
                           r"connect\(\) timed out",
-                          r"error:[^\n]*socket timeout",
-                          r"store->get\([^)]*\) got error",
+                          # (neither is the NCCL id wait: the store answered there, the
+                          # first rank never published its id, nccl.py LOG086)
+                          r"^(?![^\n]*nccluniqueid)[^\n]*error:[^\n]*socket timeout",
+                          r"^(?![^\n]*nccluniqueid)[^\n]*store->get\([^)]*\) got error",
                           r"valueerror: host not found",
                           r"error[^\n]*(?:rendezvous|c10d|store|tcpstore)[^\n]*"
                           r"(?:name or service not known|failure in name resolution|gai error)"),
@@ -194,6 +248,21 @@ RULES: tuple[Rule, ...] = (
              "the TCPStore: Name or service not known (gai error: -2)"),
          symptom_of=(ANY_ERROR,),
          alternatives=("nccl_network: when NCCL bootstrap, not the store, is what times out",),
+         decide=(REACH,)),
+    Rule(RDZV_WAITING, rx(r"waiting in store based barrier to initialize process group"
+                          r"[^\n]*timeout"),
+         ("time",),
+         (Step("Check that every rank is given the same address, a real port and the world "
+               "size.", command="env | grep -E 'MASTER_|WORLD_SIZE|RANK'"),
+          Step("For accelerate, look for a port of 0 or a world size that does not match.",
+               command="grep -nE 'main_process_port|num_processes|num_machines' "
+                       "~/.cache/huggingface/accelerate/default_config.yaml"),
+          REACH),
+         examples=("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to "
+                   "initialize process group for rank: 0, key: store_based_barrier_key:1 "
+                   "(world_size=2, worker_count=1, timeout=0:30:00)",),
+         alternatives=("host_out_of_memory: a rank killed at start-up (exit code -9) never "
+                       "joins the others",),
          decide=(REACH,)),
     Rule(RDZV_RETRY, rx(r"client socket has failed to connect"),
          ("fail",), (REACH,),

@@ -245,6 +245,25 @@ WSL_UNSUPPORTED = declare(
         "feature (managed memory, memory pools: see the library's WSL notes), use a "
         "Volta-or-newer GPU, or run on native Linux.",
     docs_url=WSL_GUIDE)
+# A container started without asking for GPUs (plain `docker run` with no --gpus, no
+# --runtime=nvidia, not nvidia-docker) gets neither the /dev/nvidia* device nodes nor the
+# driver's libraries: inside it there is no driver at all, whatever the host has. NVIDIA's
+# CUDA/NGC images say so when they start ("WARNING: The NVIDIA Driver was not detected.  GPU
+# functionality will not be available." then "Use the NVIDIA Container Toolkit to start this
+# container with GPU support", earlier "Use 'nvidia-docker run' to start this container");
+# diagnose/context.py reads a `docker run` line without a GPU request beside a CUDA that
+# finds no GPU the same way (floydhub/dockerfiles#3: fixed by nvidia-docker run).
+CONTAINER_NO_GPU = declare(
+    "LOG085", Category.DRIVER_MISSING, "The container was started without GPUs",
+    what="The container was started without a GPU request (docker run without --gpus or "
+         "--runtime=nvidia, not through nvidia-docker), so the NVIDIA container runtime did "
+         "not mount the driver's libraries or the /dev/nvidia* devices into it: inside, no "
+         "driver exists, even though the host has one.",
+    why="torch.cuda.is_available() is False and every CUDA call fails in the container.",
+    fix="Start the container with GPUs: docker run --gpus all ... (NVIDIA Container Toolkit "
+        "installed on the host), or the GPU resource in Kubernetes; with a daemon whose "
+        "default runtime is nvidia, check that default-runtime is set in daemon.json.",
+    docs_url=TOOLKIT_GUIDE)
 
 RULES: tuple[Rule, ...] = (
     Rule(NO_DRIVER, rx(r"found no nvidia driver on your system",
@@ -261,7 +280,9 @@ RULES: tuple[Rule, ...] = (
                        # NVML's return code alone: 9 is NVML_ERROR_DRIVER_NOT_LOADED (nvml.h),
                        # as ollama's GPU discovery prints it (ollama/ollama#1898)
                        r"nvml[^\n]*\binit\w*[^\n]*\bfail\w*:? ?9\b(?![.\d])",
-                       r"error: libcuda\.so\.1: cannot open shared object file"),
+                       r"error: libcuda\.so\.1: cannot open shared object file",
+                       # the driver's own soname missing: no driver (cuda-python's loader)
+                       r"fail\w* to dlopen libcuda\.so\.1\b"),
          ("nvidia", "nvrm", "error", "fail"),
          (Step("Is the kernel module loaded, and built for the running kernel?",
                command="lsmod | grep -E 'nvidia|nouveau'; dkms status; uname -r"),
@@ -281,11 +302,30 @@ RULES: tuple[Rule, ...] = (
              "Oct 14 07:35:56 pop-os nvidia-settings-autostart.desktop[2905]: ERROR: NVIDIA "
              "driver is not loaded",
              "Jan 08 19:28:33 XDFAF ollama[178990]: 2024/01/08 19:28:33 gpu.go:39: CUDA not "
-             "detected: nvml vram init failure: 9"),
+             "detected: nvml vram init failure: 9",
+             "RuntimeError: Failed to dlopen libcuda.so.1"),
          symptom_of=("LOG061", "LOG020"),
          alternatives=("wsl_setup: inside WSL2 this means the Linux driver was installed in WSL "
                        "or /usr/lib/wsl/lib is missing",),
          decide=(Step("Tell WSL from a native Linux host.", command="uname -r"),)),
+    Rule(CONTAINER_NO_GPU, rx(r"warn\w*:? the nvidia driver was not detected",
+                              r"use the nvidia container toolkit to start this container",
+                              r"use .?nvidia-docker run.? to start this container"),
+         ("warn", "nvidia"),
+         (Step("Start the container with the GPUs (NVIDIA Container Toolkit on the host).",
+               command="docker run --gpus all --rm IMAGE python -c \"import torch; "
+                       "print(torch.cuda.is_available())\""),
+          Step("On the host, check that the toolkit is installed and Docker knows the runtime.",
+               command="nvidia-ctk --version; docker info | grep -i runtime")),
+         examples=("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be "
+                   "available.",
+                   "   Use the NVIDIA Container Toolkit to start this container with GPU support; "
+                   "see",
+                   "   Use 'nvidia-docker run' to start this container; see"),
+         alternatives=("driver_missing: a host without a working NVIDIA driver gives the "
+                       "container none either, even with --gpus",),
+         decide=(Step("On the host, outside the container: does the driver answer?",
+                      command="nvidia-smi"),)),
     Rule(NO_CONTAINER_GPU, rx(r"nvidia-container-cli: initialization error: (?:load library "
                               r"failed|nvml error)[^\n]*libnvidia-ml\.so"),
          ("error",),
@@ -432,7 +472,16 @@ RULES: tuple[Rule, ...] = (
              "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some "
              "cuda functions before calling NumCudaDevices() that might have already set an "
              "error? Error 803: system has unsupported display driver / cuda driver "
-             "combination")),
+             "combination"),
+         # Error 803 (cudaErrorSystemDriverMismatch) says only that the two halves disagree;
+         # a kernel driver older than the libcuda beside it (bundled or cuda-compat) is one
+         # way there, and installing the current driver, which replaces both, fixes either
+         # (easydiffusion/easydiffusion#134 and #379).
+         alternatives=("driver_too_old: the kernel driver is older than the CUDA user-space "
+                       "library loaded beside it; installing the current driver replaces both",),
+         decide=(Step("Compare the kernel module's version with the user-space libraries'.",
+                      command="cat /proc/driver/nvidia/version; ls -l $(ldconfig -p | "
+                              "grep -m1 'libcuda.so.1 ' | awk '{print $NF}')"),)),
     Rule(CUDA_INIT, rx(r"cuda unknown error",
                        r"cuda error: unknown error",
                        r"error 999\W+unknown error",
@@ -530,7 +579,11 @@ RULES: tuple[Rule, ...] = (
                          # foundation/bitsandbytes#52: fixed by /usr/lib/wsl/lib on
                          # LD_LIBRARY_PATH) and Triton's libcuda_dirs() ("libcuda.so cannot
                          # found!", triton-lang/triton python/triton/common/build.py)
-                         r"\blibcuda\.so (?:not found|cannot (?:be )?found)\b"),
+                         r"\blibcuda\.so (?:not found|cannot (?:be )?found)\b",
+                         # cuda-python's cuPythonInit dlopen()s the unversioned name too
+                         # (NVIDIA/cuda-python#17: WSL, fixed by /usr/lib/wsl/lib on
+                         # LD_LIBRARY_PATH)
+                         r"fail\w* to dlopen libcuda\.so(?![.\w])"),
          ("cud",),
          (Step("Put WSL's driver directory on the loader path.",
                command="export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"),),
@@ -538,7 +591,8 @@ RULES: tuple[Rule, ...] = (
                    "open shared object file: No such file or directory",
                    "CUDA SETUP: WARNING! libcuda.so not found! Do you have a CUDA driver "
                    "installed? If you are on a cluster, make sure you are on a CUDA machine!",
-                   "AssertionError: libcuda.so cannot found!"),
+                   "AssertionError: libcuda.so cannot found!",
+                   "RuntimeError: Failed to dlopen libcuda.so"),
          alternatives=("driver_missing: on native Linux, no driver (or a container started "
                        "without GPUs) also leaves libcuda.so missing",),
          decide=(Step("Is this WSL?", command="uname -r; ls /usr/lib/wsl/lib"),)),

@@ -183,6 +183,31 @@ NCCL_NET_TOPO = declare(
         "framework container), a net plugin built for that NCCL, and unset NCCL_TOPO_FILE "
         "unless it describes this machine.",
     docs_url=NCCL_ENV)
+# Before its first NCCL operation on a group, every rank but the group's first fetches that
+# rank's ncclUniqueId from the c10d store (ProcessGroupNCCL.cpp broadcastUniqueNCCLID):
+# "[1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d
+# key-value store by key '0', but store->get('0') got error: ...". The store answered -
+# the ranks had met - but the first rank never published its id within the store's timeout:
+# it had not reached that collective (busy alone: preprocessing under main_process_first,
+# evaluating; or a different collective, group or device order) or it died. That is ranks
+# out of step, not a rendezvous failure (hiyouga/ChatGLM-Efficient-Tuning#137: rank 0
+# tokenising a large dataset for 30 minutes while rank 1 waited in the barrier).
+NCCL_ID_WAIT = declare(
+    "LOG086", Category.COLLECTIVE_TIMEOUT,
+    "A rank waited for the first rank's NCCL id in vain (that rank never reached the "
+    "collective)",
+    what="Before the first NCCL operation of a group each rank fetches the group's first "
+         "rank's ncclUniqueId from the store; this rank reached that operation, but the first "
+         "rank did not publish its id before the store's timeout: it was still busy elsewhere "
+         "(rank-0-only preprocessing, caching, evaluation), called a different collective or "
+         "used another device or group order, or it died.",
+    why="The waiting rank fails (or the job hangs until the timeout) and takes the job down.",
+    fix="Make every rank reach the same NCCL operations in the same order; keep long "
+        "rank-0-only work under the timeout (pre-process once beforehand, or raise "
+        "init_process_group(timeout=...)); bind each rank to its GPU with "
+        "torch.cuda.set_device(local_rank) before the first collective.",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#torch.distributed."
+             "init_process_group")
 
 SHM_ROOTS = ("LOG042", "LOG008", "LOG040")
 NET_ROOTS = ("LOG043", "LOG044", "LOG073")
@@ -391,6 +416,31 @@ RULES: tuple[Rule, ...] = (
          symptom_of=(ANY_ERROR,),
          alternatives=("host_out_of_memory: the peer was killed by the OOM killer",
                        "nccl_network: the network between the nodes dropped"),
+         decide=(Step("Was a rank killed?",
+                      command="sudo dmesg -T | grep -i -E 'killed process|out of memory'"),)),
+    Rule(NCCL_ID_WAIT, rx(r"retrieving nccluniqueid from \[\d+\] via c10d key-value store"
+                          r"[^\n]*got error"),
+         ("error",),
+         (Step("See what the first rank was doing while the others waited: its last progress "
+               "or log line comes before this error (long rank-0-only preprocessing is the "
+               "usual reason)."),
+          Step("Keep rank-0-only work under the timeout: pre-process or cache the data in one "
+               "process first, or raise the timeout in the script: "
+               "dist.init_process_group('nccl', timeout=datetime.timedelta(hours=2)) "
+               "(HF Trainer: --ddp_timeout)."),
+          Step("Check that each rank uses its own GPU and runs the same collectives.",
+               command="TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun ...")),
+         examples=("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId "
+                   "from [0] via c10d key-value store by key '0', but store->get('0') got error",
+                   "torch.distributed.DistBackendError: [2] is setting up NCCL communicator and "
+                   "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+                   "store->get('0') got error: wait timeout after 600000ms, keys: "
+                   "/default_pg/0//27//cuda//0"),
+         symptom_of=(ANY_ERROR,),
+         alternatives=("ddp_usage_error: ranks that choose their GPU or their collectives "
+                       "differently never meet in the same NCCL communicator",
+                       "host_out_of_memory: a first rank killed silently never publishes its "
+                       "id"),
          decide=(Step("Was a rank killed?",
                       command="sudo dmesg -T | grep -i -E 'killed process|out of memory'"),)),
     Rule(NO_NCCL, rx(r"error: distributed package doesn.t have nccl built in",
