@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -108,6 +109,14 @@ def build_report(catalogue: Catalogue, facts: Facts | FactsView,
     )
 
 
+def _gpu_name(gpu: Mapping[str, Any]) -> str:
+    """A GPU's model, or where it is when NVML could not name it (a GPU with no handle)."""
+    if gpu.get("name"):
+        return str(gpu["name"])
+    where = f"at {gpu['pci_bus_id']}" if gpu.get("pci_bus_id") else str(gpu.get("index", "?"))
+    return f"GPU {where} (unnamed: {gpu.get('error') or 'no name reported'})"
+
+
 def summarize_environment(facts: Facts | FactsView) -> dict[str, Any]:
     """The few facts a reader of any report wants first, without the whole snapshot."""
     view = FactsView.of(facts)
@@ -123,7 +132,7 @@ def summarize_environment(facts: Facts | FactsView) -> dict[str, Any]:
         "python_executable": python.get("executable"),
         "driver": nvml.get("driver_version"),
         "driver_cuda": nvml.get("cuda_driver_version"),
-        "gpus": [g.get("name") for g in view.nvml_gpus()],
+        "gpus": [_gpu_name(g) for g in view.nvml_gpus()],
         "torch": build.get("version"),
         "torch_cuda": build.get("cuda"),
         "cuda_available": cuda.get("available"),

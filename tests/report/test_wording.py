@@ -138,3 +138,12 @@ def test_the_patterns_catch_what_they_are_for():
     for fine in ("1 GPU", "2 GPUs", "--workers 0", "NoneType", "'None'", "nanoseconds",
                  "torch.cuda.nan_to_num", "collect_env.py"):
         assert not any(p.search(fine) for p in BAD_WORDING.values()), fine
+
+
+def test_a_gpu_nvml_could_not_name_is_shown_by_where_it_is():
+    """A real paste (NVIDIA/open-gpu-kernel-modules#387): "Unable to determine the device
+    handle for GPU 0000:0B:00.0: Unknown Error" gives a GPU without a model name; the
+    environment row names it by its bus id instead of breaking the Markdown report."""
+    report = diagnose(str(LOGS / "open-gpu-kernel-modules-387.log")).report
+    assert report.environment["gpus"] == ["GPU at 0000:0B:00.0 (unnamed: Unknown Error)"]
+    assert "| GPUs | GPU at 0000:0B:00.0 (unnamed: Unknown Error) |" in render_markdown(report)
