@@ -114,7 +114,7 @@ def _gpu_name(gpu: Mapping[str, Any]) -> str:
     if gpu.get("name"):
         return str(gpu["name"])
     where = f"at {gpu['pci_bus_id']}" if gpu.get("pci_bus_id") else str(gpu.get("index", "?"))
-    return f"GPU {where} (unnamed: {gpu.get('error') or 'no name reported'})"
+    return f"GPU {where} (model not shown)"
 
 
 def summarize_environment(facts: Facts | FactsView) -> dict[str, Any]:

@@ -349,6 +349,32 @@ def test_the_real_pasted_nvidia_smi_q_has_neither():
     assert "HWF010" not in codes and "HWF012" not in codes
 
 
+def test_a_real_power_braked_v100s_pasted_reasons_are_hwf012_with_the_bmc_step():
+    """A real C4130 whose iDRAC asserted the power brake (SM at 382 MHz), quoted as threads
+    quote it: the reasons and clocks alone, flush left, no report around them."""
+    result = facts_from_text(capture("nvidia-smi-q-l4rz-c4130-v100-power-brake.txt"))
+    assert result is not None
+    (gpu,) = result.facts.records["nvml"].value["gpus"]
+    assert gpu["index"] == 0 and "name" not in gpu and "pci_bus_id" not in gpu
+    found = [f for r in run(result.facts).values() for f in r.findings]
+    (slow,) = [f for f in found if f.code.id == "HWF012"]
+    assert slow.title == ("GPU 0 (unknown model) is slowed down: HW Power Brake Slowdown, "
+                          "HW Slowdown")
+    assert any("BMC" in step.text for step in slow.remediation)
+    assert "HWF010" not in [f.code.id for f in found]  # the excerpt shows no link
+
+
+def test_the_same_heading_inside_a_whole_report_does_not_split_it():
+    """Only a flush-left heading starts an excerpt: a whole report keeps its GPUs' reasons."""
+    text = capture(V100_Q)
+    assert "    Clocks Throttle Reasons" in text or "    Clocks Event Reasons" in text
+    result = facts_from_text(text)
+    assert result is not None
+    assert result.facts.meta["sections"] == [s for s in result.facts.meta["sections"]
+                                             if "excerpt" not in s]
+    assert all(g.get("name") for g in result.facts.records["nvml"].value["gpus"])
+
+
 # ---------------------------------------------------------------- nccl.p2p_data
 
 

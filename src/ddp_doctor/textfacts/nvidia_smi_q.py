@@ -40,6 +40,9 @@ Path = tuple[str, ...]
 _KEY_VALUE = re.compile(r"^(.*?\S)\s*:\s*(.*?)\s*$")
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 START = re.compile(r"^Driver Version\s*:\s*\S", re.IGNORECASE)
+# One section pasted on its own, flush left (a thread about throttling quotes just the
+# reasons and the clocks): read as one GPU whose identity the paste does not show.
+EXCERPT = re.compile(r"^(?:Clocks (?:Event|Throttle) Reasons|GPU Link Info)\s*$")
 MAX_LINES = 20000  # 8 GPUs of a recent driver are about 2,500 lines
 _COMPUTE_MODES = {"default": "Default", "exclusive_process": "Exclusive_Process",
                   "exclusive_thread": "Exclusive_Thread", "prohibited": "Prohibited"}
@@ -47,14 +50,16 @@ _FABRIC = {"not started": "not_started", "in progress": "in_progress",
            "completed": "completed"}
 
 
-def _tree(lines: Sequence[str]) -> tuple[dict[str, str], list[dict[Path, str]]]:
-    """Top-level values and, per GPU block, every value by its section path."""
+def _tree(lines: Sequence[str], headless: bool = False
+          ) -> tuple[dict[str, str], list[dict[Path, str]]]:
+    """Top-level values and, per GPU block, every value by its section path. ``headless``:
+    the lines are one GPU block's sections, pasted without the report around them."""
     system: dict[str, str] = {}
-    gpus: list[dict[Path, str]] = []
-    gpu: dict[Path, str] | None = None
+    gpu: dict[Path, str] | None = {} if headless else None
+    gpus: list[dict[Path, str]] = [gpu] if gpu is not None else []
     sections: list[tuple[int, str]] = []
     for raw in lines[:MAX_LINES]:
-        line = normalize_line(raw)
+        line = ("    " if headless else "") + normalize_line(raw)
         stripped = line.strip()
         if not stripped or stripped.startswith("====") or stripped == "[...]":
             continue
@@ -103,6 +108,23 @@ def parse(lines: Sequence[str]) -> Parsed | None:
     problems = [f"GPU {g['index']}: {p}" for g in gpus for p in _problems(g)]
     out.summary = (f"nvidia-smi -q: driver {driver}, {count(len(gpus), 'GPU')} shown"
                    + (f" of {attached} attached" if attached and attached != len(gpus) else "")
+                   + (" (" + "; ".join(problems) + ")" if problems else ""))
+    return out
+
+
+def parse_excerpt(lines: Sequence[str]) -> Parsed | None:
+    """Read sections of one GPU pasted without their report (LINES[0] is EXCERPT's line):
+    the clock-event reasons and the link, which is what throttling threads quote."""
+    if not lines or not EXCERPT.match(normalize_line(lines[0]).rstrip()):
+        return None
+    _, blocks = _tree(lines, headless=True)
+    gpu = _gpu(blocks[0], 0)
+    if gpu.get("clock_event_reasons") is None and gpu.get("pcie") is None:
+        return None
+    out = Parsed(kind="nvidia_smi_q")
+    out.facts["nvml"] = {"initialized": True, "error": None, "gpus": [gpu]}
+    problems = _problems(gpu)
+    out.summary = ("nvidia-smi -q excerpt of one GPU (which one is not shown)"
                    + (" (" + "; ".join(problems) + ")" if problems else ""))
     return out
 

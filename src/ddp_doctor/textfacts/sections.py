@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from ddp_doctor.textfacts import collect_env, nvidia_smi, nvidia_smi_q, yolo_checks
 from ddp_doctor.textfacts.parsed import Parsed, normalize_line
 
-SECTION_MARKERS: tuple[str, ...] = ("pytorch version", "driver", "device handle", "torch-")
+SECTION_MARKERS: tuple[str, ...] = ("pytorch version", "driver", "device handle", "torch-",
+                                     "reasons", "link info")
 
 Parser = Callable[[Sequence[str]], "Parsed | None"]
 
@@ -57,6 +58,8 @@ def _parser_for(line: str) -> Parser | None:
     low = line.lower()
     if not any(marker in low for marker in SECTION_MARKERS):
         return None
+    if nvidia_smi_q.EXCERPT.match(normalize_line(line).rstrip()):  # flush left only: the
+        return nvidia_smi_q.parse_excerpt  # same heading indented is inside a whole report
     text = normalize_line(line).strip()
     for pattern, parser, anywhere in _STARTS:
         if (pattern.search(text) if anywhere else pattern.match(text)) is not None:
