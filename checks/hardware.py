@@ -34,7 +34,7 @@ from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.facts.shapes import GpuUnderLoad, NvmlGpu, XidEvent
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.knowledge.links import NVML_CLOCK_REASONS, active_reasons
+from ddp_doctor.knowledge.links import NVML_CLOCK_REASONS, active_reasons, board_lanes
 from ddp_doctor.knowledge.xid import XID_CATALOG_TABLE, Blame, describe
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
@@ -593,6 +593,9 @@ def gpu_pcie_link(facts: FactsView) -> Iterator[Finding | Summary]:
         index = gpu.get("index")
         lspci = f"sudo lspci -vv -s {gpu.get('pci_bus_id') or ''} | grep -E 'LnkCap|LnkSta'"
         width, width_max = link.get("width_current"), link.get("width_max")
+        wired = board_lanes(gpu.get("name"))  # an x8 card reports its chip's x16 as max
+        if wired and width_max:
+            width_max = min(width_max, wired)
         if width and width_max and width < width_max:
             yield Finding(
                 code=PCIE_NARROW,

@@ -257,6 +257,24 @@ def test_a_narrowed_link_is_a_warning_naming_the_gpu():
     assert finding.affects == ("gpu:5",)
 
 
+@pytest.mark.parametrize("model", ["NVIDIA GeForce RTX 3050", "NVIDIA GeForce RTX 4060 Ti",
+                                   "NVIDIA GeForce RTX 5060"])
+def test_a_card_built_with_eight_lanes_at_x8_is_not_narrowed(model):
+    """NVML's maximum width is the chip's: a real RTX 3050 under load reports x8 of x16 at
+    PCIe Gen4, which is how the board is wired (knowledge/links.py board_lanes)."""
+    result = run(v100_with(**{"5.name": model, "5.pcie.width_current": 8}))["gpu.pcie_link"]
+    assert not result.findings
+
+
+def test_an_eight_lane_card_below_x8_and_other_gpus_at_x8_are_still_narrowed():
+    x4 = only_finding(run(v100_with(**{"5.name": "NVIDIA GeForce RTX 4060",
+                                       "5.pcie.width_current": 4}))["gpu.pcie_link"])
+    assert x4.title == "GPU 5 (NVIDIA GeForce RTX 4060): PCIe link x4, where x8 is possible"
+    laptop = only_finding(run(v100_with(**{"5.name": "NVIDIA GeForce RTX 4060 Laptop GPU",
+                                           "5.pcie.width_current": 8}))["gpu.pcie_link"])
+    assert laptop.code.id == "HWF010"  # laptop designs vary: not assumed to be x8
+
+
 def test_an_idle_link_at_gen1_is_normal():
     """Idle GPUs drop to Gen1 to save power: the NVML probe's generation is never judged."""
     facts = v100_with(**{f"{i}.pcie.gen_current": 1 for i in range(8)})

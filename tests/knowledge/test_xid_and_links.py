@@ -9,6 +9,7 @@ from ddp_doctor.knowledge.links import (
     CLOCK_REASONS,
     SLOWING_BITS,
     active_reasons,
+    board_lanes,
     pcie_gbps,
     reasons_mask,
 )
@@ -94,3 +95,12 @@ def test_clock_reasons_names_and_which_slow_the_gpu():
     assert active_reasons(None) == [] and active_reasons(0) == []
     assert reasons_mask({"Idle": True, "HW Slowdown": False, "sw power cap": True,
                          "Unknown Reason": True}) == 0x1 | 0x4
+
+
+def test_boards_wired_for_eight_lanes():
+    assert [board_lanes(m) for m in ("NVIDIA GeForce RTX 3050", "NVIDIA GeForce RTX 4060 Ti",
+                                     "NVIDIA GeForce RTX 5060 Ti", "NVIDIA GeForce RTX 5050")] \
+        == [8, 8, 8, 8]
+    assert [board_lanes(m) for m in ("NVIDIA GeForce RTX 3060", "NVIDIA GeForce RTX 4070",
+                                     "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4060 Laptop GPU",
+                                     None, "")] == [None] * 6

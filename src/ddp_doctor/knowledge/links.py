@@ -13,10 +13,19 @@ Sources:
   (https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html), the same
   names ``nvidia-smi -q`` prints under "Clocks Event Reasons" ("Clocks Throttle Reasons"
   before R535).
+- Boards wired for eight lanes: the GeForce RTX 4060 and 4060 Ti are PCIe 4.0 x8 (NVIDIA's
+  board documents as reported at launch, https://www.guru3d.com/news-story/upcoming-nvidia-
+  geforce-rtx-4060-ti-pci-express-4-x8-interface-enhanced-specifications.html,
+  https://meterpreter.org/rtx-4060-series-are-only-equipped-with-pci-e-4-0-x8-interface/),
+  as are the desktop RTX 3050 and the RTX 5050/5060/5060 Ti (PCIe 5.0 x8) by their
+  published specifications (https://www.techpowerup.com/gpu-specs/). NVML's "maximum" width
+  is the chip's, not the board's: a real RTX 3050 under load reports x8 of a maximum x16
+  at PCIe Gen4, which is simply how the card is built.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 NVML_CLOCK_REASONS = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html"
@@ -28,6 +37,16 @@ PCIE_GBPS_PER_LANE: dict[int, float] = {
 
 NVLINK_GBPS_PER_LINK = 25.0
 """GB/s per NVLink and direction (NVLink 2.0 to 4.0; NVLink 5 is faster)."""
+
+_EIGHT_LANE_BOARDS = re.compile(r"\bRTX\s+(?:3050|4060|5050|5060)\b(?!.*\b(?:Laptop|Mobile)\b)",
+                                re.IGNORECASE)
+
+
+def board_lanes(model: str | None) -> int | None:
+    """The lanes a GPU's board is wired for when fewer than its chip's maximum (desktop x8
+    cards), else None. Laptop parts vary by design and are not assumed."""
+    return 8 if model and _EIGHT_LANE_BOARDS.search(model) else None
+
 
 SLOW_FRACTION = 0.25
 """A GPU-to-GPU copy below this share of its link's rate is "far below" expectation: well
