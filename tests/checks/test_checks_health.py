@@ -187,6 +187,14 @@ def test_an_nvlink5_xid_that_says_nonfatal_is_a_warning_and_fatal_an_error():
     assert "Xid 149 (NVLink error (fifth-generation NVLink)) x2" in found["0000:00:00"].title
 
 
+def test_a_real_three_line_sxid_is_one_nvswitch_event():
+    facts = with_kernel_log(load_v100(),
+                            kernel_log_fact("real-dmesg-sxid-20034-three-lines.txt"))
+    (sxid,) = [f for f in run(facts)["gpu.xid"].findings if f.code.id == "HWF008"]
+    assert sxid.title == "The NVSwitch at PCI 0000:a9:00.0 logged SXid 20034 x1 this boot"
+    assert evidence(sxid)["SXid 20034"].endswith("last: Fatal, Link 30 LTSSM Fault Up")
+
+
 def test_nvswitch_sxid_events_are_their_own_finding():
     facts = with_kernel_log(load_v100(), kernel_log_fact("kernel-log-dmesg-sxid.txt"))
     sxid = [f for f in run(facts)["gpu.xid"].findings if f.code.id == "HWF008"]

@@ -206,3 +206,12 @@ def test_an_xid_that_names_its_cause_and_nvlink5_xids_that_say_their_fatality():
     nvlink5 = parse_events(log("real-xid144-149-nvlink5-fatality.txt"))
     assert [(e["xid"], e["fatal"], e["caused_by"]) for e in nvlink5] == [
         (144, False, None), (149, True, None), (149, True, None)]
+
+
+def test_one_sxid_printed_over_three_lines_is_one_event():
+    """A real SXid 20034 (Red Hat solution 6619941): the Fatal line, its Severity line and its
+    Data line are one event of the NVSwitch at 0000:a9:00.0."""
+    events = parse_events(log("real-dmesg-sxid-20034-three-lines.txt"))
+    assert [(e["kind"], e["xid"], e["pci_bus_id"], e["time"], e["fatal"]) for e in events] == [
+        ("SXid", 20034, "0000:a9:00.0", "131453.740743", True)]
+    assert events[0]["message"] == "Fatal, Link 30 LTSSM Fault Up"

@@ -32,6 +32,8 @@ captured log (tests/fixtures/kernel_log/SOURCES.md):
   (NVSentinel) treats these as Xid 79, and so does this probe, unless the same GPU's
   Xid 79 line is in the log too;
 - syslog-style times (``May 18 19:02:39``) where the log was read without ``-o short-iso``;
+- an SXid printed over three lines (the event, then its "Severity" and "Data" lines): one
+  event;
 - an Xid that names its cause (``45, ... caused by previous Xid 145``) and NVLink5 Xids that
   say ``Fatal`` or ``Nonfatal`` themselves: both are kept (``caused_by``, ``fatal``).
 """
@@ -65,6 +67,9 @@ _EVENT = re.compile(
     r"(?:\.[0-7])?)(?: GPU-I:\w+)?\): (?P<xid>\d+),? ?(?P<rest>.*)$")
 _CAUSED_BY = re.compile(r"\bcaused by previous Xid (?P<xid>\d+)")
 _FATALITY = re.compile(r"\b(?P<word>Nonfatal|Non-fatal|Fatal)\b")
+# The NVSwitch driver prints one SXid over several lines: the event ("Fatal, Link 30 LTSSM
+# Fault Up"), then its "Severity N Engine instance ..." and "Data {...}" lines.
+_SXID_DETAIL = re.compile(r"^(?:Severity \d+\b|Data \{)")
 _PID = re.compile(r"\bpid=(?:'?)(?P<pid>\d+)")
 _ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)\s")
 _BRACKET_TIME = re.compile(r"^\[\s*([^\]]+?)\s*\]\s")
@@ -98,6 +103,8 @@ def parse_events(text: str) -> list[XidEvent]:
         event = _EVENT.search(line)
         if event is None:
             continue  # "xid" in another sense, or a line cut short
+        if event.group("kind") == "SXid" and _SXID_DETAIL.match(event.group("rest")):
+            continue  # the detail lines of the SXid event just read
         time, _ = _time_of(line)
         pid = _PID.search(event.group("rest"))
         matches = match_text(line)
