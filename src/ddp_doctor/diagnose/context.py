@@ -457,13 +457,17 @@ def _cuda_unavailable(scan: ScanResult, many: bool) -> list[Seen]:
         for index, line in enumerate(lines):
             if not IS_AVAILABLE.search(line):
                 continue
-            answer = FALSE_AFTER.search(line) is not None
-            following = next((later for later in lines[index + 1:index + 4] if later.strip()),
-                             "")
-            if answer or FALSE_LINE.match(following):
-                text = line.strip() if answer else f"{line.strip()} -> {following.strip()}"
-                return [Seen(line_label(context.document, index + 1, many),
-                             redact_text(text)[:300])]
+            asked = Seen(line_label(context.document, index + 1, many),
+                         redact_text(line.strip())[:300])
+            if FALSE_AFTER.search(line) is not None:
+                return [asked]
+            after = next((n for n in range(index + 1, min(index + 4, len(lines)))
+                          if lines[n].strip()), None)
+            if after is not None and FALSE_LINE.match(lines[after]):
+                # Each line quoted under its own number (an interpreter prints the answer
+                # on the next line: "In [2]: torch.cuda.is_available()" / "Out[2]: False").
+                return [asked, Seen(line_label(context.document, after + 1, many),
+                                    redact_text(lines[after].strip())[:300])]
     return []
 
 
@@ -502,7 +506,7 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
                                       "container started without GPUs", rule_steps)
             shown = (Evidence(container[0].where, container[0].text,
                               "container started without GPUs"),
-                     Evidence(unavailable[0].where, unavailable[0].text))
+                     *(Evidence(seen.where, seen.text) for seen in unavailable))
             return [(Finding(CONTAINER_NO_GPU, CONTAINER_NO_GPU.summary, evidence=shown,
                              remediation=rule_steps, docs_url=CONTAINER_NO_GPU.docs_url), 0),
                     *findings]
