@@ -40,9 +40,9 @@ Path = tuple[str, ...]
 _KEY_VALUE = re.compile(r"^(.*?\S)\s*:\s*(.*?)\s*$")
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 START = re.compile(r"^Driver Version\s*:\s*\S", re.IGNORECASE)
-# One section pasted on its own, flush left (a thread about throttling quotes just the
-# reasons and the clocks): read as one GPU whose identity the paste does not show.
-EXCERPT = re.compile(r"^(?:Clocks (?:Event|Throttle) Reasons|GPU Link Info)\s*$")
+# The clock-event reasons pasted on their own, flush left (a thread about throttling quotes
+# just the reasons and the clocks): read as one GPU whose identity the paste does not show.
+EXCERPT = re.compile(r"^Clocks (?:Event|Throttle) Reasons\s*$")
 MAX_LINES = 20000  # 8 GPUs of a recent driver are about 2,500 lines
 _COMPUTE_MODES = {"default": "Default", "exclusive_process": "Exclusive_Process",
                   "exclusive_thread": "Exclusive_Thread", "prohibited": "Prohibited"}
@@ -114,7 +114,7 @@ def parse(lines: Sequence[str]) -> Parsed | None:
 
 def parse_excerpt(lines: Sequence[str]) -> Parsed | None:
     """Read sections of one GPU pasted without their report (LINES[0] is EXCERPT's line):
-    the clock-event reasons and the link, which is what throttling threads quote."""
+    the clock-event reasons and what follows them (the clocks, sometimes the link)."""
     if not lines or not EXCERPT.match(normalize_line(lines[0]).rstrip()):
         return None
     _, blocks = _tree(lines, headless=True)

@@ -8,7 +8,7 @@ lowercase substrings, and hands over the lines after each hit; every start patte
 matches only lines that contain one of them (tests/diagnose/test_textfacts.py checks it on every
 capture).
 
-Four markers, because each is one pass over the log:
+Five markers, because each is one pass over the log:
 - "pytorch version": collect_env's "PyTorch version: 2.1.0" (also the old "PyTorch version
   1.5.0" without a colon);
 - "driver": the nvidia-smi table header ("| NVIDIA-SMI 535.104.05  Driver Version: ..."),
@@ -16,7 +16,9 @@ Four markers, because each is one pass over the log:
   failed because it couldn't communicate with the NVIDIA driver" and "Failed to initialize
   NVML: Driver/library version mismatch";
 - "device handle": "Unable to determine the device handle for GPU...: Unknown Error";
-- "torch-": the Ultralytics / YOLOv5 banner ("Python-3.10.9 torch-1.13.1+cu117 CUDA:0 ...").
+- "torch-": the Ultralytics / YOLOv5 banner ("Python-3.10.9 torch-1.13.1+cu117 CUDA:0 ...");
+- "reasons": ``nvidia-smi -q``'s "Clocks Event Reasons" ("Clocks Throttle Reasons" before
+  R535) pasted alone, flush left, as threads about a throttled GPU quote it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ddp_doctor.textfacts import collect_env, nvidia_smi, nvidia_smi_q, yolo_che
 from ddp_doctor.textfacts.parsed import Parsed, normalize_line
 
 SECTION_MARKERS: tuple[str, ...] = ("pytorch version", "driver", "device handle", "torch-",
-                                     "reasons", "link info")
+                                     "reasons")
 
 Parser = Callable[[Sequence[str]], "Parsed | None"]
 
