@@ -451,8 +451,10 @@ def gpu_xid(facts: FactsView) -> Iterator[Finding | Summary]:
     for _, (gpu, by_xid) in _group(xids).items():
         first = next(iter(by_xid.values()))[0]
         label = _gpu_label(first, gpu)
-        hardware = {x: e for x, e in by_xid.items() if _blames_hardware(x, e)}
-        application = {x: e for x, e in by_xid.items() if not _blames_hardware(x, e)}
+        hardware: dict[int, list[XidEvent]] = {}
+        application: dict[int, list[XidEvent]] = {}
+        for xid, events_of in by_xid.items():
+            (hardware if _blames_hardware(xid, events_of) else application)[xid] = events_of
         if hardware:
             yield _xid_finding(XID_HARDWARE, label, gpu, hardware, source)
         if application:

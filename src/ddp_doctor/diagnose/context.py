@@ -34,6 +34,7 @@ from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.logrules import RULES
+from ddp_doctor.logrules.rule import Rule
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.redact.secrets import redact_text
 
@@ -358,6 +359,13 @@ def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Cod
 # not the rendezvous or a dead peer (aws-samples/aws-do-eks#50).
 _CONNECTION_FAILURES = {"LOG049", "LOG052", "LOG053", "LOG054"}
 _QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quoted line
+_RULES = {rule.code.id: rule for rule in RULES}
+
+
+def _rule(code: Code) -> Rule:
+    """The log rule that declares ``code``: its steps and alternatives, when a finding of
+    that code is made from the whole log instead of one line."""
+    return _RULES[code.id]
 
 
 def _loopback_explains(findings: list[tuple[Finding, int]], lead: Finding
@@ -429,7 +437,7 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
     for pattern, code_id in UNGATED_MESSAGES:
         seen = [found for context in scan.contexts
                 for found in _lines_with(pattern, context, many, 1)]
-        rule = next((r for r in RULES if r.code.id == code_id), None)
+        rule = _RULES.get(code_id)
         if seen and rule is not None:
             evidence = (Evidence(seen[0].where, seen[0].text, "the message without its "
                                                              "exception type"),
@@ -500,7 +508,7 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         if container and (lead is not None or unavailable):
             from ddp_doctor.logrules.driver import CONTAINER_NO_GPU
 
-            rule_steps = next((r.steps for r in RULES if r.code is CONTAINER_NO_GPU), ())
+            rule_steps = _rule(CONTAINER_NO_GPU).steps
             if lead is not None:
                 return _replaced_lead(findings, lead, CONTAINER_NO_GPU, container[0],
                                       "container started without GPUs", rule_steps)
@@ -589,7 +597,7 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         # The ranks never got past meeting each other: no NCCL transport is involved yet.
         from ddp_doctor.logrules.distributed import RDZV_WAITING
 
-        rule = next(r for r in RULES if r.code is RDZV_WAITING)
+        rule = _rule(RDZV_WAITING)
         code, steps, alternatives = RDZV_WAITING, rule.steps, rule.alternatives
         severity = Severity.ERROR  # the log ends there: the job hangs
     elif stops and not p2p_helps:

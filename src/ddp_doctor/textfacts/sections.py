@@ -60,9 +60,10 @@ def _parser_for(line: str) -> Parser | None:
     low = line.lower()
     if not any(marker in low for marker in SECTION_MARKERS):
         return None
-    if nvidia_smi_q.EXCERPT.match(normalize_line(line).rstrip()):  # flush left only: the
-        return nvidia_smi_q.parse_excerpt  # same heading indented is inside a whole report
-    text = normalize_line(line).strip()
+    normalized = normalize_line(line)
+    if nvidia_smi_q.EXCERPT.match(normalized.rstrip()):  # flush left only: the same
+        return nvidia_smi_q.parse_excerpt  # heading indented is inside a whole report
+    text = normalized.strip()
     for pattern, parser, anywhere in _STARTS:
         if (pattern.search(text) if anywhere else pattern.match(text)) is not None:
             return parser
