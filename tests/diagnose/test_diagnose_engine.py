@@ -13,7 +13,6 @@ import lzma
 import re
 import tarfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,7 @@ from ddp_doctor.diagnose.rank_prefixes import group_label, split_rank
 from ddp_doctor.diagnose.scan import Scanner
 from ddp_doctor.diagnose.source import InputError, open_input
 from ddp_doctor.model import Code, Severity
-
-
-@dataclass(frozen=True)
-class FakeRule:
-    code: Code
-    pattern: re.Pattern[str]
-    anchors: tuple[str, ...]
-    steps: tuple = ()
-    symptom_of: tuple[str, ...] = ()
-    alternatives: tuple[str, ...] = ()
-    decide: tuple = ()
+from tests.support.rules import FakeRule
 
 
 def _code(code_id: str, category: Category, severity: Severity = Severity.ERROR) -> Code:

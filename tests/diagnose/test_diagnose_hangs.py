@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
-from ddp_doctor.model import Finding
+from tests.support.rules import lead
 
 P2P_SETUP = (
     "host:34364:35141 [0] NCCL INFO Channel 00 : 0[1b000] -> 1[1c000] via P2P/IPC\n"
@@ -58,12 +57,6 @@ TORCHRUN_SIGINT = (
     "W1125 18:12:57.349000 16856 torch/distributed/elastic/agent/server/api.py:753] Received 2 "
     "death signal, shutting down workers\n"
     "torch.distributed.elastic.multiprocessing.api.SignalException: Process 16856 got signal: 2\n")
-
-
-def lead(tmp_path: Path, text: str) -> Finding:
-    path = tmp_path / "job.log"
-    path.write_text(text, encoding="utf-8")
-    return diagnose(str(path)).report.results[0].findings[0]
 
 
 def test_a_warning_after_the_setup_does_not_hide_the_hang(tmp_path: Path) -> None:

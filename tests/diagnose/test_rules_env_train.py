@@ -14,37 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
-from ddp_doctor.logrules import RULES, match_text
-from ddp_doctor.model import Finding, Severity
-
-LOGS = Path(__file__).parents[1] / "data" / "logs"
-
-
-def first(text: str) -> str | None:
-    matches = match_text(text)
-    return matches[0].rule.code.id if matches else None
-
-
-def codes(text: str) -> set[str]:
-    return {m.rule.code.id for m in match_text(text)}
-
-
-def findings(tmp_path: Path, text: str) -> list[Finding]:
-    path = tmp_path / "job.log"
-    path.write_text(text, encoding="utf-8")
-    return list(diagnose(str(path)).report.results[0].findings)
-
-
-def corpus_lead(name: str) -> Finding:
-    return diagnose(str(LOGS / name)).report.results[0].findings[0]
+from ddp_doctor.logrules import RULES
+from ddp_doctor.model import Severity
+from tests.support.rules import corpus_lead, diagnosed, first_code, matched_codes
 
 
 @pytest.mark.parametrize("code", ["LOG009", "LOG018", "LOG080", "LOG081", "LOG082"])
 def test_each_rules_examples_are_read_as_its_code(code: str) -> None:
     rule = next(r for r in RULES if r.code.id == code)
     for example in rule.examples:
-        assert code in codes(example), example
+        assert code in matched_codes(example), example
 
 
 # -- the thread's own log is read as its cause ------------------------------------------------
@@ -72,7 +51,7 @@ def test_the_threads_log_names_its_cause(name: str, code: str, category: str) ->
     ("NVIDIA driver is loaded and nvidia-smi works", None),
 ])
 def test_nvidia_settings_driver_not_loaded(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 @pytest.mark.parametrize(("line", "code"), [
@@ -86,7 +65,7 @@ def test_nvidia_settings_driver_not_loaded(line: str, code: str | None) -> None:
     ("CUDA SETUP: CUDA runtime path found: /usr/local/cuda/lib64/libcudart.so", None),
 ])
 def test_unversioned_libcuda_not_found(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 @pytest.mark.parametrize(("line", "code"), [
@@ -101,7 +80,7 @@ def test_unversioned_libcuda_not_found(line: str, code: str | None) -> None:
      "passed in a non-contiguous input.", "LOG034"),
 ])
 def test_cuda_operation_not_supported(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 def test_operation_not_supported_names_the_native_alternative() -> None:
@@ -119,14 +98,14 @@ def test_operation_not_supported_names_the_native_alternative() -> None:
      None),
 ])
 def test_nccl_topology_without_the_network_device(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 def test_nccl_topology_warning_explains_the_internal_error_after_it() -> None:
     text = ("graph/topo.h:230 NCCL WARN Could not find NET with id 0\n"
             "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
             "1275, internal error, NCCL version 2.21.5\n")
-    assert first(text) == "LOG081"
+    assert first_code(text) == "LOG081"
 
 
 # -- Gloo's loopback fallback: a warning alone, the cause of a refused connection ------------
@@ -139,7 +118,7 @@ REFUSED = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] c
 
 
 def test_loopback_fallback_explains_the_refused_connection(tmp_path: Path) -> None:
-    found = findings(tmp_path, LOOPBACK + REFUSED)
+    found = diagnosed(tmp_path, LOOPBACK + REFUSED)
     assert found[0].code.id == "LOG082"
     assert found[0].effective_severity is Severity.ERROR
     assert any(e.label.startswith("consequence, line 2") and "LOG053" in e.value
@@ -149,28 +128,28 @@ def test_loopback_fallback_explains_the_refused_connection(tmp_path: Path) -> No
 
 def test_loopback_fallback_alone_is_a_warning(tmp_path: Path) -> None:
     # One machine alone works over 127.0.0.1: nothing failed, nothing to blame.
-    found = findings(tmp_path, LOOPBACK + "epoch 1: loss 0.731\n")
+    found = diagnosed(tmp_path, LOOPBACK + "epoch 1: loss 0.731\n")
     assert found[0].code.id == "LOG082"
     assert found[0].effective_severity is Severity.WARNING
 
 
 def test_loopback_fallback_does_not_explain_other_failures(tmp_path: Path) -> None:
-    found = findings(tmp_path, LOOPBACK + "torch.OutOfMemoryError: CUDA out of memory. Tried "
+    found = diagnosed(tmp_path, LOOPBACK + "torch.OutOfMemoryError: CUDA out of memory. Tried "
                                           "to allocate 2.00 GiB\n")
     assert found[0].code.id == "LOG005"
 
 
 def test_refused_connection_without_the_fallback_stays_a_rendezvous_failure(
         tmp_path: Path) -> None:
-    assert findings(tmp_path, REFUSED)[0].code.id == "LOG053"
+    assert diagnosed(tmp_path, REFUSED)[0].code.id == "LOG053"
 
 
 def test_the_hostname_warning_in_other_words_is_not_the_fallback() -> None:
     # name resolution failing for the rendezvous host is the rendezvous' own error
-    assert first("torch.distributed.DistNetworkError: The client socket has failed to "
+    assert first_code("torch.distributed.DistNetworkError: The client socket has failed to "
                  "connect to the TCPStore: Name or service not known (gai error: -2)") \
         == "LOG052"
-    assert "LOG082" not in codes("Warning: Unable to resolve hostname node-3 (DNS)")
+    assert "LOG082" not in matched_codes("Warning: Unable to resolve hostname node-3 (DNS)")
 
 
 # -- a Windows build stated beside a Linux CUDA error: WSL ----------------------------------
@@ -185,7 +164,7 @@ BUSY = "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailab
 ])
 def test_a_stated_windows_build_reads_cuda_failures_as_wsl(tmp_path: Path,
                                                             stated: str) -> None:
-    found = findings(tmp_path, f"{stated}\n>>> torch.zeros(1).cuda()\n{BUSY}")
+    found = diagnosed(tmp_path, f"{stated}\n>>> torch.zeros(1).cuda()\n{BUSY}")
     assert found[0].code.id == "DIAG003"
     assert any(e.value == stated for e in found[0].evidence)
 
@@ -193,8 +172,8 @@ def test_a_stated_windows_build_reads_cuda_failures_as_wsl(tmp_path: Path,
 def test_windows_paths_make_it_a_native_windows_log(tmp_path: Path) -> None:
     text = ("Windows build number: 10.0.19045.0\n"
             'File "C:\\Users\\me\\train.py", line 3, in <module>\n' + BUSY)
-    assert findings(tmp_path, text)[0].code.id == "LOG014"
+    assert diagnosed(tmp_path, text)[0].code.id == "LOG014"
 
 
 def test_windows_without_a_build_number_is_no_marker(tmp_path: Path) -> None:
-    assert findings(tmp_path, "Runtime error on Windows:\n" + BUSY)[0].code.id == "LOG014"
+    assert diagnosed(tmp_path, "Runtime error on Windows:\n" + BUSY)[0].code.id == "LOG014"

@@ -5,13 +5,12 @@ else."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.logrules import match_text
 from tests.support.corpus import LOGS
+from tests.support.rules import log_codes
 
 # (line, the code that leads) - one per reading added or widened.
 POSITIVES = [
@@ -56,25 +55,16 @@ NEAR_MISSES = [
 ]
 
 
-def _engine_codes(tmp_path: Path, text: str) -> list[str]:
-    """The log-rule codes the streaming engine finds in ``text``, lead first (not the
-    similar-thread and summary findings diagnose adds)."""
-    log = tmp_path / "job.log"
-    log.write_text(text + "\n", encoding="utf-8")
-    return [f.code.id for r in diagnose(str(log)).report.results for f in r.findings
-            if f.code.id.startswith("LOG")]
-
-
 @pytest.mark.parametrize(("line", "code"), POSITIVES)
 def test_each_reading_leads_on_its_own_line(tmp_path, line, code):
     assert match_text(line)[0].rule.code.id == code
-    assert _engine_codes(tmp_path, line)[0] == code
+    assert log_codes(tmp_path, line)[0] == code
 
 
 @pytest.mark.parametrize(("line", "code"), NEAR_MISSES)
 def test_the_neighbouring_line_is_not_read_so(tmp_path, line, code):
     assert code not in [m.rule.code.id for m in match_text(line)]
-    assert code not in _engine_codes(tmp_path, line)
+    assert code not in log_codes(tmp_path, line)
 
 
 def test_torch_reports_of_a_failed_cudnn_handle_stay_a_memory_finding():
@@ -109,7 +99,7 @@ def test_xformers_lines_under_its_warning_read_as_one_finding(tmp_path):
             "    Python  3.10.11 (you have 3.10.11)\n"
             "  Please reinstall xformers (see https://github.com/facebookresearch/xformers"
             "#installing-xformers)\n")
-    assert _engine_codes(tmp_path, text) == ["LOG027"]
+    assert log_codes(tmp_path, text) == ["LOG027"]
 
 
 # The training-split cases these readings were written for (tests/data/logs/cases_*.toml).

@@ -15,36 +15,16 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.diagnose import diagnose
-from ddp_doctor.logrules import RULES, match_text
-from ddp_doctor.model import Finding, Severity
-
-LOGS = Path(__file__).parents[1] / "data" / "logs"
-
-
-def first(text: str) -> str | None:
-    matches = match_text(text)
-    return matches[0].rule.code.id if matches else None
-
-
-def codes(text: str) -> set[str]:
-    return {m.rule.code.id for m in match_text(text)}
-
-
-def lead(tmp_path: Path, text: str) -> Finding:
-    path = tmp_path / "job.log"
-    path.write_text(text, encoding="utf-8")
-    return diagnose(str(path)).report.results[0].findings[0]
-
-
-def corpus_lead(name: str) -> Finding:
-    return diagnose(str(LOGS / name)).report.results[0].findings[0]
+from ddp_doctor.logrules import RULES
+from ddp_doctor.model import Severity
+from tests.support.rules import corpus_lead, first_code, lead, matched_codes
 
 
 @pytest.mark.parametrize("code", ["LOG009", "LOG018", "LOG084", "LOG085", "LOG086"])
 def test_each_rules_examples_are_read_as_its_code(code: str) -> None:
     rule = next(r for r in RULES if r.code.id == code)
     for example in rule.examples:
-        assert code in codes(example), example
+        assert code in matched_codes(example), example
 
 
 # -- the thread's own log is read as its cause ------------------------------------------------
@@ -76,7 +56,7 @@ def test_the_threads_log_names_its_cause(name: str, code: str, category: str) ->
     ("[W socket.cpp:697] [c10d] using libuv backend for TCPStore: use_libuv=1", None),
 ])
 def test_libuv_missing_from_the_build(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 # -- LOG086: the NCCL id wait is not the rendezvous --------------------------------------------
@@ -85,14 +65,14 @@ def test_the_nccl_id_wait_is_ranks_out_of_step_not_the_rendezvous() -> None:
     line = ("torch.distributed.DistBackendError: [3] is setting up NCCL communicator and "
             "retrieving ncclUniqueId from [0] via c10d key-value store by key '1', but "
             "store->get('1') got error: Socket Timeout")
-    assert codes(line) == {"LOG086"}
+    assert matched_codes(line) == {"LOG086"}
 
 
 def test_a_store_get_failure_outside_nccl_setup_is_still_the_rendezvous() -> None:
     line = ("RuntimeError: Timed out: store->get('rank_0') got error: Socket Timeout while "
             "waiting for the other ranks")
-    assert "LOG052" in codes(line)
-    assert "LOG086" not in codes(line)
+    assert "LOG052" in matched_codes(line)
+    assert "LOG086" not in matched_codes(line)
 
 
 def test_a_rank_that_died_first_explains_the_nccl_id_wait(tmp_path: Path) -> None:
@@ -112,7 +92,7 @@ def test_a_rank_that_died_first_explains_the_nccl_id_wait(tmp_path: Path) -> Non
     ("RuntimeError: Failed to dlopen libcudart.so.12", None),  # the runtime, not the driver
 ])
 def test_cuda_pythons_dlopen_of_libcuda(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 # -- LOG085: a container without GPUs -----------------------------------------------------------
@@ -127,7 +107,7 @@ def test_cuda_pythons_dlopen_of_libcuda(line: str, code: str | None) -> None:
      "insufficient for PyTorch.  NVIDIA recommends the use of the following flags:", None),
 ])
 def test_nvidia_images_say_they_got_no_gpus(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 def test_docker_run_without_gpus_and_no_cuda_is_the_container(tmp_path: Path) -> None:
@@ -280,7 +260,7 @@ def test_the_thread_that_hung_in_deepspeeds_init_is_the_rendezvous() -> None:
      "store_based_barrier_key:1 with 4 nodes.", None),
 ])
 def test_the_store_based_barrier_still_waiting(line: str, code: str | None) -> None:
-    assert first(line) == code
+    assert first_code(line) == code
 
 
 def test_the_barrier_waiting_alone_is_a_warning_until_the_log_ends_there(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,17 +24,7 @@ from ddp_doctor.diagnose.source import open_input
 from ddp_doctor.logrules import GATES, RULES
 from ddp_doctor.model import Code, Severity
 from ddp_doctor.textfacts import SECTION_MARKERS
-
-
-@dataclass(frozen=True)
-class FakeRule:
-    code: Code
-    pattern: re.Pattern[str]
-    anchors: tuple[str, ...]
-    steps: tuple = ()
-    symptom_of: tuple[str, ...] = ()
-    alternatives: tuple[str, ...] = ()
-    decide: tuple = ()
+from tests.support.rules import FakeRule
 
 
 def _rule(code_id: str, pattern: str, *anchors: str) -> FakeRule:

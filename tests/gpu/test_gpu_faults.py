@@ -19,12 +19,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Optional
 
-import psutil
 import pytest
 
+from ddp_doctor.smoke.launch import free_port
 from tests.conftest import FACTS_DIR
 from tests.gpu.conftest import GPUS
 from tests.support import gpu_validation as gv
+from tests.support.smoke import marked_processes
 
 pytestmark = [pytest.mark.spawns, pytest.mark.slow]
 
@@ -58,24 +59,6 @@ def report_of(*args: str, env: dict[str, str] | None = None,
     return proc, json.loads(proc.stdout), wall
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def leftovers(marker: str) -> list[str]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            line = " ".join(p.info["cmdline"] or ())
-            if marker in line and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(line)
-        except psutil.Error:
-            continue
-    return found
-
-
 def run_nccl_job(tmp_path: Path, mode: str, nproc: int, port: int) -> tuple[dict[str, Any], Path]:
     """`ddp-doctor run --nccl-debug` of the NCCL job; its report and its kept log."""
     marker = f"nccljob-{uuid.uuid4().hex}"
@@ -87,7 +70,7 @@ def run_nccl_job(tmp_path: Path, mode: str, nproc: int, port: int) -> tuple[dict
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
                           env=env_with(**NO_NCCL_DEBUG))  # NCCL's INFO lines into the log
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert leftovers(marker) == []
+    assert marked_processes(marker) == []
     return json.loads((tmp_path / f"{mode}.json").read_text(encoding="utf-8")), log
 
 

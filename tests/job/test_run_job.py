@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import jsonschema
-import psutil
 import pytest
 
+from ddp_doctor.smoke.launch import free_port
 from tests.conftest import FACTS_DIR
+from tests.support.smoke import marked_processes
 
 pytestmark = pytest.mark.spawns
 
@@ -32,25 +33,6 @@ HEALTHY = FACTS_DIR / "healthy_8x_h100_nvlink.json"
 GRACE_S = 3.0  # the doctor's SIGTERM-to-SIGKILL grace period
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json")
                     .read_text(encoding="utf-8"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def leftovers(marker: str) -> list[str]:
-    """Command lines of live processes that carry the run's marker."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            line = " ".join(p.info["cmdline"] or ())
-            if marker in line and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(line)
-        except psutil.Error:
-            continue
-    return found
 
 
 class Job:
@@ -75,7 +57,7 @@ class Job:
                               check=False)
         self.wall_s = time.monotonic() - started
         self.rc, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
-        assert leftovers(self.marker) == []
+        assert marked_processes(self.marker) == []
         return self
 
     @property
@@ -206,7 +188,7 @@ def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
         for line in proc.stdout:  # the job is up once both ranks have all-reduced once
             if "rank 1: first all_reduce" in line:
                 break
-        assert len(leftovers(job.marker)) >= 3  # torchrun and its two ranks
+        assert len(marked_processes(job.marker)) >= 3  # torchrun and its two ranks
         os.kill(proc.pid, signal.SIGTERM)
         _out, err = proc.communicate(timeout=GRACE_S + 15)
     finally:
@@ -214,7 +196,7 @@ def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM
     assert "interrupted" in err
-    assert leftovers(job.marker) == []
+    assert marked_processes(job.marker) == []
 
 
 @pytest.mark.parametrize(("options", "says"), [
@@ -245,7 +227,7 @@ def test_a_detached_orphan_of_the_command_is_ended_too(tmp_path):
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1, proc.stderr
     assert "started a detached child" in proc.stdout
-    assert leftovers(marker) == []
+    assert marked_processes(marker) == []
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["findings"][0]["code"] == "RUN001"
     assert "exit status 4" in report["findings"][0]["title"]

@@ -1,4 +1,4 @@
-"""Shared helpers for the smoke-job tests: leftover-process checks."""
+"""Shared helpers for the smoke-job and run tests: leftover-process checks."""
 
 from __future__ import annotations
 
@@ -31,6 +31,20 @@ def leftovers(tag: str) -> list[str]:
                 found.append(f"{proc.pid} tagged")
         except psutil.Error:
             pass
+    return found
+
+
+def marked_processes(marker: str) -> list[str]:
+    """Command lines of live (not zombie) processes that carry ``marker``: what a run's
+    supervisor left behind, whoever's child it now is."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            line = " ".join(proc.info["cmdline"] or ())
+            if marker in line and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(line)
+        except psutil.Error:
+            continue
     return found
 
 
