@@ -11,6 +11,8 @@
 #       `smoke --device cuda --scaling`, and nvidia-smi's views. Everything goes into the
 #       output folder (default gpu-validate-HOST-DATE) with summary.md; exit 0 only when
 #       every step passed. --dry-run does the set-up for real and skips the GPU steps.
+#       GPU_VALIDATE_SUITE_TIMEOUT (default 420 s) and GPU_VALIDATE_STEP_TIMEOUT (240 s)
+#       set the deadlines of the suite and of each other step, for a short lease.
 #
 #   bench/gpu_validate.sh --prepare-wheelhouse DIR [--python-version X.Y]
 #       On a networked machine first: ddp-doctor's wheel (this checkout) and the wheels of
@@ -22,8 +24,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # What the GPU suite needs beyond ddp-doctor itself (pyproject's test extra without the
 # linters, the packaging tools and torch).
 TEST_PACKAGES=("pytest>=8" "pytest-timeout>=2.2" "jsonschema>=4.18")
-SUITE_TIMEOUT=420
-STEP_TIMEOUT=240
+# Deadlines per step; a lease with little device time left can shorten them.
+SUITE_TIMEOUT=${GPU_VALIDATE_SUITE_TIMEOUT:-420}
+STEP_TIMEOUT=${GPU_VALIDATE_STEP_TIMEOUT:-240}
 
 PY=python3
 WHEELHOUSE=""

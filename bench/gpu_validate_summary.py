@@ -85,7 +85,9 @@ def smoke_figures(report: dict[str, Any]) -> dict[str, Any]:
         "peak_gpu_mem_bytes": max(peaks) if peaks else None,
         "allreduce_busbw_gbps": measured.get("allreduce_busbw_gbps"),
         "allreduce_algbw_gbps": measured.get("allreduce_algbw_gbps"),
+        "allreduce_note": measured.get("allreduce_note"),
         "scaling_efficiency": scaling.get("efficiency"),
+        "scaling_not_measured": scaling.get("not_measured"),
     }
 
 
@@ -178,8 +180,11 @@ def render_summary(steps: list[dict[str, Any]], machine: dict[str, Any],
             f"{_num(smoke['images_per_s'], '', 1)}; peak GPU memory: "
             f"{_gib(smoke['peak_gpu_mem_bytes'])}",
             f"- all-reduce busbw: {_num(smoke['allreduce_busbw_gbps'], ' GB/s')} (algbw "
-            f"{_num(smoke['allreduce_algbw_gbps'], ' GB/s')}); scaling efficiency: "
-            f"{_num(smoke['scaling_efficiency'])}",
+            f"{_num(smoke['allreduce_algbw_gbps'], ' GB/s')}"
+            + (f"; {smoke['allreduce_note']}" if smoke.get("allreduce_note") else "") + ")",
+            "- scaling efficiency: " + (f"not measured: {smoke['scaling_not_measured']}"
+                                        if smoke.get("scaling_not_measured")
+                                        else _num(smoke["scaling_efficiency"])),
         ]
     return "\n".join(lines) + "\n"
 

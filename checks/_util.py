@@ -26,7 +26,9 @@ __all__ = ["GIB", "MIB", "cuda_device_label", "cuda_init_cut_short", "gpu_test_r
            "human_bytes", "install_steps", "recommendation", "workers_phrase"]
 
 # The torch probe's stages from torch.cuda.is_available() to the last device's properties,
-# and those between `import torch` and them.
+# and those between `import torch` and them. (Probes before 2026-11-25 asked the arch list
+# and cuDNN's version in "torch build" and "torch libraries", before CUDA: in torch 2.11
+# both start CUDA, so a snapshot of such a probe stopped there is CUDA's start cut short too.)
 CUDA_INIT_STAGES = ("cuda.is_available", "cuda.init", "cuda.device_count",
                     "cuda.device_properties")
 BEFORE_CUDA_STAGES = ("torch build", "torch libraries", "torch.distributed", "numpy",

@@ -202,7 +202,11 @@ DISK_LOW = declare(
     # host RAM (host_out_of_memory) nor any other category: the contract's "unknown".
     category=Category.UNKNOWN,
     summary="Little disk space left in the working directory for checkpoints",
-    what="The filesystem of the working directory has less free space than checkpoints need.",
+    what=(
+        "The working directory's filesystem has under 10 GiB free (a warning), or less than "
+        "two checkpoints of a model that fills the largest GPU could take: 1.5 × its memory "
+        "(an info, as the model's real size is not known)."
+    ),
     why=(
         "Training writes checkpoints (last and best, with optimizer state) and logs there; "
         "a full disk ends the run at the first save, often hours in."
@@ -372,6 +376,10 @@ def host_cpu(facts: FactsView) -> Iterator[Finding | Summary]:
     yield Summary(f"{cores} CPU cores, {per_gpu:.0f} per GPU process")
 
 
+DISK_WARN_BELOW = 10 * GIB
+WORST_CHECKPOINTS = 1.5  # two checkpoints of 0.75 × GPU memory each
+
+
 @check(
     id="host.disk",
     title="Disk space",
@@ -385,21 +393,35 @@ def host_disk(facts: FactsView) -> Iterator[Finding | Summary]:
         yield Summary("working directory's filesystem not readable")
         return
     need = facts.ram_needed()
-    # Rule of thumb: keep room for two checkpoints (last, best) of a model whose state can
-    # be as large as the GPU memory it trains in, and never less than 10 GiB.
-    floor = max(10 * GIB, 2 * need.gpu_memory)
     free = int(disk.get("free") or 0)
-    if free >= floor:
+    # Nothing says how large the user's model is, so two thresholds. Under 10 GiB even a
+    # small job's checkpoints, logs and dataset caches are at risk: a warning. Under the
+    # worst case, an info: two checkpoints (last, best) of the largest model DDP can train
+    # on the GPU. Mixed-precision Adam holds 16 bytes per parameter on the GPU, of which
+    # a checkpoint saves 12 (fp32 weights and both moments): at most 0.75 × GPU memory
+    # each. (ZeRO, https://arxiv.org/abs/1910.02054, section 3.1.) A warning there, as
+    # before, called a healthy H200 box with 64 GiB free short of 280 GiB.
+    worst = WORST_CHECKPOINTS * need.gpu_memory
+    if free >= max(DISK_WARN_BELOW, worst):
         yield Summary(f"{human_bytes(free)} free in {disk.get('path')}")
         return
+    small = free < DISK_WARN_BELOW
+    title = (f"Only {human_bytes(free)} free in {disk.get('path')}; a training run needs at "
+             f"least {human_bytes(DISK_WARN_BELOW)} for checkpoints, logs and caches"
+             if small else
+             f"{human_bytes(free)} free in {disk.get('path')}: enough for a small model, "
+             f"short of the {human_bytes(worst)} that two checkpoints of a model filling "
+             f"the {human_bytes(need.gpu_memory)} GPU could take")
     yield Finding(
         code=DISK_LOW,
-        title=f"Only {human_bytes(free)} free in {disk.get('path')}; checkpoints need about "
-              f"{human_bytes(floor)}",
+        title=title,
+        severity=Severity.WARNING if small else Severity.INFO,
         evidence=(
             Evidence("free", human_bytes(free), f"statvfs({disk.get('path')})"),
             Evidence("size", human_bytes(disk.get("total")), f"statvfs({disk.get('path')})"),
             Evidence("GPU memory (largest)", human_bytes(need.gpu_memory), "NVML / torch"),
+            Evidence("largest checkpoint pair", human_bytes(worst),
+                     "2 × 0.75 × GPU memory: fp32 weights and Adam moments (ZeRO, 3.1)"),
         ),
         remediation=(
             Step("See what takes the space.",

@@ -63,4 +63,4 @@ def measure_all_reduce(device: torch.device, nbytes: int, iters: int = 5,
     seconds = (time.perf_counter() - start) / iters
     algbw, busbw = bus_bandwidth(size, seconds, world)
     return {"bytes": size, "seconds": seconds, "algbw_gbps": algbw / 1e9,
-            "busbw_gbps": busbw / 1e9, "iters": iters}
+            "busbw_gbps": busbw / 1e9, "iters": iters, "ranks": world}

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import pytest
 
+from ddp_doctor.facts.shapes import NvmlGpu, TorchCuda
 from ddp_doctor.model import Status
 from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import run_checks
@@ -25,7 +26,11 @@ from tests.support.checks import FIXTURES
 
 FACT_NAMES = {"python", "torch", "nvml", "os", "host", "driver", "env_vars", "interconnect",
               "wsl", "plan"}
-RECORDED_LIVE = {"sandbox_cpu_container"}  # saved by --save-facts here, not from a thread
+# saved by --save-facts on a real machine (this sandbox, and the H200 lent on 2026-11-25 to
+# bench/gpu_validate.sh), not built from a thread
+RECORDED_LIVE = {"sandbox_cpu_container", "h200_single_gpu_vm"}
+# Facts a live snapshot of a newer ddp-doctor has beyond those every fixture holds.
+NEWER_FACTS = {"kernel_log"}
 
 
 def _dump(facts) -> str:
@@ -46,7 +51,7 @@ def test_fixture_is_a_complete_snapshot_with_its_source(name):
     data = json.loads((FACTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
     assert data["format"] == "ddp-doctor-facts"
     assert data["schema_version"] == 1
-    assert set(data["facts"]) == FACT_NAMES
+    assert FACT_NAMES <= set(data["facts"]) <= FACT_NAMES | NEWER_FACTS
     assert all(rec["ok"] is True and rec["error"] is None for rec in data["facts"].values())
     if name not in RECORDED_LIVE:
         sources = data["meta"]["source"]
@@ -61,17 +66,20 @@ def test_fixture_facts_have_the_probes_shape(name):
     facts = load_fixture_facts(name)
     for fact in ("python", "torch", "os", "host", "driver"):
         assert set(facts[fact]) == set(live[fact]), fact
-    assert set(facts["torch"]["probe"]) == set(live["torch"]["probe"])
+    # The probe's timings came after the sandbox's snapshot: a newer key, allowed alone.
+    assert set(facts["torch"]["probe"]) - {"timings"} == set(live["torch"]["probe"]) - {"timings"}
     nvml = facts["nvml"]
     if nvml["initialized"]:
         assert set(nvml) == {"initialized", "error", "driver_version", "cuda_driver_version",
                              "nvml_version", "gpus", "topology"}
         assert set(nvml["topology"]) == {"link", "pcie", "nvlinks", "numa_affinity", "error"}
         for gpu in nvml["gpus"]:
-            assert set(gpu) == {
-                "index", "name", "uuid", "pci_bus_id", "memory_total", "memory_used",
-                "compute_capability", "mig_mode", "compute_mode", "persistence_mode", "ecc",
-                "retired_pages_pending", "remapped_rows", "fabric", "processes"}
+            # The link and clock readings came with the hardware-health checks; the older
+            # fixtures lack them, the live H200 snapshot has them: keys of NvmlGpu either way.
+            assert {"index", "name", "uuid", "pci_bus_id", "memory_total", "memory_used",
+                    "compute_capability", "mig_mode", "compute_mode", "persistence_mode",
+                    "ecc", "retired_pages_pending", "remapped_rows", "fabric",
+                    "processes"} <= set(gpu) <= set(NvmlGpu.__annotations__)
             for proc in gpu["processes"]:
                 assert set(proc) == {"pid", "used_memory", "name", "username"}
     else:
@@ -79,7 +87,8 @@ def test_fixture_facts_have_the_probes_shape(name):
     torch = facts["torch"]
     if torch["importable"]:
         assert set(torch["build"]) == set(live["torch"]["build"])
-        assert set(torch["cuda"]) == set(live["torch"]["cuda"])
+        # Readings under load and copies between GPUs exist only where GPUs worked.
+        assert set(live["torch"]["cuda"]) <= set(torch["cuda"]) <= set(TorchCuda.__annotations__)
         for dev in torch["cuda"]["devices"]:
             assert set(dev) == {"index", "name", "capability", "total_memory",
                                 "multi_processor_count", "uuid", "pci_bus_id"}

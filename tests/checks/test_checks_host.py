@@ -38,6 +38,7 @@ BIG_SHM = {  # every recorded machine but the 64 MB container: (summary)
     "torch_cpu_wheel_on_gpu_box": "14.0 GiB (14.0 GiB free)",
     "nouveau_loaded": "7.8 GiB (7.8 GiB free)",
     "sandbox_cpu_container": "23.5 GiB (23.5 GiB free)",
+    "h200_single_gpu_vm": "128 GiB (128 GiB free)",
 }
 
 

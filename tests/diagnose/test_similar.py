@@ -359,3 +359,23 @@ def test_a_log_no_rule_explains_keeps_dIAG001_first():
     assert codes[-1] == "DIAG008"
     assert report.results[0].summary == "no known failure signature"
     assert report.findings[0].code.id == "DIAG001"
+
+
+LIVE_H200_Q = REPO / "tests" / "fixtures" / "captures" / "nvidia-smi-q-h200-live.txt"
+
+
+def test_zero_readings_of_error_counters_are_not_error_lines():
+    assert not S.is_error_line("        Uncorrectable Error                            : 0")
+    assert not S.is_error_line("        Remapping Failure Occurred                     : No")
+    assert not S.is_error_line("    ECC Errors")
+    # A count above zero, and real errors with the same words, still are.
+    assert S.is_error_line("        Uncorrectable Error                            : 2")
+    assert S.is_error_line("RuntimeError: CUDA error: uncorrectable ECC error encountered")
+    assert S.is_error_line("Segmentation fault (core dumped)")
+
+
+def test_a_healthy_gpus_nvidia_smi_q_suggests_no_cause():
+    """The live H200's `nvidia-smi -q` (bench/gpu_validate.sh) was diagnosed as DIAG009
+    'hardware_fault (3 of 3)': its ECC counters at 0 matched three ECC-error threads."""
+    codes = [f.code.id for f in diagnose(str(LIVE_H200_Q)).report.findings]
+    assert codes == ["DIAG001"]

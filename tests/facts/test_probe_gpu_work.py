@@ -171,7 +171,7 @@ def test_cuda_facts_times_initialisation_and_the_gpu_tests_apart(quiet, monkeypa
     monkeypatch.setattr(script, "readings_under_load", lambda torch, working: ([], False))
     torch = _cuda_torch(2)
     try:
-        cuda, stuck = script.cuda_facts(torch)
+        cuda, stuck = script.cuda_facts(torch, {})
     finally:
         torch.release.set()
     assert stuck is False and [r["ok"] for r in cuda["functional"]] == [True, True]
@@ -187,7 +187,41 @@ def test_cuda_facts_times_initialisation_and_the_gpu_tests_apart(quiet, monkeypa
 def test_a_failed_cuda_init_still_has_its_time(quiet, monkeypatch):
     monkeypatch.setattr(script, "TIMINGS", {})
     monkeypatch.setattr(script, "EXCEPTIONS", [])
-    cuda, stuck = script.cuda_facts(_cuda_torch(1, "CUDA driver initialization failed"))
+    cuda, stuck = script.cuda_facts(_cuda_torch(1, "CUDA driver initialization failed"), {})
     assert stuck is False
     assert cuda["init_error"] == "RuntimeError: CUDA driver initialization failed"
     assert list(script.TIMINGS) == ["cuda_init_s"] and script.TIMINGS["cuda_init_s"] >= 0
+
+
+def test_the_drivers_start_counts_as_cuda_init_even_where_get_arch_list_starts_it(
+        quiet, monkeypatch):
+    """Seen on an H200 with torch 2.11: get_arch_list() calls is_available(), which starts
+    the driver (0.22 s there), and cudnn.version() runs torch's lazy init. Asked in "torch
+    build", they put CUDA's start into torch_facts_s and left cuda_init_s at 0.0001 s. The
+    probe now asks them after CUDA's initialisation, whose time includes the start."""
+    monkeypatch.setattr(script, "TIMINGS", {})
+    monkeypatch.setattr(script, "readings_under_load", lambda torch, working: ([], False))
+    torch = _cuda_torch(1)
+    started: list[bool] = []
+
+    def is_available() -> bool:  # the first call starts the driver, as cuInit does
+        if not started:
+            time.sleep(0.3)
+            started.append(True)
+        return True
+
+    torch.cuda.is_available = staticmethod(is_available)
+    torch.cuda.get_arch_list = staticmethod(lambda: ["sm_90"] if is_available() else [])
+    build = script.torch_build(torch)
+    assert "arch_list" not in build  # "torch build" no longer touches CUDA
+    try:
+        script.cuda_facts(torch, build)
+    finally:
+        torch.release.set()
+    assert script.TIMINGS["cuda_init_s"] >= 0.3
+    assert build["arch_list"] == ["sm_90"]
+    stages = [line["stage"] for line in quiet if "stage" in line]
+    assert stages[:3] == ["cuda.is_available", "cuda.init", "cuda.device_count"]
+    assert stages.index("cuda.arch_list") < stages.index("cuda.libraries") < \
+        stages.index("cuda.functional:0")
+    assert {"key": "build", "value": build} in quiet

@@ -666,3 +666,15 @@ def test_validate_interpreter_rejects_python2(tmp_path):
 ])
 def test_nccl_version_is_decoded_in_the_probe(value, text):
     assert probe_script.nccl_version_text(value) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (13000, "13.0"),  # torchvision 0.26.0+cu130 on the live H200
+    (12010, "12.1"),
+    (11080, "11.8"),
+    (-1, None),  # torchvision's "no CUDA operators"
+    ("12.4", "12.4"),  # a string is kept as it is
+    (None, None),
+])
+def test_torchvisions_int_cuda_version_is_written_as_torch_writes_its_own(value, text):
+    assert probe_script.cuda_version_text(value) == text

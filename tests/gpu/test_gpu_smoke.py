@@ -43,6 +43,7 @@ def test_one_gpu_trains_with_nccl_and_amp_and_reports_its_figures(record_propert
     # One rank: the all-reduce moves no data between GPUs, so its bus bandwidth is 0 by
     # nccl-tests' definition (2(n-1)/n), while the algorithm bandwidth is measured.
     assert figures["allreduce_algbw_gbps"] > 0 and figures["allreduce_busbw_gbps"] == 0
+    assert data["measurements"]["allreduce_note"].startswith("1 rank: nothing crosses a link")
 
 
 @pytest.mark.gpus(2)
@@ -56,6 +57,19 @@ def test_every_gpu_trains_and_the_bus_bandwidth_is_measured():
     assert figures["allreduce_busbw_gbps"] > 0 and figures["images_per_s"] > 0
     peaks = [r["peak_gpu_mem_bytes"] for r in data["measurements"]["per_rank"]]
     assert len(peaks) == GPUS and all(p > 0 for p in peaks)
+
+
+@pytest.mark.gpus_exactly(1)
+def test_scaling_on_one_gpu_runs_once_and_says_why_it_measured_no_scaling():
+    """First H200 run: --scaling ran the 1-rank job twice and printed 'speedup 1.36× on 1
+    ranks, efficiency 136%' (noise between two equal runs)."""
+    proc, report = smoke("--device", "cuda", "--scaling", "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert data["ranks"] == 1 and data["scaling"]["efficiency"] is None
+    assert data["scaling"]["not_measured"] == ("only 1 rank can run on cuda here; scaling "
+                                               "needs 2 or more")
+    assert proc.stderr.count("launched rank 0") == 1  # one run, not a 1-rank pair
 
 
 def test_mode_dp_runs_data_parallel_in_one_process_without_a_launcher():

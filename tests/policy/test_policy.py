@@ -230,6 +230,25 @@ def test_an_unmeasured_smoke_requirement_is_a_pol006_warning(smoke, why):
     assert "0 of 2 requirements met, 2 not measured" in report.results[-1].summary
 
 
+def test_a_one_gpu_smoke_job_says_why_it_measured_neither_bandwidth_nor_scaling():
+    """A one-GPU machine (seen on an H200) runs 1 rank: no link, nothing to scale to."""
+    one_rank = {"ok": True, "skipped": None, "device": "cuda", "ranks": 1,
+                "measurements": {"allreduce_busbw_gbps": 0.0, "allreduce_bytes": 64 << 20,
+                                 "allreduce_note": "1 rank: nothing crosses a link, so busbw "
+                                                   "is 0 by nccl-tests' definition"},
+                "scaling": {"ranks": 1, "images_per_s_1": None, "images_per_s_n": None,
+                            "speedup": None, "efficiency": None, "not_measured":
+                            "only 1 rank can run on cuda here; scaling needs 2 or more"}}
+    policy = Policy(Path("ddp-doctor.toml"), min_allreduce_busbw_gbps=50.0,
+                    min_scaling_efficiency=0.5)
+    report = apply_policy(_report(one_rank), policy, load_fixture_facts("healthy_8x_h100_nvlink"))
+    busbw, scaling = report.results[-1].findings
+    assert busbw.code.id == scaling.code.id == "POL006"
+    assert "ran 1 rank: nothing crosses a link" in busbw.title  # not POL004 at 0 GB/s
+    assert "only 1 rank can run on cuda here" in scaling.title
+    assert report.exit_code() == 0
+
+
 def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, monkeypatch):
     """min-scaling-efficiency needs the 1-rank run: the planned smoke options carry it."""
     from ddp_doctor import app

@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from ddp_doctor.report.smoke import smoke_rows
 from ddp_doctor.smoke.launch import SmokeOptions, free_port
 from ddp_doctor.smoke.monitor import PHASES
 from ddp_doctor.smoke.run import run_smoke
@@ -77,6 +78,7 @@ def test_measurements(torchrun_run):
     assert all(r["peak_gpu_mem_bytes"] is None for r in per_rank)  # CPU: no GPU memory
     # nccl-tests all-reduce: busbw = algbw * 2(n-1)/n, which is algbw itself for n = 2.
     assert m["allreduce_busbw_gbps"] == pytest.approx(m["allreduce_algbw_gbps"], rel=1e-3)
+    assert m["allreduce_note"] is None
 
 
 def test_nothing_of_the_run_is_left(torchrun_run):
@@ -119,4 +121,30 @@ def test_scaling_runs_one_rank_then_n_and_reports_speedup_and_efficiency():
     assert scaling["speedup"] == round(scaling["images_per_s_n"] / scaling["images_per_s_1"], 3)
     assert abs(scaling["efficiency"] - scaling["speedup"] / 2) <= 0.001
     assert result.data["ranks"] == 2 and result.data["params_in_sync"]
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+def test_scaling_on_one_rank_runs_once_and_says_why_busbw_is_0():
+    """Seen on a one-GPU H200: --scaling ran the 1-rank job twice and printed 'speedup 1.36×
+    on 1 ranks, efficiency 136%', and the 1-rank all-reduce 'bus bandwidth 0.00 GB/s' with
+    no word of why. One rank has nothing to scale to, and its busbw is 0 by definition."""
+    result = run_smoke(SmokeOptions(device="cpu", nproc=1, steps=20, imgsz=64, scaling=True))
+    assert result.ok, [f.title for f in result.findings]
+    scaling = result.data["scaling"]
+    assert scaling["speedup"] is None and scaling["efficiency"] is None
+    assert scaling["not_measured"] == ("only 1 rank can run on cpu here; scaling needs 2 or "
+                                       "more")
+    m = result.data["measurements"]
+    assert m["allreduce_busbw_gbps"] == 0 and m["allreduce_algbw_gbps"] > 0
+    assert m["allreduce_note"] == ("1 rank: nothing crosses a link, so busbw is 0 by "
+                                   "nccl-tests' definition")
+    assert m["images_per_s_total"] > 0
+    rows = dict(smoke_rows(result.data))
+    assert rows["All-reduce bus bandwidth"] == ("0.00 GB/s (4 MiB buffer, 1 rank: nothing "
+                                                "crosses a link, so busbw is 0 by nccl-tests' "
+                                                "definition)")
+    assert rows["Scaling 1 → N ranks"] == ("not measured (only 1 rank can run on cpu here; "
+                                           "scaling needs 2 or more)")
+    smoke_schema = {**SCHEMA["properties"]["smoke"], "$defs": SCHEMA.get("$defs", {})}
+    jsonschema.validate(result.data, smoke_schema)
     assert_nothing_left(run_tag(result.data["command"]))

@@ -166,9 +166,21 @@ def terms(lines: Iterable[str]) -> Counter[str]:
     return found
 
 
+# A report's reading of zero, "Uncorrectable Error : 0" or "Remapping Failure Occurred : No"
+# in nvidia-smi -q, and its section titles ("ECC Errors"): error words that say no error.
+# A healthy H200's nvidia-smi -q, diagnosed, found three ECC threads through these lines
+# and suggested hardware_fault.
+_ZERO_READING = re.compile(
+    r"^\s*[A-Za-z][\w ./()-]*?\s:\s*(?:0|no|none|n/a|not active|disabled|false)\s*$",
+    re.IGNORECASE)
+_SECTION_TITLE = re.compile(r"^\s*(?:[A-Z][\w-]* ){0,3}Errors\s*$")
+
+
 def is_error_line(line: str) -> bool:
-    """Whether a raw log line holds an error word (``_ERROR_TEXT``)."""
-    return _ERROR_TEXT.search(line.lower()) is not None
+    """Whether a raw log line holds an error word (``_ERROR_TEXT``) that reports an error:
+    a report's zero reading of an error counter does not (``_ZERO_READING``)."""
+    return (_ERROR_TEXT.search(line.lower()) is not None
+            and not _ZERO_READING.match(line) and not _SECTION_TITLE.match(line))
 
 
 def _text_lines(text: str, errors_only: bool, skip: int = 0) -> list[str]:

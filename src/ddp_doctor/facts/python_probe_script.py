@@ -171,8 +171,14 @@ def torch_build(torch):
         "file": getattr(torch, "__file__", None),
         "cxx11_abi": attempt("cxx11 abi", lambda: bool(torch._C._GLIBCXX_USE_CXX11_ABI)),
     }
-    build["arch_list"] = attempt("cuda arch list", lambda: list(torch.cuda.get_arch_list()), [])
     return build
+
+
+def arch_list(torch):
+    """torch.cuda.get_arch_list(): asked after CUDA's initialisation, as some releases
+    (2.11 among them) call is_available() in it, which initialises the driver (cuInit):
+    asked before, it took CUDA's start-up time and a hang there into "torch build"."""
+    return attempt("cuda arch list", lambda: list(torch.cuda.get_arch_list()), [])
 
 
 def cudnn_compile_version(torch):
@@ -591,9 +597,10 @@ def p2p_copy_test(torch, indices, matrix=None, deadline=GPU_DEADLINE_S,
             "stopped": stopped}, stuck
 
 
-def cuda_facts(torch):
-    """CUDA initialisation, the devices, then each GPU's tests; each part's time goes to
-    TIMINGS (``cuda_init_s`` from ``is_available`` to the last device's properties)."""
+def cuda_facts(torch, build):
+    """CUDA initialisation, the devices, the build's arch list and libraries, then each
+    GPU's tests; each part's time goes to TIMINGS (``cuda_init_s`` from ``is_available``,
+    where the driver starts, to the last device's properties)."""
     cuda = {"available": False, "device_count": 0, "init_error": None, "devices": [],
             "functional": [], "cudnn_test": [], "p2p": None}
     init_started = time.monotonic()
@@ -601,6 +608,13 @@ def cuda_facts(torch):
     def init_done():
         TIMINGS["cuda_init_s"] = round(time.monotonic() - init_started, 4)
         put("timings", TIMINGS)
+        # The CUDA-side build facts, whatever CUDA's answer: a failed start still leaves
+        # the libraries the build carries worth reporting.
+        stage("cuda.arch_list")
+        build["arch_list"] = arch_list(torch)
+        put("build", build)
+        stage("cuda.libraries")
+        put("libraries", torch_libraries(torch))
 
     stage("cuda.is_available")
     cuda["available"] = bool(attempt("cuda.is_available", torch.cuda.is_available, False))
@@ -656,6 +670,15 @@ def cuda_facts(torch):
     return cuda, stuck
 
 
+def cuda_version_text(value):
+    """torchvision.version.cuda as "13.0": torchvision sets it to its operators' CUDA as
+    an int, major*1000 + minor*10 (13000 seen with torchvision 0.26 on an H200), where
+    torch.version.cuda is a string."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "%d.%d" % (value // 1000, value % 1000 // 10) if value > 0 else None
+    return value
+
+
 def torchvision_facts():
     """Does torchvision import, and do its compiled operators load?
 
@@ -676,7 +699,8 @@ def torchvision_facts():
         facts["import_error"] = error_text(exc)
         return facts
     facts["version"] = getattr(tv, "__version__", None)
-    facts["cuda"] = attempt("torchvision cuda", lambda: getattr(tv.version, "cuda", None))
+    facts["cuda"] = attempt("torchvision cuda",
+                            lambda: cuda_version_text(getattr(tv.version, "cuda", None)))
     try:
         import torch
         _ = torch.ops.torchvision.nms  # resolving the op loads it, or says why not
@@ -726,17 +750,18 @@ def main():
 
 
 def torch_side_facts(torch, caught):
-    """The build, its libraries, torch.distributed, NumPy and torchvision."""
+    """The build, torch.distributed, NumPy and torchvision: what needs no CUDA. (The arch
+    list and the libraries come after CUDA's initialisation: ``cuda_facts``.)"""
     stage("torch build")
-    put("build", torch_build(torch))
-    stage("torch libraries")
-    put("libraries", torch_libraries(torch))
+    build = torch_build(torch)
+    put("build", build)
     stage("torch.distributed")
     put("distributed", distributed_facts(torch))
     stage("numpy")
     put("numpy", attempt("numpy", lambda: numpy_facts(torch, caught)))
     stage("import torchvision")
     put("torchvision", attempt("torchvision", torchvision_facts))
+    return build
 
 
 def probe_steps(started):
@@ -754,8 +779,8 @@ def probe_steps(started):
         stage("done")
         return
     put("import_error", None)
-    timed("torch_facts_s", torch_side_facts, torch, caught)
-    _, stuck = cuda_facts(torch)
+    build = timed("torch_facts_s", torch_side_facts, torch, caught)
+    _, stuck = cuda_facts(torch, build)
     TIMINGS["total_s"] = round(time.monotonic() - started, 4)
     put("timings", TIMINGS)
     stage("done")

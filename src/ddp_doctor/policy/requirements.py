@@ -185,7 +185,11 @@ def _busbw(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
     key = "min-allreduce-busbw-gbps"
     what = f"an all-reduce bus bandwidth of at least {wanted:g} GB/s"
     gap = _smoke_gap(smoke)
-    measured = ((smoke or {}).get("measurements") or {}).get("allreduce_busbw_gbps")
+    measurements = (smoke or {}).get("measurements") or {}
+    measured = measurements.get("allreduce_busbw_gbps")
+    if gap is None and measurements.get("allreduce_note"):  # one rank: its 0 is no link's
+        gap = f"the smoke job ran {measurements['allreduce_note']}"
+        measured = None
     if gap is None and measured is None:
         gap = ("the smoke job measured no all-reduce bandwidth (one process, or it failed "
                "before that phase)")
@@ -220,6 +224,8 @@ def _scaling(policy: Policy, smoke: dict[str, Any] | None) -> Finding | None:
     gap = _smoke_gap(smoke)
     scaling = (smoke or {}).get("scaling") or {}
     efficiency = scaling.get("efficiency")
+    if gap is None and efficiency is None and scaling.get("not_measured"):
+        gap = f"the smoke job did not measure scaling: {scaling['not_measured']}"
     if gap is None and efficiency is None:
         gap = ("the smoke job did not measure scaling (it ran without --scaling, or a run "
                "failed before its throughput was known)" if not scaling else

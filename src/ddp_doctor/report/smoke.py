@@ -64,9 +64,10 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Peak GPU memory", ", ".join(
             f"rank {r['rank']}: {_bytes(r['peak_gpu_mem_bytes'])}" for r in per_rank)))
     if m.get("allreduce_busbw_gbps") is not None:
+        how = m.get("allreduce_note") or "nccl-tests busbw"
         rows.append(("All-reduce bus bandwidth",
                      f"{m['allreduce_busbw_gbps']:.2f} GB/s "
-                     f"({m['allreduce_bytes'] / 2**20:.0f} MiB buffer, nccl-tests busbw)"))
+                     f"({m['allreduce_bytes'] / 2**20:.0f} MiB buffer, {how})"))
     rows += _nccl_rows(data.get("nccl"))
     split = data.get("compute_split") or {}
     if split:
@@ -77,6 +78,8 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     if scaling.get("speedup"):
         rows.append(("Scaling 1 → N ranks", f"speedup {scaling['speedup']:.2f}× on "
                      f"{scaling['ranks']} ranks, efficiency {scaling['efficiency']:.0%}"))
+    elif scaling.get("not_measured"):
+        rows.append(("Scaling 1 → N ranks", f"not measured ({scaling['not_measured']})"))
     rows.append(("Wall time", _seconds(data.get("wall_s"))))
     if data.get("run_dir"):
         rows.append(("Rank logs kept in", data["run_dir"]))

@@ -483,6 +483,17 @@ def _run_smoke(options: SmokeOptions, progress: ProgressSink | None,
     if isinstance(resolved, Finding):
         return SmokeResult(_base_data(options, options.device, 0, 0), [resolved])
     device, nproc = resolved
+    if nproc < 2:  # 1 rank against 1 rank measures noise, not scaling: run it once
+        once = run_once(with_nproc(options, nproc, device), progress, facts=facts)
+        once.data["scaling"] = {
+            "ranks": nproc, "images_per_s_1": None, "images_per_s_n": None, "speedup": None,
+            "efficiency": None,
+            "not_measured": ("--mode dp trains in one process; scaling compares 1 and N "
+                             "DDP ranks" if options.mode == "dp" else
+                             f"only {count(nproc, 'rank')} can run on {device} here; scaling "
+                             "needs 2 or more"),
+        }
+        return once
     single = run_once(replace(with_nproc(options, 1, device), keep_run_dir=False), progress,
                       "1 rank")
     full = run_once(with_nproc(options, nproc, device), progress, f"{nproc} ranks",

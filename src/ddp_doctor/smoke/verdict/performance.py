@@ -174,7 +174,8 @@ def bandwidth_findings(measured: dict[str, Any], path: B.PathRate | None) -> lis
     """busbw under FAR_BELOW of the path's nominal rate (on a buffer big enough to judge)."""
     busbw = measured.get("allreduce_busbw_gbps")
     size = measured.get("allreduce_bytes") or 0
-    if path is None or busbw is None or size < B.MIN_JUDGED_BYTES or path.gbps <= 0:
+    if (path is None or busbw is None or size < B.MIN_JUDGED_BYTES or path.gbps <= 0
+            or measured.get("allreduce_note")):  # one rank: its busbw is 0 by definition
         return []
     share = busbw / path.gbps
     if share >= B.FAR_BELOW:
