@@ -154,8 +154,8 @@ def suggest(text: str, catalogue: Catalogue | None = None, limit: int = 3) -> li
     digits = wanted[len(letters):]
     if letters and digits:  # DRV01 -> DRV001 (padding lost), DRV0001 -> DRV001
         padded = f"{letters}{int(digits):03d}"
-        if padded in ids and padded not in close:
-            close.insert(0, padded)
+        if padded in ids:  # first, even where a longer id shares more of the text (DIAG010)
+            close = [padded, *(c for c in close if c != padded)]
     return close[:limit]
 
 

@@ -210,6 +210,11 @@ DATA_PREPARATION_STEPS = (
 BAR_ELAPSED = re.compile(r"\|\s*\d+/\d+\s*\[(?:(\d+):)?(\d+):(\d\d)<")
 COLLECTIVE_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)", re.IGNORECASE)
 DEFAULT_TIMEOUT_S = 1800  # init_process_group's default for NCCL
+TRACEBACK_START = "Traceback (most recent call last)"
+# What says a log is a distributed job's: a launcher, torch.distributed, DeepSpeed's or
+# accelerate's rank-tagged lines, NCCL.
+DISTRIBUTED_MARK = re.compile(r"\btorchrun\b|torch\.distributed|\bdeepspeed\b|\[Rank \d+\]"
+                              r"|\bLOCAL_RANK\b|\bNCCL\b|--nproc[_-]per[_-]node", re.IGNORECASE)
 LONG_WORK_STEPS = (
     Step("Do the long work one rank does alone (caching, tokenising, preprocessing) before "
          "the distributed run, in one process, so the ranks start in step."),
@@ -228,6 +233,40 @@ UNGATED_MESSAGES = (
     (re.compile(r"\bdistributed package doesn.t have nccl built in", re.IGNORECASE), "LOG050"),
     (re.compile(r"\buse_libuv was requested but pytorch was buil[dt] without libuv",
                 re.IGNORECASE), "LOG084"),
+)
+
+# Lightning announces each process's place as it joins: "initializing ddp: GLOBAL_RANK: 1,
+# MEMBER: 2/8" ("Initializing distributed: ..." from 1.6). The same global rank announced
+# twice while other ranks of the world never are is two processes that each believe they
+# are that rank - every node thinks it is node 0 - so the world never fills and the job
+# hangs in init. The usual cause is a Slurm allocation that does not match the Trainer
+# (Lightning-AI/pytorch-lightning#10098: the job asked for 1 node while num_nodes=2;
+# https://lightning.ai/docs/pytorch/stable/clusters/cluster_advanced.html: --nodes and
+# --ntasks-per-node must equal num_nodes and devices). Made here, from the whole log.
+SAME_RANK_TWICE = declare(
+    "DIAG010", Category.RENDEZVOUS_FAILURE,
+    "Two processes announced the same global rank, and other ranks never joined",
+    what="The log shows a global rank announced more than once while some ranks of the "
+         "world size were never announced: the nodes do not know their node rank (each "
+         "acts as node 0), as when a Slurm job's --nodes/--ntasks-per-node do not match "
+         "the Trainer's num_nodes/devices, or NODE_RANK is not set per node.",
+    why="The process group waits for ranks that no process will take: the job hangs at "
+        "start-up and fails at the rendezvous timeout.",
+    fix="Give each node its own node rank: in Slurm, request as many nodes and tasks per "
+        "node as the Trainer uses (#SBATCH --nodes=N --ntasks-per-node=G with "
+        "Trainer(num_nodes=N, devices=G)) and start with srun; elsewhere set NODE_RANK (or "
+        "torchrun --node_rank) per node.",
+    docs_url="https://lightning.ai/docs/pytorch/stable/clusters/cluster_advanced.html")
+
+SAME_RANK_STEPS = (
+    Step("See how many nodes and tasks per node the job really got (inside the job).",
+         command="echo nodes=$SLURM_NNODES tasks/node=$SLURM_NTASKS_PER_NODE "
+                 "node=$SLURM_NODEID"),
+    Step("Request what the Trainer uses, and start the script with srun so that each task "
+         "learns its rank: #SBATCH --nodes=N --ntasks-per-node=G with "
+         "Trainer(num_nodes=N, devices=G).", command="srun python train.py"),
+    Step("Without Slurm, give every node its own rank.",
+         command="torchrun --nnodes=N --node_rank=K --nproc_per_node=G ... train.py"),
 )
 
 # A container started without a GPU request: a `docker run` (or podman) command line with no
@@ -358,6 +397,8 @@ def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Cod
 # other ranks were given the loopback address, so the failed connection is that address,
 # not the rendezvous or a dead peer (aws-samples/aws-do-eks#50).
 _CONNECTION_FAILURES = {"LOG049", "LOG052", "LOG053", "LOG054"}
+LIGHTNING_RANK = re.compile(r"\binitializing (?:ddp|distributed): GLOBAL_RANK: (\d+), "
+                            r"MEMBER: \d+/(\d+)", re.IGNORECASE)
 _QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quoted line
 _RULES = {rule.code.id: rule for rule in RULES}
 
@@ -387,6 +428,24 @@ def _loopback_explains(findings: list[tuple[Finding, int]], lead: Finding
     cause = replace(fallback, severity=Severity.ERROR, evidence=tuple(evidence))
     return [(cause, order) if f is fallback else (f, order)
             for f, order in findings if f is not lead]
+
+
+def _same_rank_twice(scan: ScanResult, many: bool) -> list[Seen]:
+    """Lightning's rank announcements when one global rank is announced twice and some
+    rank of the world never is (``DIAG010``); empty otherwise. A restarted job announces
+    every rank again, which this does not take for the fault."""
+    seen: dict[int, list[Seen]] = {}
+    world = 0
+    for context in scan.contexts:
+        for found in _lines_with(LIGHTNING_RANK, context, many, limit=64):
+            match = LIGHTNING_RANK.search(found.text)
+            if match is not None:
+                seen.setdefault(int(match.group(1)), []).append(found)
+                world = max(world, int(match.group(2)))
+    twice = sorted(rank for rank, lines in seen.items() if len(lines) > 1)
+    if not twice or not world or set(seen) >= set(range(world)):
+        return []
+    return seen[twice[0]][:2]
 
 
 def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
@@ -424,12 +483,35 @@ def _long_bars(scan: ScanResult, lead: Finding, many: bool) -> list[Seen]:
     for context in scan.contexts:
         for number, line in _document_lines(context):
             for bar in BAR_ELAPSED.finditer(line):
-                hours, minutes, seconds = (int(g or 0) for g in bar.groups())
-                elapsed = hours * 3600 + minutes * 60 + seconds
+                elapsed = _seconds(bar)
                 if elapsed >= 0.9 * timeout_s:
                     found.append((elapsed, Seen(line_label(context.document, number, many),
                                                 redact_text(line.strip())[:300])))
     return [seen for _, seen in sorted(found, key=lambda item: -item[0])[:1]]
+
+
+def _bar_then_traceback(scan: ScanResult, many: bool) -> list[Seen]:
+    """A distributed job's progress bar that ran for init_process_group's default timeout
+    and a traceback straight after it (a paste cut before the exception's last line);
+    empty otherwise. Rank 0 alone tokenising a dataset for 30 minutes while the other ranks
+    wait in a collective ends exactly so (hiyouga/LlamaFactory#956)."""
+    for context in scan.contexts:
+        if not DISTRIBUTED_MARK.search(context.head):
+            continue
+        lines = _document_lines(context)
+        for position, (number, line) in enumerate(lines):
+            bars = [bar for bar in BAR_ELAPSED.finditer(line)
+                    if _seconds(bar) >= 0.9 * DEFAULT_TIMEOUT_S]
+            if bars and any(TRACEBACK_START in later for _, later in
+                            lines[position:position + 3]):
+                return [Seen(line_label(context.document, number, many),
+                             redact_text(line.strip())[:300])]
+    return []
+
+
+def _seconds(bar: re.Match[str]) -> int:
+    hours, minutes, seconds = (int(g or 0) for g in bar.groups())
+    return hours * 3600 + minutes * 60 + seconds
 
 
 def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
@@ -502,6 +584,26 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         ungated = _ungated(scan, many)
         if ungated:
             return [*ungated, *findings]
+        waited = _bar_then_traceback(scan, many)
+        if waited:
+            from ddp_doctor.logrules.nccl import WATCHDOG
+
+            waited_shown = (Evidence(waited[0].where, waited[0].text, "a progress bar ran for the "
+                              "default 30-minute timeout, then a traceback"),
+                     Evidence("other possible cause", "unknown: the traceback is cut before "
+                              "its last line, which would name the error"))
+            return [(Finding(WATCHDOG, "One rank worked alone for the whole collective "
+                             "timeout, then the job died", evidence=waited_shown,
+                             remediation=LONG_WORK_STEPS, docs_url=WATCHDOG.docs_url), 0),
+                    *findings]
+        twice = _same_rank_twice(scan, many)
+        if twice:
+            twice_shown = tuple(Evidence(seen.where, seen.text, "the same global rank "
+                                                                "announced twice")
+                                for seen in twice)
+            return [(Finding(SAME_RANK_TWICE, SAME_RANK_TWICE.summary, evidence=twice_shown,
+                             remediation=SAME_RANK_STEPS,
+                             docs_url=SAME_RANK_TWICE.docs_url), 0), *findings]
     if lead is None or (lead.code.category in _NO_GPU_SYMPTOMS and lead.code.id != "LOG085"):
         container = _container_without_gpus(scan, many)
         unavailable = _cuda_unavailable(scan, many) if container and lead is None else []

@@ -152,6 +152,11 @@ RULES: tuple[Rule, ...] = (
     Rule(ARCH, rx(r"cuda[^\n]*no kernel image is available for execution",
                   r"cudaerrornokernelimagefordevice",
                   r"cuda error: invalid device function",
+                  # NCCL's own CUDA check: its kernels lack the GPU's architecture
+                  # (NVIDIA/nccl#444, NCCL 2.7.8 without sm_35 on a K40m). cudaError 98,
+                  # "the requested device function does not exist or is not compiled for
+                  # the proper device architecture" (CUDA Runtime API, cudaError_t).
+                  r"cuda failure 'invalid device function'",
                   r"cudnn_status_arch_mismatch"),
          ("cud",),
          (ARCH_LIST, Step("Install a build that supports the GPU.",
@@ -159,7 +164,8 @@ RULES: tuple[Rule, ...] = (
          examples=(
              "RuntimeError: CUDA error: no kernel image is available for execution on the "
              "device",
-             "NCCL WARN Cuda failure 'no kernel image is available for execution on the device'"),
+             "NCCL WARN Cuda failure 'no kernel image is available for execution on the device'",
+             "[3] enqueue.cc:215 NCCL WARN Cuda failure 'invalid device function'"),
          alternatives=("package_conflict: a compiled extension (mmcv, detectron2, torchvision) "
                        "built for another torch gives the same error",),
          decide=(ARCH_LIST,)),

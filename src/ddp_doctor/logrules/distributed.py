@@ -311,7 +311,11 @@ RULES: tuple[Rule, ...] = (
     Rule(NO_GROUP, rx(r"error: default process group (?:has not been|is not) initialized",
                       r"error: syncbatchnorm (?:is only supported|expected input tensor)",
                       r"error initializing torch\.distributed using env:// rendezvous: "
-                      r"environment variable \w+ expected"),
+                      r"environment variable \w+ expected",
+                      # the same check's raise line, where a paste ends before the message
+                      # (torch/distributed/rendezvous.py _env_rendezvous_handler;
+                      # hzwer/ECCV2022-RIFE#52: plain `python train.py`)
+                      r"raise _env_error\(\W(?:master_addr|master_port|rank|world_size)\W\)"),
          ("error",),
          (Step("Launch with torchrun so the process group is set up.",
                command="torchrun --nproc_per_node=2 train.py"),),
@@ -323,7 +327,8 @@ RULES: tuple[Rule, ...] = (
              "DistributedDataParallel",
              "ValueError: SyncBatchNorm expected input tensor to be on GPU",
              "ValueError: Error initializing torch.distributed using env:// rendezvous: "
-             "environment variable MASTER_ADDR expected, but not set")),
+             "environment variable MASTER_ADDR expected, but not set",
+             '    raise _env_error("MASTER_ADDR")')),
     Rule(DEVICES, rx(r"error: module must have its parameters and buffers on device",
                      r"duplicate gpu detected : rank \d+ and rank \d+ both on cuda device",
                      r"error: distributeddataparallel device_ids and output_device arguments",

@@ -455,6 +455,8 @@ RULES: tuple[Rule, ...] = (
                    "toolchain.",)),
     Rule(LIB_MISMATCH, rx(r"fail\w* to initialize nvml: driver/library version mismatch",
                           r"error: driver/library version mismatch",
+                          # nvidia-docker 1.0's own NVML call (NVIDIA/nvidia-docker#584)
+                          r"error: nvml: driver/library version mismatch",
                           r"nvmlerror_librmversionmismatch",
                           r"nvrm: api mismatch",
                           r"cuda\w* error\W+system has unsupported display driver / cuda driver",
@@ -466,6 +468,7 @@ RULES: tuple[Rule, ...] = (
           Step("Reboot so the new kernel module loads.", command="sudo reboot")),
          examples=(
              "Failed to initialize NVML: Driver/library version mismatch",
+             "nvidia-docker | 2017/12/21 05:04:46 Error: nvml: Driver/library version mismatch",
              "nvidia-container-cli: initialization error: nvml error: driver/library version "
              "mismatch: unknown",
              "NVRM: API mismatch: the client has the version 535.129.03, but",

@@ -134,6 +134,24 @@ API_REMOVED = declare(
         "setuptools<59.6) or upgrade the library to a release that knows the new API.",
     docs_url="https://pip.pypa.io/en/stable/topics/dependency-resolution/")
 
+# bitsandbytes before 0.43 looked for a CUDA runtime library of its own and loaded the
+# binary built for that CUDA version; when it found none that fitted it raised "CUDA Setup
+# failed despite GPU being available. Please run the following command to get more
+# information: python -m bitsandbytes" (bitsandbytes/cuda_setup/main.py). Its maintainer
+# diagnosed an outdated release whose CUDA setup did not know the environment, fixed by
+# upgrading (bitsandbytes-foundation/bitsandbytes#492); 0.43 and later use torch's CUDA.
+BNB_SETUP = declare(
+    "LOG088", Category.PACKAGE_CONFLICT,
+    "bitsandbytes found no CUDA library it can load, although the GPU works",
+    what="bitsandbytes (8-bit optimizers and quantisation) could not load a native CUDA "
+         "library matching this environment: its release predates the installed CUDA or "
+         "torch, or cannot find the CUDA runtime beside them. torch itself sees the GPU.",
+    why="Every model or optimizer that imports bitsandbytes (8-bit Adam, QLoRA) stops at "
+        "start-up, on every rank.",
+    fix="Upgrade bitsandbytes (from 0.43 it uses torch's own CUDA); `python -m bitsandbytes` "
+        "shows which libraries it looked for.",
+    docs_url="https://github.com/bitsandbytes-foundation/bitsandbytes/issues/492")
+
 RULES: tuple[Rule, ...] = (
     Rule(NO_TORCH, rx(r"no module named ['\"]?torch(?:\._c)?(?:['\"]|\s*$)",
                       # Python 2 names only the last part of the module: its "No module
@@ -384,4 +402,18 @@ RULES: tuple[Rule, ...] = (
              "(/usr/local/lib/python3.8/dist-packages/torch/_six.py)",
              "ModuleNotFoundError: No module named 'torch._six'",
              "AttributeError: module 'distutils' has no attribute 'version'")),
+    Rule(BNB_SETUP, rx(r"cuda setup failed despite gpu being available"),
+         ("fail", "cud"),
+         (Step("See which CUDA libraries bitsandbytes looked for and which it found.",
+               command="python -m bitsandbytes"),
+          Step("Upgrade bitsandbytes to a release that loads its kernels through torch's CUDA.",
+               command="python -m pip install -U bitsandbytes")),
+         examples=("        CUDA Setup failed despite GPU being available. Please run the "
+                   "following",  # the message under "RuntimeError: ", on its own line
+                   "│   21 │   │   CUDA Setup failed despite GPU being available. Please run "
+                   "the f │"),  # rich's traceback box
+         alternatives=("cuda_init_failure: where torch.cuda.is_available() is False too, CUDA "
+                       "itself cannot start",),
+         decide=(Step("Does torch see the GPU in the same environment?",
+                      command="python -c \"import torch; print(torch.cuda.is_available())\""),)),
 )
