@@ -17,9 +17,11 @@ failure in a log from WSL is WSL's to explain; "GPU access blocked" with a conta
 around it is the container runtime's; a torch that will not load next to two CUDA builds
 of one NVIDIA wheel is the package conflict; a `docker run` that asked for no GPUs beside a
 CUDA that finds none is the container's start. A first collective that timed out while a
-progress bar ran for the whole timeout is one rank busy alone, not the transport. And a
-torch message pasted without its exception type, which no gate word marks, is still read
-when nothing else was.
+progress bar ran for the whole timeout is one rank busy alone, not the transport; so is a
+distributed job's bar that ran that long with a cut traceback right after it. Lightning
+announcing one global rank twice while others never join is nodes that each act as node
+0. And a torch message pasted without its exception type, which no gate word marks, is
+still read when nothing else was.
 These refinements read the start and the end of each document (bounded, see scan.py).
 """
 
@@ -588,10 +590,12 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         if waited:
             from ddp_doctor.logrules.nccl import WATCHDOG
 
-            waited_shown = (Evidence(waited[0].where, waited[0].text, "a progress bar ran for the "
-                              "default 30-minute timeout, then a traceback"),
-                     Evidence("other possible cause", "unknown: the traceback is cut before "
-                              "its last line, which would name the error"))
+            waited_shown = (
+                Evidence(waited[0].where, waited[0].text,
+                         "a progress bar ran for the default 30-minute timeout, then a "
+                         "traceback"),
+                Evidence("other possible cause", "unknown: the traceback is cut before its "
+                                                 "last line, which would name the error"))
             return [(Finding(WATCHDOG, "One rank worked alone for the whole collective "
                              "timeout, then the job died", evidence=waited_shown,
                              remediation=LONG_WORK_STEPS, docs_url=WATCHDOG.docs_url), 0),
