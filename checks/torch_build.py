@@ -112,6 +112,29 @@ def torch_importable(facts: FactsView) -> Iterator[Finding | Summary]:
     stderr_tail = (torch.get("probe") or {}).get("stderr_tail")
     if stderr_tail:
         evidence.append(Evidence("stderr", stderr_tail[-1500:], "interpreter probe"))
+    probe = torch.get("probe") or {}
+    if kind == "ProbeFailure" and probe.get("timed_out") and \
+            probe.get("last_stage") == "import torch":
+        # The deadline cut the import short (seen with --probe-timeout 1 on an H200, where
+        # import torch takes 3-4 s): nothing says the install is broken, so no reinstall.
+        python = facts.target_python()
+        yield Finding(
+            code=TORCH_MISSING,
+            title="import torch did not finish before the probe's deadline"
+                  + (f" ({probe['duration_s']:.1f} s)" if probe.get("duration_s") else ""),
+            evidence=tuple(evidence),
+            remediation=(
+                Step("Time the import by hand: a CUDA build loads gigabytes of libraries, "
+                     "slow from a cold cache or a network filesystem.",
+                     command=f'time {python} -c "import torch"'),
+                Step("If it finishes, give the probe that much time and more.",
+                     command="ddp-doctor check --probe-timeout 300"),
+                Step("If it never finishes, interrupt it after two minutes: the traceback "
+                     "shows where it waits.",
+                     command=f'timeout -s INT 120 {python} -c "import torch"'),
+            ),
+            docs_url=TORCH_MISSING.docs_url)
+        return
     if kind == "ModuleNotFoundError" and message == "No module named 'torch'":
         title = "PyTorch is not installed in this interpreter"
         steps = [

@@ -11,6 +11,7 @@ import pytest
 from ddp_doctor.categories import Category
 from ddp_doctor.facts.seam import CommandResult
 from ddp_doctor.facts.torch_probe import interpret_probe
+from ddp_doctor.facts.view import FactsView
 from ddp_doctor.model import Severity, Status
 from tests.conftest import load_fixture_facts
 from tests.facts.test_probe_torch import (
@@ -103,6 +104,24 @@ def test_a_probe_stopped_before_cuda_init_finished_is_cud001_not_a_missing_gpu(
     assert "--probe-timeout" in commands(finding)[1]
     assert results["visibility.devices"].findings == ()
     assert results["cuda.functional"].status is Status.SKIP
+
+
+def test_a_deadline_inside_import_torch_asks_for_time_not_a_reinstall():
+    """Seen on the H200 with --probe-timeout 1 (import torch takes 3-4 s there): the report
+    said "import torch fails: ProbeFailure" and told the user to rebuild the venv."""
+    facts = load_fixture_facts("healthy_8x_v100_pcie")
+    result = CommandResult(ARGV, -15, out(*BEFORE_IMPORT), "", timed_out=True, duration_s=1.0)
+    _, torch = interpret_probe(result, PY)
+    assert torch.value["probe"]["last_stage"] == "import torch"
+    facts.add(torch)
+    finding = only_finding(run(facts)["torch.import"])
+    assert finding.code.id == "TOR001"
+    assert finding.title == "import torch did not finish before the probe's deadline (1.0 s)"
+    python = FactsView.of(facts).target_python()  # the interpreter training runs with
+    assert commands(finding) == [f'time {python} -c "import torch"',
+                                 "ddp-doctor check --probe-timeout 300",
+                                 f'timeout -s INT 120 {python} -c "import torch"']
+    assert not any("-m venv" in c or "pip install" in c for c in commands(finding))
 
 
 def test_a_probe_that_finished_cuda_init_is_judged_on_its_answer():
