@@ -22,8 +22,14 @@ from ddp_doctor.model import Step
 from ddp_doctor.registry import Summary
 from ddp_doctor.wording import human_bytes
 
-__all__ = ["GIB", "MIB", "cuda_device_label", "cuda_init_cut_short", "gpu_test_results",
-           "human_bytes", "install_steps", "recommendation", "workers_phrase"]
+__all__ = ["GIB", "MIB", "MORE_PROBE_TIME", "cuda_device_label", "cuda_init_cut_short",
+           "gpu_test_results", "human_bytes", "install_steps", "recommendation",
+           "workers_phrase"]
+
+# The step after timing by hand the call a probe deadline cut short (CUDA's start in
+# cuda.py, `import torch` in torch_build.py).
+MORE_PROBE_TIME = Step("If it finishes, give the probe that much time and more.",
+                       command="ddp-doctor check --probe-timeout 300")
 
 # The torch probe's stages from torch.cuda.is_available() to the last device's properties,
 # and those between `import torch` and them. (Probes before 2026-11-25 asked the arch list

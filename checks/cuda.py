@@ -28,7 +28,7 @@ from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 from ddp_doctor.wording import count
 
-from ._util import cuda_device_label, cuda_init_cut_short, gpu_test_results
+from ._util import MORE_PROBE_TIME, cuda_device_label, cuda_init_cut_short, gpu_test_results
 
 RUNTIME_ERRORS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
 
@@ -157,8 +157,7 @@ def _init_unfinished(facts: FactsView, stage: str) -> Finding:
                  "a wedged driver.",
                  command=f'time {python} -c "import torch; torch.cuda.init(); '
                          'print(torch.cuda.device_count())"'),
-            Step("If it finishes, give the probe that much time and more.",
-                 command="ddp-doctor check --probe-timeout 300"),
+            MORE_PROBE_TIME,
             Step("If it hangs, stop the GPU processes and reload the CUDA unified-memory "
                  "module, or reboot.", command="sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm"),
         ))

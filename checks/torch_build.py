@@ -33,7 +33,7 @@ from ddp_doctor.knowledge.wheels import INSTALL_GUIDE
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.registry import Summary, check
 
-from ._util import install_steps
+from ._util import MORE_PROBE_TIME, install_steps
 
 TORCH_MISSING = declare(
     id="TOR001",
@@ -127,8 +127,7 @@ def torch_importable(facts: FactsView) -> Iterator[Finding | Summary]:
                 Step("Time the import by hand: a CUDA build loads gigabytes of libraries, "
                      "slow from a cold cache or a network filesystem.",
                      command=f'time {python} -c "import torch"'),
-                Step("If it finishes, give the probe that much time and more.",
-                     command="ddp-doctor check --probe-timeout 300"),
+                MORE_PROBE_TIME,
                 Step("If it never finishes, interrupt it after two minutes: the traceback "
                      "shows where it waits.",
                      command=f'timeout -s INT 120 {python} -c "import torch"'),

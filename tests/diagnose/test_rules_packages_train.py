@@ -10,7 +10,7 @@ import pytest
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.logrules import match_text
 from tests.support.corpus import LOGS
-from tests.support.rules import log_codes
+from tests.support.rules import assert_leads_on_its_own_line, assert_not_read_so, log_codes
 
 # (line, the code that leads) - one per reading added or widened.
 POSITIVES = [
@@ -57,14 +57,12 @@ NEAR_MISSES = [
 
 @pytest.mark.parametrize(("line", "code"), POSITIVES)
 def test_each_reading_leads_on_its_own_line(tmp_path, line, code):
-    assert match_text(line)[0].rule.code.id == code
-    assert log_codes(tmp_path, line)[0] == code
+    assert_leads_on_its_own_line(tmp_path, line, code)
 
 
 @pytest.mark.parametrize(("line", "code"), NEAR_MISSES)
 def test_the_neighbouring_line_is_not_read_so(tmp_path, line, code):
-    assert code not in [m.rule.code.id for m in match_text(line)]
-    assert code not in log_codes(tmp_path, line)
+    assert_not_read_so(tmp_path, line, code)
 
 
 def test_torch_reports_of_a_failed_cudnn_handle_stay_a_memory_finding():

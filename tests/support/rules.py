@@ -49,6 +49,18 @@ def lead(tmp_path: Path, text: str) -> Finding:
     return diagnosed(tmp_path, text)[0]
 
 
+def assert_leads_on_its_own_line(tmp_path: Path, line: str, code: str) -> None:
+    """``code`` is the first rule ``match_text`` reads in ``line``, and the engine's lead."""
+    assert match_text(line)[0].rule.code.id == code
+    assert log_codes(tmp_path, line)[0] == code
+
+
+def assert_not_read_so(tmp_path: Path, line: str, code: str) -> None:
+    """Neither ``match_text`` nor the engine reads ``code`` in ``line`` (a near miss)."""
+    assert code not in [m.rule.code.id for m in match_text(line)]
+    assert code not in log_codes(tmp_path, line)
+
+
 def log_codes(tmp_path: Path, text: str) -> list[str]:
     """The log-rule codes the streaming engine finds in ``text`` as a one-line file, lead
     first (not the similar-thread and summary findings diagnose adds)."""

@@ -405,6 +405,13 @@ _QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quot
 _RULES = {rule.code.id: rule for rule in RULES}
 
 
+def _made(code: Code, evidence: tuple[Evidence, ...], steps: tuple[Step, ...],
+          title: str | None = None) -> tuple[Finding, int]:
+    """A finding of ``code`` made from the whole log (no rule's line), ranked first."""
+    return (Finding(code, title or code.summary, evidence=evidence, remediation=steps,
+                    docs_url=code.docs_url), 0)
+
+
 def _rule(code: Code) -> Rule:
     """The log rule that declares ``code``: its steps and alternatives, when a finding of
     that code is made from the whole log instead of one line."""
@@ -526,10 +533,8 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
             evidence = (Evidence(seen[0].where, seen[0].text, "the message without its "
                                                              "exception type"),
                         *(Evidence("other possible cause", a) for a in rule.alternatives))
-            return [(Finding(rule.code, rule.code.summary, evidence=evidence,
-                             remediation=(*rule.steps, *(s for s in rule.decide
-                                                         if s not in rule.steps)),
-                             docs_url=rule.code.docs_url), 0)]
+            return [_made(rule.code, evidence,
+                          (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))]
     return []
 
 
@@ -596,18 +601,15 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
                          "traceback"),
                 Evidence("other possible cause", "unknown: the traceback is cut before its "
                                                  "last line, which would name the error"))
-            return [(Finding(WATCHDOG, "One rank worked alone for the whole collective "
-                             "timeout, then the job died", evidence=waited_shown,
-                             remediation=LONG_WORK_STEPS, docs_url=WATCHDOG.docs_url), 0),
-                    *findings]
+            return [_made(WATCHDOG, waited_shown, LONG_WORK_STEPS,
+                          "One rank worked alone for the whole collective timeout, then the "
+                          "job died"), *findings]
         twice = _same_rank_twice(scan, many)
         if twice:
             twice_shown = tuple(Evidence(seen.where, seen.text, "the same global rank "
                                                                 "announced twice")
                                 for seen in twice)
-            return [(Finding(SAME_RANK_TWICE, SAME_RANK_TWICE.summary, evidence=twice_shown,
-                             remediation=SAME_RANK_STEPS,
-                             docs_url=SAME_RANK_TWICE.docs_url), 0), *findings]
+            return [_made(SAME_RANK_TWICE, twice_shown, SAME_RANK_STEPS), *findings]
     if lead is None or (lead.code.category in _NO_GPU_SYMPTOMS and lead.code.id != "LOG085"):
         container = _container_without_gpus(scan, many)
         unavailable = _cuda_unavailable(scan, many) if container and lead is None else []
@@ -621,9 +623,7 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
             shown = (Evidence(container[0].where, container[0].text,
                               "container started without GPUs"),
                      *(Evidence(seen.where, seen.text) for seen in unavailable))
-            return [(Finding(CONTAINER_NO_GPU, CONTAINER_NO_GPU.summary, evidence=shown,
-                             remediation=rule_steps, docs_url=CONTAINER_NO_GPU.docs_url), 0),
-                    *findings]
+            return [_made(CONTAINER_NO_GPU, shown, rule_steps), *findings]
     if lead is not None and lead.code.id == "LOG020":
         container = [seen for context in scan.contexts
                      for seen in _lines_with(CONTAINER_MARK, context, many, 1)]
