@@ -53,9 +53,15 @@ class EventWriter:
         self._file.close()
 
 
-def event_path(run_dir: str, rank: int) -> str:
-    return os.path.join(run_dir, f"rank{rank}.jsonl")
+# Files are named by the rank's index on its node (LOCAL_RANK), not by its global rank:
+# a node's supervisor knows how many ranks it started, but not where they fall in the job
+# when the nodes run different numbers of ranks (torchrun numbers them by every node's
+# real count). Each event carries the global rank, so the supervisor learns it from there.
 
 
-def stderr_path(run_dir: str, rank: int) -> str:
-    return os.path.join(run_dir, f"rank{rank}.stderr")
+def event_path(run_dir: str, local_rank: int) -> str:
+    return os.path.join(run_dir, f"local{local_rank}.jsonl")
+
+
+def stderr_path(run_dir: str, local_rank: int) -> str:
+    return os.path.join(run_dir, f"local{local_rank}.stderr")

@@ -133,16 +133,19 @@ def all_gather_json(obj: Any, device: torch.device) -> list[Any]:
             for g, n in zip(gathered, lengths)]
 
 
-def exchange_nodes(local_rank: int, node_rank: int, device: torch.device
-                   ) -> list[dict[str, Any]]:
+def exchange_nodes(local_rank: int, node_rank: int, device: torch.device,
+                   local_world: int = 1) -> list[dict[str, Any]]:
     """Every node's record, on every rank, ordered by node rank.
 
     Only local rank 0 of each node collects (the others send null), so the cost is one
     collection per node and two small all-gathers, whatever the number of ranks per node.
+    Each record says how many ranks its node runs (``ranks``): nodes that run different
+    numbers (one short of a GPU) are named from it on every node alike.
     """
     mine = None
     if local_rank == 0:
-        mine = {"node_rank": node_rank, "rank": dist.get_rank(), **collect_node()}
+        mine = {"node_rank": node_rank, "rank": dist.get_rank(), "ranks": local_world,
+                **collect_node()}
     gathered = all_gather_json(mine, device)
     return sorted((g for g in gathered if isinstance(g, dict)),
                   key=lambda g: int(g.get("node_rank", 0)))

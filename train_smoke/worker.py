@@ -2,8 +2,10 @@
 
 Under torchrun (``python -m torch.distributed.run ... -m ddp_doctor.train_smoke.worker``)
 each process reads RANK/LOCAL_RANK/WORLD_SIZE from its environment; with ``--spawn N`` the
-same program starts N local ranks itself through ``torch.multiprocessing.spawn``; with
-``--mode dp`` one process drives every visible GPU through ``nn.DataParallel``.
+same program starts N local ranks itself through ``torch.multiprocessing.spawn`` (their
+numbers agreed with the other nodes first: ``spawn_layout.py``); with ``--mode dp`` one
+process drives every visible GPU through ``nn.DataParallel``, on ``--batch`` images per GPU
+so that its images per second compare with DDP's.
 
 Each phase (init_process_group, nodes (in a multi-node job: every node's summary, gathered
 once), barrier, the checked all-reduce and its bandwidth, data, model, train, checksum,
@@ -43,6 +45,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
+from . import compat, spawn_layout
 from .collectives import checked_all_reduce, measure_all_reduce
 from .data import SyntheticDetection, collate
 from .detector import build_model, build_optimizer, parameter_fingerprint
@@ -149,10 +152,33 @@ def _use_amp(args: argparse.Namespace, device: torch.device) -> bool:
     return device.type == "cuda" and args.amp != "off"
 
 
-def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -> None:
-    """Everything one rank does, phase by phase, each phase recorded in its event file."""
-    _redirect_stderr(stderr_path(args.run_dir, rank))
-    ev = EventWriter(event_path(args.run_dir, rank), rank)
+def replicas(args: argparse.Namespace, device: torch.device) -> int:
+    """How many GPUs one process trains on: all visible ones under --mode dp, else 1."""
+    if args.mode == "dp" and device.type == "cuda":
+        return max(1, torch.cuda.device_count())
+    return 1
+
+
+def images_per_step(batch: int, replica_count: int) -> int:
+    """One process's images per step: ``--batch`` per GPU it drives.
+
+    DataParallel splits one batch over its GPUs; handing it ``batch`` images in all would
+    give each GPU batch/N (1 image on 8 GPUs), and an images/s nobody could compare with
+    DDP's ``batch`` per GPU.
+    """
+    return batch * max(1, replica_count)
+
+
+def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
+             local_world: int = 1, store: Any = None) -> None:
+    """Everything one rank does, phase by phase, each phase recorded in its event file.
+
+    ``store``: the spawn launcher's multi-node store the rank joins the group through
+    (``spawn_layout.job_store``); None to meet through the environment (torchrun, or
+    MASTER_ADDR/MASTER_PORT set by the launcher).
+    """
+    _redirect_stderr(stderr_path(args.run_dir, local_rank))
+    ev = EventWriter(event_path(args.run_dir, local_rank), rank)
     distributed = args.mode == "ddp"
     if args.device == "cuda":
         torch.cuda.set_device(local_rank)
@@ -160,35 +186,43 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
     else:
         device = torch.device("cpu")
     fault = _fault(rank)
+    gpus_per_process = replicas(args, device)
+    batch = images_per_step(args.batch, gpus_per_process)
     ev.emit("info", "startup", time.monotonic(), None, time.time(), None, pid=os.getpid(),
-            local_rank=local_rank, world_size=world, device=str(device), mode=args.mode,
+            local_rank=local_rank, world_size=world, local_world_size=local_world,
+            node_rank=_node_rank(args), device=str(device), mode=args.mode,
+            replicas=gpus_per_process, batch_per_step=batch,
             torch=torch.__version__, pci_bus_id=pci_bus_id(device))
 
     if distributed:
         backend = "nccl" if device.type == "cuda" else "gloo"
         with ev.phase("init_process_group", backend=backend):
+            meet = {"store": store} if store is not None else {}
             dist.init_process_group(backend, rank=rank, world_size=world,
-                                    timeout=timedelta(seconds=args.pg_timeout))
+                                    timeout=timedelta(seconds=args.pg_timeout),
+                                    **meet, **compat.init_kwargs(device))
         if args.exchange_nodes:
             with ev.phase("nodes") as out:
-                nodes = exchange_nodes(local_rank, _node_rank(args), device)
+                nodes = exchange_nodes(local_rank, _node_rank(args), device, local_world)
                 out["node_count"] = len(nodes)
                 if local_rank == 0:  # one copy per node is enough for its supervisor
                     out["nodes"] = nodes
         with ev.phase("barrier"):
-            dist.barrier()
+            compat.barrier(device)
         with ev.phase("all_reduce_check") as out:
             out.update(checked_all_reduce(device))
         with ev.phase("all_reduce_bandwidth") as out:
             nbytes = args.ar_bytes or (64 << 20 if device.type == "cuda" else 4 << 20)
             out.update(measure_all_reduce(device, nbytes))
+            if device.type == "cuda":  # the buffer's peak, kept apart from training's
+                out["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
 
     with ev.phase("data", workers=args.workers) as out:
-        dataset = SyntheticDetection(args.batch * world * BATCHES_PER_EPOCH, args.imgsz,
+        dataset = SyntheticDetection(batch * world * BATCHES_PER_EPOCH, args.imgsz,
                                      num_classes=NUM_CLASSES, seed=args.seed)
         sampler = (DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True,
                                       seed=args.seed, drop_last=True) if distributed else None)
-        loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler,
+        loader = DataLoader(dataset, batch_size=batch, sampler=sampler,
                             shuffle=False, num_workers=args.workers, collate_fn=collate,
                             pin_memory=device.type == "cuda", drop_last=True,
                             persistent_workers=args.workers > 0)
@@ -216,7 +250,9 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
         out["parameters"] = sum(p.numel() for p in net.parameters())
 
     amp = _use_amp(args, device)
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    scaler = compat.grad_scaler(amp)
+    if device.type == "cuda":  # the peak of training, not of the 64 MiB bandwidth buffer
+        torch.cuda.reset_peak_memory_stats(device)
     with ev.phase("train", steps=args.steps, amp=amp) as out:
         model.train()
         batch = first
@@ -271,11 +307,23 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int) -
     ev.close()
 
 
-def _spawned(local_rank: int, args: argparse.Namespace) -> None:
-    rank = args.node_rank * args.spawn + local_rank
-    world = args.nnodes * args.spawn
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world))
-    run_rank(args, rank, local_rank, world)
+def _spawned(local_rank: int, args: argparse.Namespace,
+             layout: spawn_layout.SpawnLayout) -> None:
+    rank = layout.first_rank + local_rank
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(layout.world),
+                      LOCAL_WORLD_SIZE=str(args.spawn), GROUP_RANK=str(args.node_rank))
+    store = (spawn_layout.job_store(args.master_addr, args.master_port, args.pg_timeout)
+             if args.nnodes > 1 else None)
+    run_rank(args, rank, local_rank, layout.world, args.spawn, store)
+
+
+def spawn_environment(args: argparse.Namespace) -> dict[str, str]:
+    """The rendezvous the spawned ranks use: the one given on the command line.
+
+    Set, not defaulted: an inherited MASTER_ADDR/MASTER_PORT (a Slurm batch script, a
+    Kubeflow pod) would otherwise send the ranks somewhere the doctor never checked.
+    """
+    return {"MASTER_ADDR": args.master_addr, "MASTER_PORT": str(args.master_port)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -285,13 +333,21 @@ def main(argv: list[str] | None = None) -> None:
     elif args.spawn:
         import torch.multiprocessing as mp
 
-        os.environ.setdefault("MASTER_ADDR", args.master_addr)
-        os.environ.setdefault("MASTER_PORT", str(args.master_port))
-        mp.spawn(_spawned, args=(args,), nprocs=args.spawn, join=True)
+        os.environ.update(spawn_environment(args))
+        store = None
+        if args.nnodes > 1:
+            layout, store = spawn_layout.agree_on_counts(
+                args.master_addr, args.master_port, args.nnodes, args.node_rank, args.spawn,
+                args.pg_timeout)
+        else:
+            layout = spawn_layout.single_node(args.spawn)
+        mp.spawn(_spawned, args=(args, layout), nprocs=args.spawn, join=True)
+        del store  # node 0's store served every rank until they all exited
     else:
         env = os.environ
+        local_world = env.get("LOCAL_WORLD_SIZE", "")
         run_rank(args, int(env["RANK"]), int(env.get("LOCAL_RANK", "0")),
-                 int(env["WORLD_SIZE"]))
+                 int(env["WORLD_SIZE"]), int(local_world) if local_world.isdigit() else 1)
 
 
 if __name__ == "__main__":

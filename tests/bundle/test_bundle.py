@@ -182,10 +182,10 @@ def smoke_report(facts: Facts, run_dir: Path | None, ok: bool = False):
 def fake_run_dir(tmp_path: Path) -> Path:
     run_dir = tmp_path / "ddp-doctor-smoke-x"
     (run_dir / "pkg" / "ddp_doctor").mkdir(parents=True)  # the import shim: not evidence
-    (run_dir / "rank0.jsonl").write_text('{"event": "phase_start", "phase": "train"}\n')
-    (run_dir / "rank1.jsonl").write_text('{"event": "step", "step": 1}\n')
-    (run_dir / "rank0.stderr").write_text(f"login with {HF_TOKEN}\n")
-    (run_dir / "rank1.stderr").write_text(
+    (run_dir / "local0.jsonl").write_text('{"event": "phase_start", "phase": "train"}\n')
+    (run_dir / "local1.jsonl").write_text('{"event": "step", "step": 1}\n')
+    (run_dir / "local0.stderr").write_text(f"login with {HF_TOKEN}\n")
+    (run_dir / "local1.stderr").write_text(
         "step 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
     (run_dir / "launcher.stderr").write_text("E0101 torch.distributed.elastic: failed\n")
     (run_dir / "launcher.stdout").write_text("")
@@ -197,13 +197,13 @@ def test_smoke_files_are_bundled_redacted_and_diagnosed(tmp_path):
     run_dir = fake_run_dir(tmp_path)
     files = write(tmp_path, facts, smoke_report(facts, run_dir))
     smoke = [name for name in files if name.startswith("smoke/")]
-    assert smoke == ["smoke/launcher.stderr", "smoke/launcher.stdout", "smoke/rank0.jsonl",
-                     "smoke/rank0.stderr", "smoke/rank1.jsonl", "smoke/rank1.stderr"]
-    assert HF_TOKEN not in files["smoke/rank0.stderr"].decode()
-    assert files["smoke/rank1.jsonl"] == b'{"event": "step", "step": 1}\n'
+    assert smoke == ["smoke/launcher.stderr", "smoke/launcher.stdout", "smoke/local0.jsonl",
+                     "smoke/local0.stderr", "smoke/local1.jsonl", "smoke/local1.stderr"]
+    assert HF_TOKEN not in files["smoke/local0.stderr"].decode()
+    assert files["smoke/local1.jsonl"] == b'{"event": "step", "step": 1}\n'
     manifest = files["MANIFEST"].decode()
-    assert "the smoke job's event file of rank 1 (JSON lines" in manifest
-    assert "the smoke job's stderr of rank 0" in manifest
+    assert "the smoke job's event file of this node's rank 1 (JSON lines" in manifest
+    assert "the smoke job's stderr of this node's rank 0" in manifest
     assert "\n  Secrets removed: " in manifest  # the token in rank 0's stderr
     result = invoke("diagnose", str(tmp_path / "b.zip"), "--json", "-")
     found = codes(json.loads(result.stdout))
@@ -213,7 +213,7 @@ def test_smoke_files_are_bundled_redacted_and_diagnosed(tmp_path):
     scan, snapshots = scan_input(str(tmp_path / "b.zip"))[:2]
     assert scan.documents == [f"{TOP}/{name}" for name in (
         "packages.txt", "environment.txt", "smoke/launcher.stderr", "smoke/launcher.stdout",
-        "smoke/rank0.stderr", "smoke/rank1.stderr")]
+        "smoke/local0.stderr", "smoke/local1.stderr")]
     assert [Facts.from_dict(s)["host"] for s in snapshots] == [facts["host"]]
 
 
@@ -223,7 +223,7 @@ def test_smoke_dir_given_apart_from_the_report_wins(tmp_path):
     run_dir = fake_run_dir(tmp_path)
     report = smoke_report(facts, Path("/home/user-1/elsewhere"))
     files = write(tmp_path, facts, report, smoke_dir=str(run_dir))
-    assert "smoke/rank1.stderr" in files
+    assert "smoke/local1.stderr" in files
 
 
 @pytest.mark.parametrize(("smoke", "why"), [
@@ -253,9 +253,9 @@ def test_an_oversized_log_keeps_its_end(tmp_path, monkeypatch):
     facts = load_facts(SHM)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "rank0.stderr").write_text("".join(f"line {i:03d}\n" for i in range(100)))
+    (run_dir / "local0.stderr").write_text("".join(f"line {i:03d}\n" for i in range(100)))
     files = write(tmp_path, facts, smoke_report(facts, run_dir))
-    kept = files["smoke/rank0.stderr"].decode().splitlines()
+    kept = files["smoke/local0.stderr"].decode().splitlines()
     assert kept[-1] == "line 099" and kept[0].startswith("line 09") and len(kept) < 10
     assert "(last 0 MiB of 900 B)" in files["MANIFEST"].decode()
 
@@ -488,9 +488,9 @@ def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     assert list(temp.glob("ddp-doctor-smoke-*")) == []  # ...and the bundle's copy is gone
     files = members(bundle)
     for rank in (0, 1):
-        events = [json.loads(line) for line in files[f"smoke/rank{rank}.jsonl"].splitlines()]
+        events = [json.loads(line) for line in files[f"smoke/local{rank}.jsonl"].splitlines()]
         assert events and all(isinstance(e, dict) for e in events)
-        assert f"smoke/rank{rank}.stderr" in files
+        assert f"smoke/local{rank}.stderr" in files
     assert "facts.json" not in files and "smoke/launcher.stderr" in files
     # Diagnosed later from a ticket, the bundle says what the machine measured: ready. The
     # ranks' harmless warnings (torch without NumPy prints one) do not turn it into a fault.

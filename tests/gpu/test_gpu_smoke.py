@@ -99,3 +99,76 @@ def test_sync_bn_with_mode_dp_is_refused_as_documented():
     assert proc.returncode == 2
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith("ddp-doctor: error: --sync-bn needs --mode ddp")
+
+
+# -- the multi-GPU paths read as a cluster runs them (issue 28) ---------------------------
+
+def _events(run_dir: str, local: int) -> list[dict[str, Any]]:
+    from pathlib import Path
+
+    path = Path(run_dir) / f"local{local}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.gpus(2)
+def test_sync_bn_syncs_across_two_processes_and_says_slow_ranks_are_not_judged():
+    """One process never syncs SyncBatchNorm; two do (an all-gather in every forward)."""
+    proc, report = smoke("--device", "cuda", "--nproc", "2", "--sync-bn", "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert data["ranks"] == 2 and data["params_in_sync"] is True
+    assert data["compute_split_note"].startswith("slow ranks not judged")
+
+
+def test_the_spawn_launcher_trains_on_the_gpu():
+    proc, report = smoke("--device", "cuda", "--nproc", "1", "--launcher", "spawn",
+                         "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert data["launcher"] == "spawn" and "--spawn 1" in data["command"]
+
+
+def test_peak_memory_is_the_training_peak_not_the_bandwidth_buffer(tmp_path):
+    """Before, the 64 MiB all-reduce buffer was the peak every run reported."""
+    from ddp_doctor.smoke.launch import SmokeOptions
+    from ddp_doctor.smoke.run import run_smoke
+
+    result = run_smoke(SmokeOptions(device="cuda", nproc=1, steps=12, run_dir=str(tmp_path)))
+    assert result.ok, [(f.code.id, f.title) for f in result.findings]
+    ends = {e["phase"]: e for e in _events(str(tmp_path), 0) if e.get("kind") == "end"}
+    buffer_peak = ends["all_reduce_bandwidth"]["peak_mem_bytes"]
+    train_peak = ends["train"]["peak_mem_bytes"]
+    assert buffer_peak >= 64 << 20
+    assert 0 < train_peak < buffer_peak, (train_peak, buffer_peak)
+
+
+@pytest.mark.gpus(2)
+def test_a_narrowed_cuda_visible_devices_trains_on_the_gpus_it_names(tmp_path, monkeypatch):
+    """CUDA_VISIBLE_DEVICES=1: one rank, on physical GPU 1 (its PCI address says so)."""
+    import subprocess
+
+    from ddp_doctor.smoke.launch import SmokeOptions
+    from ddp_doctor.smoke.run import run_smoke
+
+    listed = subprocess.run(["nvidia-smi", "--query-gpu=index,pci.bus_id",
+                             "--format=csv,noheader"], capture_output=True, text=True,
+                            check=True, timeout=60).stdout
+    physical = {int(i): b.strip().upper() for i, b in
+                (line.split(",") for line in listed.strip().splitlines())}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    result = run_smoke(SmokeOptions(device="cuda", steps=12, run_dir=str(tmp_path)))
+    assert result.ok and result.data["ranks"] == 1, [f.title for f in result.findings]
+    startup = next(e for e in _events(str(tmp_path), 0) if e.get("phase") == "startup")
+    assert startup["pci_bus_id"][-7:] == physical[1][-7:]
+
+
+@pytest.mark.gpus(2)
+def test_ultralytics_trains_every_gpu_and_every_rank_marks_itself():
+    """Before: ranks_started was 0 on every multi-GPU run (callbacks never reached the
+    ranks of Ultralytics' generated DDP script)."""
+    pytest.importorskip("ultralytics")
+    proc, report = smoke("--trainer", "ultralytics", "--device", "cuda", "--timeout", "600")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert data["ultralytics"]["ranks_started"] == data["ranks"] == GPUS

@@ -107,7 +107,7 @@ def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
                                      run_dir={str(tmp_path / "run")!r}))
     """)
     doctor = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
-    events = tmp_path / "run" / "rank1.jsonl"
+    events = tmp_path / "run" / "local1.jsonl"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not (events.exists() and '"step"' in events.read_text()):
         time.sleep(0.2)

@@ -250,14 +250,20 @@ def test_another_node_names_node_0_when_its_store_never_answered(tmp_path):
     assert missing_node_findings(_waiting(tmp_path, 1, 2, RendezvousPeers(0, True))) == []
 
 
-def test_spawned_ranks_waiting_at_the_store_are_counted_as_ranks(tmp_path):
-    waiting = [{"kind": "info", "phase": "startup"},
-               {"kind": "begin", "phase": "init_process_group"}]
-    ctx = _waiting(tmp_path, 0, 2, RendezvousPeers(1, True), "spawn", tuple(waiting))
+def test_spawn_launchers_are_counted_like_torchruns_agents(tmp_path):
+    """The spawn launcher's processes agree on every node's rank count at node 0's store
+    before any rank starts (train_smoke/spawn_layout.py), as torchrun's agents do: one
+    connection per node, and ranks that started mean every node was in."""
+    ctx = _waiting(tmp_path, 0, 2, RendezvousPeers(1, True), "spawn")
     [finding] = missing_node_findings(ctx)
     assert finding.title == "Node 1 never joined the job"
-    assert {e.label: e.value for e in finding.evidence}["rank 0"] == \
-        "waiting in init_process_group"
+    evidence = {e.label: e.value for e in finding.evidence}
+    assert evidence["reached 10.0.0.5:29511"] == "1 of 2 node launchers"
+    assert evidence["rank 0"].startswith("never started (the launcher waits for every node")
+    waiting = ({"kind": "info", "phase": "startup"},
+               {"kind": "begin", "phase": "init_process_group"})
+    started = _waiting(tmp_path, 0, 2, RendezvousPeers(1, True), "spawn", waiting)
+    assert missing_node_findings(started) == []
 
 
 def test_rendezvous_peers_counts_accepted_and_outgoing_connections():

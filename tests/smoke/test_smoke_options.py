@@ -10,10 +10,12 @@ from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import build_report
 from ddp_doctor.smoke.launch import (
     MODEL_STRIDES,
+    NodeLayout,
     OptionsError,
     SmokeOptions,
     check_options,
     node_layout,
+    slurm_tasks_on_this_node,
 )
 from ddp_doctor.smoke.plan import plan_smoke
 from tests.support.checks import variant
@@ -144,15 +146,49 @@ def test_master_addr_and_port_from_the_environment_outside_slurm():
         node_layout(SmokeOptions(nnodes=2, node_rank=1), {})
 
 
+@pytest.mark.parametrize(("environ", "tasks"), [
+    ({"SLURM_STEP_TASKS_PER_NODE": "4(x2)", "SLURM_NODEID": "1"}, 4),
+    ({"SLURM_STEP_TASKS_PER_NODE": "2,1", "SLURM_NODEID": "1"}, 1),
+    ({"SLURM_NTASKS_PER_NODE": "8"}, 8),
+    ({"SLURM_LOCALID": "3"}, 4),
+    ({}, 1),
+])
+def test_the_copies_srun_started_on_this_node_are_counted(environ, tasks):
+    assert slurm_tasks_on_this_node(environ) == tasks
+
+
+def test_several_doctors_per_node_under_srun_are_refused():
+    """srun --ntasks-per-node=8 ddp-doctor smoke: 8 doctors would each claim node rank 0."""
+    environ = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_NNODES": "2",
+               "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "gpu[01-02]",
+               "SLURM_STEP_TASKS_PER_NODE": "8(x2)", "SLURM_LOCALID": "5"}
+    with pytest.raises(OptionsError, match="srun started 8 copies of ddp-doctor on this node"):
+        node_layout(SmokeOptions(), environ)
+    environ["SLURM_STEP_TASKS_PER_NODE"] = "1(x2)"
+    environ["SLURM_LOCALID"] = "0"
+    layout = node_layout(SmokeOptions(), environ)
+    assert (layout.nnodes, layout.node_rank, layout.master_addr) == (2, 0, "gpu01")
+
+
+def test_torchruns_own_environment_lays_out_the_nodes_as_torchrun_would():
+    """A pod or job script that configures torchrun through PET_* variables."""
+    environ = {"PET_NNODES": "4", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "trainer-master-0",
+               "PET_MASTER_PORT": "23456", "MASTER_ADDR": "elsewhere", "MASTER_PORT": "1"}
+    layout = node_layout(SmokeOptions(), environ)
+    assert layout == NodeLayout(4, 2, "trainer-master-0", 23456)
+    assert node_layout(SmokeOptions(nnodes=1), environ).nnodes == 1  # the option wins
+    assert node_layout(SmokeOptions(), {"PET_NNODES": "1:4"}).nnodes == 1  # elastic range
+
+
 def test_model_strides_match_the_detector():
     model = pytest.importorskip("ddp_doctor.train_smoke.detector")
     assert tuple(model.STRIDES) == MODEL_STRIDES
 
 
-def _plan(facts, plan=None):
+def _plan(facts, plan=None, base=None):
     report = build_report(load_catalogue(entry_points=[]), facts)
     gpus = len((facts.get("nvml") or {}).get("gpus") or [])
-    return report, plan_smoke(report, facts.get("torch"), plan or {}, SmokeOptions(),
+    return report, plan_smoke(report, facts.get("torch"), plan or {}, base or SmokeOptions(),
                               nvml_gpus=gpus)
 
 
@@ -178,6 +214,15 @@ def test_doctor_still_runs_on_the_cpu_where_there_are_no_gpus():
     # as --device auto: it trains on the CPU and reports that GPU training was not proven
     _, decision = _plan(variant("sandbox_cpu_container"))
     assert isinstance(decision, SmokeOptions) and decision.device == "auto"
+
+
+def test_the_global_batch_is_shared_by_the_ranks_of_every_node():
+    """--global-batch 256 on 2 nodes of 8 GPUs is 16 images per rank, not 32."""
+    facts = variant("healthy_8x_h100_nvlink")
+    _, one = _plan(facts, {"batch": 256})
+    _, two = _plan(facts, {"batch": 256}, SmokeOptions(nnodes=2))
+    assert isinstance(one, SmokeOptions) and isinstance(two, SmokeOptions)
+    assert (one.batch, two.batch) == (32, 16)
 
 
 def test_planned_per_rank_batch_is_at_least_two():

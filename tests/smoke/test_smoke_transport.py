@@ -199,9 +199,21 @@ def test_no_judgement_without_the_link_or_on_a_small_buffer():
     assert bandwidth_findings(measured(0.5), None) == []
 
 
-def test_across_nodes_one_ib_port_is_the_path():
+def test_across_nodes_each_rank_drives_its_own_rail():
+    """8 ranks on a node with 8 NDR ports: 8 x 50 GB/s. Before, one port's 50 GB/s was the
+    expectation, so a node that had lost 7 of its 8 rails still passed."""
     path = expected_path(view("healthy_8x_h100_nvlink"), list(range(8)), 2)
-    assert path is not None and path.gbps == 50.0
+    assert path is not None and path.gbps == 8 * 50.0 and path.link.endswith("x 8 rails")
+    assert expected_path(view("healthy_8x_h100_nvlink"), [0, 1], 2).gbps == 2 * 50.0
+    facts = view("healthy_8x_h100_nvlink")
+    for port in facts.interconnect()["infiniband"][1:]:  # 7 of 8 ports down
+        port.update(active=False, state="1: DOWN")
+    lost = expected_path(facts, list(range(8)), 2)
+    assert lost is not None and lost.gbps == 8 * 50.0  # what the node should carry
+    one_rail = bandwidth_findings(measured(45.0), lost)
+    assert [f.code.id for f in one_rail] == ["SMK027"]
+    assert "45.0 GB/s is 11% of the 400 GB/s the InfiniBand 400 Gb/sec (4X NDR) x 8 rails" \
+        in one_rail[0].title
     ethernet = expected_path(view("workstation_2x_rtx3090_pcie"), [0, 1], 2)
     assert ethernet is not None and ethernet.gbps == 0.125
     assert B.rate_gbps("100 Gb/sec (4X EDR)") == 12.5 and B.rate_gbps("n/a") is None
@@ -231,6 +243,33 @@ def test_ranks_within_the_ratio_or_too_few_steps_are_not_named():
     assert slow_rank_findings(split(100, 200, steps=3)) == []
     assert slow_rank_findings(split(4, 9)) == []  # 5 ms apart: scheduler noise
     assert slow_rank_findings(split(100)) == []
+
+
+def _ranks_with_compute(tmp_path, *ms: float) -> list[RankState]:
+    states = []
+    for rank, compute in enumerate(ms):
+        path = tmp_path / f"local{rank}.jsonl"
+        path.write_text("".join(json.dumps(
+            {"rank": rank, "kind": "step", "phase": "train", "t_start": i, "t_end": i + 1,
+             "wall_start": i, "wall_end": i + 1, "step": i + 1, "loss": 1.0, "images": 2,
+             "compute_s": compute / 1000, "sync_s": 0.001}) + "\n" for i in range(12)))
+        state = RankState(rank, str(path))
+        state.read_new(time.monotonic())
+        states.append(state)
+    return states
+
+
+def test_with_sync_bn_no_rank_is_judged_slow_and_the_data_says_why(tmp_path):
+    """SyncBatchNorm's collectives run in the forward pass, which the split counts as
+    compute: a slow rank's peers wait there and look as slow, so "no slow rank" would be a
+    claim the split cannot make."""
+    ranks = _ranks_with_compute(tmp_path, 100, 101, 180)
+    data, found = performance(ranks, {}, tmp_path, [], {}, False, None, 1)
+    assert [f.code.id for f in found] == ["SMK028"] and data["compute_split_note"] is None
+    data, found = performance(ranks, {}, tmp_path, [], {}, False, None, 1, sync_bn=True)
+    assert found == [] and data["compute_split_note"].startswith("slow ranks not judged")
+    row = dict(smoke_rows({"ok": True, "skipped": None, **data}))["Compute / sync per step"]
+    assert row.endswith("(slow ranks not judged: SyncBatchNorm waits count as compute)")
 
 
 def test_the_split_is_the_median_over_the_steps_after_the_first(tmp_path):

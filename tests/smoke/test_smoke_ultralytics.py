@@ -24,10 +24,13 @@ from ddp_doctor.smoke.ultralytics import driver
 from ddp_doctor.smoke.ultralytics.judge import UltraRun, judge, parse_results
 from ddp_doctor.smoke.ultralytics.trainer import (
     EPOCHS,
+    DeviceChoiceError,
     doctor_note,
     driver_command,
     driver_env,
+    optimizer_steps_per_rank,
     run_ultralytics,
+    ultralytics_devices,
 )
 from tests.support.cli import invoke
 
@@ -232,6 +235,50 @@ def test_driver_command_hands_gpus_to_ultralytics_ddp(tmp_path):
     assert env["YOLO_OFFLINE"] == "1" and env["YOLO_CONFIG_DIR"] == str(tmp_path / "config")
 
 
+def test_ultralytics_trains_on_the_gpus_the_user_made_visible():
+    """Ultralytics writes its device= string into CUDA_VISIBLE_DEVICES: the doctor must hand
+    on the entries the user chose, not 0..n-1 (which would be physical GPUs 0 and 1)."""
+    assert ultralytics_devices(None, 2) == ("0,1", False)
+    assert ultralytics_devices("", 2) == ("0,1", False)
+    assert ultralytics_devices("2,3", 2) == ("2,3", False)
+    assert ultralytics_devices("6, 2,5", 2) == ("6,2", False)
+    uuids = {"GPU-8932f937-d72c-4106-c12f-20bd9faed9f6": 4,
+             "GPU-1c9d8f5e-0b3e-4c35-9e54-7c2d0a3b6f10": 6}
+    assert ultralytics_devices(",".join(uuids), 2, uuids.get) == ("4,6", True)
+    for bad in ("MIG-5c5b8a3e-8b0e-5f2e-9a0e-0d4b7c3f1a21", "GPU-unknown"):
+        with pytest.raises(DeviceChoiceError):
+            ultralytics_devices(bad, 1, uuids.get)
+    env = driver_env(Path("/tmp/run"), pci_order=True)
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_every_rank_takes_the_same_steps_whatever_the_gpu_count(tmp_path, world):
+    """Before: 32 images for every GPU count gave 24 steps per rank on 1 GPU, 6 on 8."""
+    cmd = driver_command(SmokeOptions(python="/py"), tmp_path, "cuda", world, "t")
+    images = int(cmd[cmd.index("--train-images") + 1])
+    batch = int(cmd[cmd.index("--batch") + 1])
+    assert optimizer_steps_per_rank(images, world, batch, EPOCHS) == 24
+    assert optimizer_steps_per_rank(32, 8, 8, EPOCHS) == 6  # what a fixed set gave
+
+
+@pytest.mark.spawns
+def test_each_ddp_rank_ultralytics_starts_marks_itself(fake_ultralytics, tmp_path):
+    """Ultralytics' DDP script builds the trainer from its class alone; callbacks added to
+    the model never reached its ranks (ranks_started was 0 on every multi-GPU run)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = driver_command(SmokeOptions(python=sys.executable), out, "cuda", 2, "tag-ddp")
+    env = driver_env(out)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (out / "ranks").iterdir()) == ["rank0", "rank1"]
+    assert "from ddp_doctor_ultra_hooks import MarkedDetectionTrainer" in \
+        (out / "_temp_ddp.py").read_text()
+    assert len(list((out / "data" / "images" / "train").iterdir())) == 64
+
+
 def test_doctor_note_only_when_ultralytics_is_installed():
     note = doctor_note({"ultralytics": [{"version": "8.4.190", "location": "/x"}]}, "/py")
     assert note is not None and "Ultralytics 8.4.190" in note
@@ -243,22 +290,55 @@ def test_doctor_note_only_when_ultralytics_is_installed():
 # ------------------------------------------------------------------ the driver, supervised
 
 FAKE_ULTRALYTICS = '''
-"""A stand-in for Ultralytics: trains nothing, writes what the real one writes."""
-import os, time
+"""A stand-in for Ultralytics: trains nothing, writes what the real one writes. On GPU
+entries ("0,1") it trains as Ultralytics' DDP path does: a script that imports the
+trainer class by module and name and builds it without callbacks, once per device."""
+import os, subprocess, sys
 from pathlib import Path
 __version__ = "0.0.test"
-BEHAVIOUR = os.environ.get("FAKE_ULTRA", "good")
+
 
 class YOLO:
     def __init__(self, name):
         self.name, self.callbacks = name, {}
     def add_callback(self, event, fn):
         self.callbacks.setdefault(event, []).append(fn)
-    def train(self, **kw):
+    def train(self, trainer=None, **kw):
+        from ultralytics.models.yolo.detect import DetectionTrainer
+        cls = trainer or DetectionTrainer
+        devices = str(kw["device"]).split(",")
+        if len(devices) > 1:
+            script = Path(kw["project"]) / "_temp_ddp.py"
+            script.write_text(f"from {cls.__module__} import {cls.__qualname__} as T\\n"
+                              f"T(overrides={kw!r}).train()\\n")
+            ranks = [subprocess.Popen([sys.executable, str(script)],
+                                      env={**os.environ, "RANK": str(r)})
+                     for r in range(len(devices))]
+            for rank in ranks:
+                rank.wait()
+            return
+        cls(overrides=kw, _callbacks=self.callbacks).train()
+'''
+FAKE_DETECT = '''
+import os, time
+from pathlib import Path
+BEHAVIOUR = os.environ.get("FAKE_ULTRA", "good")
+
+
+class DetectionTrainer:
+    def __init__(self, cfg=None, overrides=None, _callbacks=None):
+        self.args = dict(overrides or {})
+        self.callbacks = {k: list(v) for k, v in (_callbacks or {}).items()}
+    def add_callback(self, event, fn):
+        self.callbacks.setdefault(event, []).append(fn)
+    def train(self):
+        kw = self.args
         for fn in self.callbacks.get("on_pretrain_routine_start", []):
             fn(self)
         if BEHAVIOUR == "hang":
             time.sleep(600)
+        if os.environ.get("RANK", "0") != "0":
+            return
         run = Path(kw["project"]) / kw["name"]
         seen = {k: os.environ.get(k) for k in ("YOLO_OFFLINE", "YOLO_CONFIG_DIR")}
         (Path(kw["project"]) / "env.txt").write_text(repr(seen) + " " + repr(kw))
@@ -280,6 +360,11 @@ def fake_ultralytics(tmp_path, monkeypatch):
     (package / "cfg" / "models" / "11").mkdir(parents=True)
     (package / "cfg" / "models" / "11" / "yolo11.yaml").write_text("nc: 80\n")
     (package / "__init__.py").write_text(textwrap.dedent(FAKE_ULTRALYTICS))
+    detect = package / "models" / "yolo" / "detect"
+    detect.mkdir(parents=True)
+    for folder in (package / "models", package / "models" / "yolo"):
+        (folder / "__init__.py").write_text("")
+    (detect / "__init__.py").write_text(textwrap.dedent(FAKE_DETECT))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     return tmp_path
 

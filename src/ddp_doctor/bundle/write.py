@@ -30,8 +30,9 @@ __all__ = ["BundleError", "bundle_members", "write_bundle"]
 
 MAX_LOG_BYTES = 16 << 20  # per smoke file; the end of a runaway log is what matters
 _SMOKE_ABOUT = {
-    ".jsonl": "the smoke job's event file of rank {rank} (JSON lines: phases, steps, timings)",
-    ".stderr": "the smoke job's stderr of rank {rank}",
+    ".jsonl": "the smoke job's event file of this node's rank {rank} (JSON lines: its global "
+              "rank, phases, steps, timings)",
+    ".stderr": "the smoke job's stderr of this node's rank {rank}",
 }
 # Redactor.summary() kinds that are secrets (the rest are identities --anonymize replaced).
 _SECRET_KINDS = ("secret", "credential", "token", "key", "password")
@@ -210,8 +211,9 @@ def _smoke_about(name: str) -> str:
     if name in _LAUNCHER_ABOUT:
         return _LAUNCHER_ABOUT[name]
     stem, _, suffix = name.partition(".")
-    if stem.startswith("rank") and stem[4:].isdigit() and f".{suffix}" in _SMOKE_ABOUT:
-        return _SMOKE_ABOUT[f".{suffix}"].format(rank=stem[4:])
+    # Rank files are named by the rank's place on its node (train_smoke/events.py).
+    if stem.startswith("local") and stem[5:].isdigit() and f".{suffix}" in _SMOKE_ABOUT:
+        return _SMOKE_ABOUT[f".{suffix}"].format(rank=stem[5:])
     return "a file the smoke job wrote"
 
 

@@ -19,8 +19,13 @@ Sources, per link:
   64 GT/s for generations 1 to 6, after line encoding).
 - InfiniBand and Ethernet: the port's signalling rate as the kernel reports it
   (/sys/class/infiniband/*/ports/*/rate, "400 Gb/sec (4X NDR)"; an interface's speed in
-  Mb/s), divided by 8 for bytes. NCCL drives one NIC per GPU in a ring, so the path across
-  nodes is one port's rate.
+  Mb/s), divided by 8 for bytes. On a rail-optimised node (one NIC per GPU, as on DGX
+  and HGX systems) NCCL drives the NICs in parallel, one channel set per NIC, so the
+  all-reduce bus bandwidth across nodes scales with the NICs in use; nccl-tests' maintainers
+  put it at about 24 GB/s per 200 Gb/s NIC, i.e. close to each port's rate
+  (https://github.com/NVIDIA/nccl-tests/issues/212, and NCCL's NCCL_IB_HCA / rails notes in
+  https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html). The expectation is
+  therefore one port's rate times the rails: the node's ranks, up to its InfiniBand ports.
 """
 
 from __future__ import annotations
@@ -107,15 +112,29 @@ def pair_rate(gpus: list[dict[str, Any]], nvlinks: list[list[Any]] | None,
     return PathRate(rate, f"PCIe gen{gen} x{width}", "PCI-SIG per-lane rates")
 
 
-def network_rate(interconnect: dict[str, Any]) -> PathRate | None:
-    """One active InfiniBand port's rate (the slowest), else the fastest Ethernet link."""
+def expected_rails(interconnect: dict[str, Any], ranks: int) -> int:
+    """NICs a node's ranks should drive at once: its ranks, up to its InfiniBand ports.
+
+    Every port counts, active or not: a port that is down is a rail the node should have,
+    and counting only the active ones would expect one rail of a node that lost seven.
+    """
+    ports = len(interconnect.get("infiniband") or [])
+    return max(1, min(ranks, ports)) if ports else 1
+
+
+def network_rate(interconnect: dict[str, Any], rails: int = 1) -> PathRate | None:
+    """The InfiniBand path across nodes: the slowest active port's rate times ``rails``
+    (``expected_rails``), else the fastest Ethernet link."""
     ib = [(rate_gbps(p.get("rate")), p) for p in interconnect.get("infiniband") or []
           if p.get("active")]
     ib = [(r, p) for r, p in ib if r]
     if ib:
         rate, port = min(ib, key=lambda x: x[0] or 0.0)
-        return PathRate(float(rate or 0), f"InfiniBand {port.get('rate')}",
-                        "the port's rate (/sys/class/infiniband)")
+        rails = max(1, rails)
+        return PathRate(float(rate or 0) * rails, f"InfiniBand {port.get('rate')}"
+                        + (f" x {rails} rails" if rails > 1 else ""),
+                        "the port's rate (/sys/class/infiniband)"
+                        + (", one NIC per rank" if rails > 1 else ""))
     eth = [(i.get("speed_mbps") or 0, i) for i in interconnect.get("interfaces") or []
            if i.get("up") and i.get("name") != "lo" and i.get("speed_mbps")]
     if eth:

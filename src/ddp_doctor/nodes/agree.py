@@ -2,7 +2,10 @@
 
 Each field is compared by the part that matters (NCCL's major.minor, the driver's branch,
 Python's minor version), against the majority of the nodes that report it; a tie goes to
-the earliest node, so ``compare BASELINE OTHER`` judges OTHER against BASELINE. A value a
+the earliest node, so ``compare BASELINE OTHER`` judges OTHER against BASELINE. Between peers
+(the nodes of one smoke job, ``fewer_is_odd``), a tie on a count (GPUs, ranks, active
+InfiniBand ports) goes to the larger count instead: the node short of a GPU or a rail is
+the one named, on every node alike. A value a
 node does not report is shown as unknown and never counted as a difference. Differences
 that break DDP are errors, those that often hurt are warnings, and those that rarely matter
 are info; fields that agree are not findings at all.
@@ -132,10 +135,18 @@ def _field(s: NodeSummary, name: str) -> Any:
 
 
 def _ib(s: NodeSummary) -> Optional[tuple[str, str]]:
+    """Compared by the number of active ports: a node that lost 7 of its 8 rails still has
+    InfiniBand, and NCCL then drives one port where the others drive eight."""
     ports = s.get("ib_active")
     if ports is None:
         return None
-    return ("yes", ", ".join(ports)) if ports else ("no", "none active")
+    return (str(len(ports)), f"{count(len(ports), 'active port')}: {', '.join(ports)}"
+            if ports else "none active")
+
+
+def _ranks(s: NodeSummary) -> Optional[tuple[str, str]]:
+    n = s.get("ranks")
+    return None if n is None else (str(n), str(n))
 
 
 FIXED: tuple[tuple[str, Code, Key], ...] = (
@@ -143,6 +154,7 @@ FIXED: tuple[tuple[str, Code, Key], ...] = (
     ("torch", codes.TORCH_DIFFERS, _torch),
     ("torch CUDA build", codes.CUDA_MAJOR_DIFFERS, _cuda_major),
     ("GPUs per node", codes.GPU_COUNT_DIFFERS, _gpu_count),
+    ("ranks per node", codes.RANKS_DIFFER, _ranks),
     ("driver", codes.DRIVER_BRANCH_DIFFERS, _driver_branch),
     ("GPU model", codes.GPU_MODEL_DIFFERS, _gpu_model),
     ("Python", codes.PYTHON_DIFFERS, _python_minor),
@@ -170,15 +182,22 @@ def _entries(summaries: Sequence[NodeSummary], name: str, missing: str
     return [(item, entry(item)) for item in items]
 
 
-def _row(label: str, code: Code, key: Key, summaries: Sequence[NodeSummary]
-         ) -> Optional[Row]:
+# Rows whose compared value is a count, where between peers fewer is the odd one out.
+COUNTS = ("GPUs per node", "ranks per node", "InfiniBand")
+
+
+def _row(label: str, code: Code, key: Key, summaries: Sequence[NodeSummary],
+         fewer_is_odd: bool = False) -> Optional[Row]:
     seen = [key(s) for s in summaries]
     known = [(i, k) for i, k in enumerate(seen) if k is not None]
     if len({k[0] for _, k in known}) < 2:
         return None
     tally = Counter(k[0] for _, k in known)
     best = max(tally.values())
-    baseline = next(k for _, k in known if tally[k[0]] == best)  # ties: the earliest node
+    tied = [k for _, k in known if tally[k[0]] == best]
+    baseline = tied[0]  # ties: the earliest node
+    if fewer_is_odd and label in COUNTS:
+        baseline = max(tied, key=lambda k: int(k[0]))
     odd = tuple(i for i, k in known if k[0] != baseline[0])
     values = tuple(k[1] if k is not None else UNKNOWN for k in seen)
     return Row(label, code, values, odd, baseline[1])
@@ -205,13 +224,18 @@ def _ifname_row(summaries: Sequence[NodeSummary]) -> Optional[Row]:
                tuple(odd), "an interface NCCL_SOCKET_IFNAME matches")
 
 
-def compare_nodes(names: Sequence[str], summaries: Sequence[NodeSummary]) -> Comparison:
-    """Every difference between the nodes that matters, as rows and NOD findings."""
+def compare_nodes(names: Sequence[str], summaries: Sequence[NodeSummary],
+                  fewer_is_odd: bool = False) -> Comparison:
+    """Every difference between the nodes that matters, as rows and NOD findings.
+
+    ``fewer_is_odd``: the nodes are peers (one job), so a tied count names the node with
+    fewer, not the later one.
+    """
     if len(names) != len(summaries):
         raise ValueError("one name per summary")
     rows: list[Row] = []
     for label, code, key in FIXED:
-        row = _row(label, code, key, summaries)
+        row = _row(label, code, key, summaries, fewer_is_odd)
         if row is not None:
             rows.append(row)
     for variable, key in _entries(summaries, "env", UNSET):

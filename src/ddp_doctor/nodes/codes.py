@@ -124,10 +124,14 @@ IFNAME_MISSING = declare(
     docs_url=NCCL_ENV_DOCS)
 IB_PARTIAL = declare(
     "NOD013", Category.NODE_MISMATCH, "InfiniBand is active on some nodes only",
-    what="Some nodes have active InfiniBand/RoCE ports and others none.",
+    what="Some nodes have more active InfiniBand/RoCE ports than others, or some have none.",
     why="NCCL picks its network per node: the IB nodes try IB, the others sockets, and "
-        "connections between them fail or fall back to slow sockets.",
-    fix="Bring the IB ports up on every node, or set NCCL_IB_DISABLE=1 on all of them.",
+        "connections between them fail or fall back to slow sockets. A node with fewer "
+        "active ports (rails) drives fewer NICs at once, and every all-reduce of the job "
+        "runs at its pace.",
+    fix="Bring the IB ports up on every node (`ibstat` shows each port's State; a port "
+        "that is Down needs its cable, switch port or subnet manager checked), or set "
+        "NCCL_IB_DISABLE=1 on all of them.",
     severity=Severity.WARNING, docs_url=NCCL_ENV_DOCS)
 NODE_MISSING = declare(
     "NOD014", Category.RENDEZVOUS_FAILURE, "A node never joined the job",
@@ -136,6 +140,17 @@ NODE_MISSING = declare(
     fix="Start the job on every node with the same --rdzv-endpoint (or MASTER_ADDR/PORT) "
         "and --nnodes, and check that the missing node can reach it.",
     docs_url=RUN_DOCS)
+RANKS_DIFFER = declare(
+    "NOD016", Category.NODE_MISMATCH, "The nodes run different numbers of ranks",
+    what="The smoke job's nodes started different numbers of processes (by default one "
+         "per GPU the node's torch sees).",
+    why="torchrun numbers ranks by every node's real count, so training still runs, but "
+        "scripts that compute rank = node_rank x nproc + local_rank collide or skip "
+        "numbers, each node's share of the data and the global batch change, and a node "
+        "short of a GPU is usually one whose GPU fell off or is hidden.",
+    fix="Find why the node with fewer ranks sees fewer GPUs (`nvidia-smi -L`, "
+        "CUDA_VISIBLE_DEVICES), or give every node the same --nproc.",
+    severity=Severity.WARNING, docs_url=RUN_DOCS)
 NETWORK_DIFFERS = declare(
     "NOD015", Category.NODE_MISMATCH, "NCCL uses another network on some nodes",
     what="NCCL chose a different network (InfiniBand, sockets, a plugin such as the AWS OFI "

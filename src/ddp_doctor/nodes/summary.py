@@ -43,6 +43,7 @@ class NodeSummary(TypedDict, total=False):
     driver: str  # "550.54.15"
     cuda_driver: str  # "12.4"
     gpu_count: int
+    ranks: int  # processes this node runs in a smoke job (only from the job's exchange)
     gpu_models: list[str]
     gpu_memory: list[int]
     env: dict[str, str]

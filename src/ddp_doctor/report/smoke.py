@@ -73,7 +73,9 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
     if split:
         rows.append(("Compute / sync per step", ", ".join(
             f"rank {r}: {v['compute_s'] * 1000:.1f} / {v['sync_s'] * 1000:.1f} ms"
-            for r, v in sorted(split.items(), key=lambda kv: int(kv[0])))))
+            for r, v in sorted(split.items(), key=lambda kv: int(kv[0])))
+            + (" (slow ranks not judged: SyncBatchNorm waits count as compute)"
+               if data.get("compute_split_note") else "")))
     scaling = data.get("scaling") or {}
     if scaling.get("speedup"):
         rows.append(("Scaling 1 → N ranks", f"speedup {scaling['speedup']:.2f}× on "

@@ -227,6 +227,34 @@ def in_slurm_step(environ: dict[str, str]) -> bool:
                                           or "SLURM_PROCID" in environ)
 
 
+def _expand_tasks_per_node(text: str) -> list[int]:
+    """Slurm's compressed per-node task counts, "2(x3),1" -> [2, 2, 2, 1] ([] if unreadable).
+
+    The format of SLURM_STEP_TASKS_PER_NODE and SLURM_TASKS_PER_NODE
+    (https://slurm.schedmd.com/srun.html, "OUTPUT ENVIRONMENT VARIABLES").
+    """
+    counts: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        if match is None:
+            return []
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    return counts
+
+
+def slurm_tasks_on_this_node(environ: dict[str, str]) -> int:
+    """How many copies of this command srun started on this node (1 when not told)."""
+    counts = _expand_tasks_per_node(environ.get("SLURM_STEP_TASKS_PER_NODE", ""))
+    node = environ.get("SLURM_NODEID", "")
+    if counts and node.isdigit() and int(node) < len(counts):
+        return counts[int(node)]
+    per_node = environ.get("SLURM_NTASKS_PER_NODE", "")
+    if per_node.isdigit():
+        return int(per_node)
+    local = environ.get("SLURM_LOCALID", "")
+    return int(local) + 1 if local.isdigit() else 1
+
+
 def node_layout(options: SmokeOptions, environ: dict[str, str]) -> NodeLayout:
     """The node values: options first, then Slurm's or torchrun's environment, then 1 node.
 
@@ -234,23 +262,40 @@ def node_layout(options: SmokeOptions, environ: dict[str, str]) -> NodeLayout:
     or when ``--nnodes`` > 1 asks for a multi-node job inside a Slurm allocation; each
     missing value is then filled on its own. A plain run in an ``salloc`` shell stays on
     this node. Every node must agree on the port without talking to each other, so under
-    Slurm it is derived from the job id (MASTER_PORT wins when set). Raises OptionsError
-    for a layout that cannot rendezvous.
+    Slurm it is derived from the job id (MASTER_PORT wins when set). Outside Slurm, the
+    values torchrun itself would take from the environment (PET_NNODES, PET_NODE_RANK,
+    PET_MASTER_ADDR, PET_MASTER_PORT: a pod or job script that configures torchrun that
+    way, https://pytorch.org/docs/stable/elastic/run.html) lay out the nodes the same way;
+    the children never see them (``without_rendezvous``), so the doctor honours them here.
+    An elastic range (``PET_NNODES=1:4``) is not a layout and is left alone. Raises
+    OptionsError for a layout that cannot rendezvous.
     """
     nnodes, node_rank = options.nnodes, options.node_rank
     addr, port = options.master_addr, options.master_port
     slurm = "SLURM_JOB_ID" in environ and (
         in_slurm_step(environ) or (nnodes is not None and nnodes > 1))
+    if slurm and in_slurm_step(environ) and slurm_tasks_on_this_node(environ) > 1:
+        # Every copy would claim this node's rank and start its own ranks on its GPUs.
+        tasks = slurm_tasks_on_this_node(environ)
+        raise OptionsError(f"srun started {tasks} copies of ddp-doctor on this node, and "
+                           "each would claim the same node rank; the doctor starts the "
+                           "node's ranks itself: run one per node (srun --ntasks-per-node=1 "
+                           "ddp-doctor smoke ...)")
     if slurm:
         if nnodes is None and environ.get("SLURM_NNODES", "").isdigit():
             nnodes = int(environ["SLURM_NNODES"])
         if node_rank is None and environ.get("SLURM_NODEID", "").isdigit():
             node_rank = int(environ["SLURM_NODEID"])
+    elif nnodes is None and environ.get("PET_NNODES", "").isdigit():
+        nnodes = int(environ["PET_NNODES"])
+        if node_rank is None and environ.get("PET_NODE_RANK", "").isdigit():
+            node_rank = int(environ["PET_NODE_RANK"])
     nnodes = nnodes or 1
     if nnodes > 1:
-        addr = addr or environ.get("MASTER_ADDR") or None
-        if port is None and environ.get("MASTER_PORT", "").isdigit():
-            port = int(environ["MASTER_PORT"])
+        addr = addr or environ.get("PET_MASTER_ADDR") or environ.get("MASTER_ADDR") or None
+        for name in ("PET_MASTER_PORT", "MASTER_PORT"):
+            if port is None and environ.get(name, "").isdigit():
+                port = int(environ[name])
         if slurm and addr is None:
             nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
             addr = expand_first_host(nodelist) if nodelist else None
@@ -334,10 +379,31 @@ def nccl_debug_env(environ: dict[str, str], run_dir: Path) -> dict[str, str]:
             "NCCL_DEBUG_FILE": str(run_dir / NCCL_LOG_PATTERN)}
 
 
+# What a launcher or a cluster leaves in the shell the doctor runs in, and which would steer
+# the job's launcher or ranks to another rendezvous than the one the doctor chose and
+# checked: torchrun's per-process values (RANK, WORLD_SIZE, ... and TORCHELASTIC_*, e.g.
+# TORCHELASTIC_USE_AGENT_STORE, which makes rank 0 a client of a store that is not there),
+# MASTER_ADDR/MASTER_PORT (a Slurm batch script, a Kubeflow PyTorchJob pod), and PET_*,
+# from which torchrun takes any option not given on its command line (Kubeflow's elastic
+# jobs set PET_RDZV_BACKEND and PET_RDZV_ENDPOINT:
+# https://pytorch.org/docs/stable/elastic/run.html, "environment variables").
+RENDEZVOUS_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+                        "MASTER_ADDR", "MASTER_PORT")
+RENDEZVOUS_PREFIXES = ("TORCHELASTIC_", "PET_")
+
+
+def without_rendezvous(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` less the inherited rendezvous variables (``RENDEZVOUS_VARIABLES``)."""
+    return {k: v for k, v in environ.items()
+            if k not in RENDEZVOUS_VARIABLES and not k.startswith(RENDEZVOUS_PREFIXES)}
+
+
 def child_env(shim: Path, nproc: int, nccl_run_dir: Path | None = None) -> dict[str, str]:
-    """The ranks' environment: the user's, plus the shim and sane CPU thread counts; with
-    ``nccl_run_dir`` (an NCCL run), NCCL's INFO output into files there."""
-    env = dict(os.environ)
+    """The ranks' environment: the user's without inherited rendezvous values, plus the
+    shim and sane CPU thread counts; with ``nccl_run_dir`` (an NCCL run), NCCL's INFO
+    output into files there."""
+    env = without_rendezvous(dict(os.environ))
     if nccl_run_dir is not None:
         env.update(nccl_debug_env(env, nccl_run_dir))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH")) if p)

@@ -32,7 +32,13 @@ STEP_FACTOR = 5.0
 
 @dataclass
 class RankState:
-    """What the supervisor knows about one rank from its event file so far."""
+    """What the supervisor knows about one rank from its event file so far.
+
+    ``rank`` starts as the number this node expects its rank to have and becomes the
+    global rank the rank itself reports in its first event: with nodes that run different
+    numbers of ranks only the ranks know their numbers (torchrun numbers them by every
+    node's real count). ``world_size`` is the job's, as the rank saw it (None before).
+    """
 
     rank: int
     path: str
@@ -45,6 +51,7 @@ class RankState:
     steps_done: int = 0
     done: bool = False
     slowest_step_s: float = 0.0
+    world_size: int | None = None
 
     def read_new(self, now: float) -> int:
         """Read whole new lines; a half-written last line waits for the next poll."""
@@ -77,6 +84,10 @@ class RankState:
     def _apply(self, event: dict[str, Any]) -> None:
         self.events.append(event)
         kind, phase = event.get("kind"), event.get("phase")
+        if isinstance(event.get("rank"), int):
+            self.rank = event["rank"]
+        if isinstance(event.get("world_size"), int):
+            self.world_size = event["world_size"]
         if kind == "begin":
             self.open_phase = phase
         elif kind == "end":

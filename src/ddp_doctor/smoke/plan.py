@@ -59,7 +59,9 @@ def plan_smoke(report: Report, facts_torch: Mapping[str, Any] | None, plan: Mapp
     nproc = wanted or (gpus if gpus else None)
     options = replace(base, device=device, nproc=nproc)
     if plan.get("batch"):
-        options = replace(options, batch=max(MIN_BATCH, int(plan["batch"]) // (nproc or 2)))
+        # The global batch is shared by every rank of the job, on every node.
+        world = (nproc or 2) * (base.nnodes or 1)
+        options = replace(options, batch=max(MIN_BATCH, int(plan["batch"]) // world))
     if plan.get("workers") is not None:
         options = replace(options, workers=int(plan["workers"]))
     return options

@@ -282,9 +282,11 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
                          worker_args(options, run_dir, tag, device, workers, pg,
                                      exchange_nodes=multi and options.node_exchange))
     data["command"] = " ".join(cmd)
-    first_rank = layout.node_rank * nproc if options.mode == "ddp" else 0
-    ranks = [RankState(r, event_path(str(run_dir), r))
-             for r in range(first_rank, first_rank + (nproc if options.mode == "ddp" else 1))]
+    # Each node expects its ranks to follow nproc x node_rank; the ranks report their real
+    # numbers (nodes may run different counts), and the states take those on.
+    expected_first = layout.node_rank * nproc if options.mode == "ddp" else 0
+    ranks = [RankState(expected_first + local, event_path(str(run_dir), local))
+             for local in range(nproc if options.mode == "ddp" else 1)]
     nccl_run = data["backend"] == "nccl"
     env = child_env(shim_dir(run_dir), nproc, run_dir if nccl_run else None)
     out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
@@ -302,9 +304,13 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
         return SmokeResult(data, [Finding(C.LAUNCH_FAILED, f"The smoke job could not start: "
                                           f"{outcome.strerror or outcome}",
                                           (Evidence("command", data["command"], ""),))])
+    world = job_world(ranks, world)
+    first_rank = min(s.rank for s in ranks)
+    data["ranks"] = world
     ctx = RunContext(ranks, outcome, options.steps, world,
                      _read(err_path) + "\n" + _read(out_path),
-                     {s.rank: _read(Path(stderr_path(str(run_dir), s.rank))) for s in ranks},
+                     {s.rank: _read(Path(stderr_path(str(run_dir), local)))
+                      for local, s in enumerate(ranks)},
                      stall, wall, options.mode, data["backend"], options,
                      (layout.master_addr, port), layout.nnodes if multi else 1,
                      layout.node_rank)
@@ -319,7 +325,7 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     perf, slow = performance(ranks, data["measurements"] or {}, run_dir, rank_texts,
                              dict(os.environ), nccl_run,
                              FactsView.of(facts) if facts is not None else None,
-                             layout.nnodes if multi else 1)
+                             layout.nnodes if multi else 1, options.sync_bn)
     data.update(perf)
     if clean:  # a run that failed has its cause; its speed is not the news
         findings += slow
@@ -336,6 +342,15 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
         data["run_dir"] = None
     return SmokeResult(data, findings, kept_run_dir=kept,
                        nodes=comparison.to_dict() if comparison is not None else None)
+
+
+def job_world(ranks: list[RankState], expected: int) -> int:
+    """The job's world size as its ranks saw it; ``expected`` before any rank said so.
+
+    Differs from this node's nproc x nnodes when the nodes run different numbers of ranks.
+    """
+    seen = {s.world_size for s in ranks if s.world_size}
+    return seen.pop() if len(seen) == 1 else expected
 
 
 def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_path: Path,

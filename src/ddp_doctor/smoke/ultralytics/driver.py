@@ -8,8 +8,9 @@ ddp_doctor), so that interpreter needs Ultralytics but not the doctor. It writes
 - ``events.jsonl``: one JSON object a line (``import``, ``dataset``, ``model``, ``epoch``
   with the time each results.csv row appeared, ``done`` or ``error``), for the parent to
   judge and time;
-- ``ranks/rank<N>``: one file per process that began training (a callback that travels
-  with Ultralytics' DDP state, so each DDP rank writes its own);
+- ``ranks/rank<N>``: one file per process that began training (written by the trainer
+  class of ``ddp_doctor_ultra_hooks``, which Ultralytics' DDP script imports by name in
+  every rank, so each DDP rank writes its own);
 - Ultralytics' own run directory ``run/`` (results.csv, weights/last.pt).
 
 The model is built from a YAML file Ultralytics ships, so no weights are downloaded; AMP
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--imgsz", type=int, default=64)
     parser.add_argument("--batch", type=int, default=8, help="images per process")
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--train-images", type=int, default=32,
+                        help="synthetic training images (the parent gives 32 per rank)")
     parser.add_argument("--lr0", type=float, default=0.002)
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
@@ -155,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         events.write("error", phase="import", error=f"{type(exc).__name__}: {exc}")
         return 3
     events.write("import", version=getattr(ultralytics, "__version__", "?"))
-    data = make_dataset(out / "data")
+    data = make_dataset(out / "data", train=args.train_images)
     events.write("dataset", path=str(data))
     ranks = out / "ranks"
     ranks.mkdir(exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    # Beside this file; its callback is pickled by name into Ultralytics' DDP ranks.
+    # Beside this file; Ultralytics' DDP script imports its trainer class by name.
     hooks = importlib.import_module("ddp_doctor_ultra_hooks")
 
     stop = threading.Event()
@@ -171,7 +174,6 @@ def main(argv: list[str] | None = None) -> int:
         name = model_yaml(Path(str(ultralytics.__file__)).parent / "cfg" / "models")
         model = yolo(name)
         events.write("model", yaml=name)
-        model.add_callback("on_pretrain_routine_start", hooks.rank_started)
         world = 1 if args.device == "cpu" else len(args.device.split(","))
         watcher.start()
         model.train(data=str(data), epochs=args.epochs, imgsz=args.imgsz,
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                     plots=False, amp=False, val=False, project=str(out), name="run",
                     exist_ok=True, seed=0, deterministic=True, optimizer="AdamW",
                     lr0=args.lr0, nbs=args.batch * world, warmup_epochs=0, close_mosaic=0,
-                    mosaic=0.0, verbose=True)
+                    mosaic=0.0, verbose=True, trainer=getattr(hooks, hooks.TRAINER_NAME))
     except Exception as exc:
         events.write("error", phase="train", error=f"{type(exc).__name__}: {exc}")
         traceback.print_exc()

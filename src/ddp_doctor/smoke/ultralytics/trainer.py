@@ -15,11 +15,12 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from ddp_doctor.model import Evidence, Finding, Status, status_of
+from ddp_doctor.model import Evidence, Finding, Status, Step, status_of
 from ddp_doctor.smoke import codes as C
-from ddp_doctor.smoke.launch import SmokeOptions, new_tag
+from ddp_doctor.smoke.launch import SmokeOptions, new_tag, without_rendezvous
 from ddp_doctor.smoke.monitor import Outcome, Reaper, supervise
 from ddp_doctor.smoke.run import (
     ProgressSink,
@@ -33,28 +34,95 @@ from ddp_doctor.smoke.ultralytics.judge import UltraRun, judge
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "driver.py"
 # Measured on a CPU: the box loss of the first epochs rises before it falls; 6 epochs of
-# the 32-image set at 64 px bring it clearly below the first epoch's (about 1.3 s each).
+# 32 images per rank at 64 px bring it clearly below the first epoch's (about 1.3 s each).
 EPOCHS = 6
 IMGSZ = 64
+# Synthetic training images per rank: each rank then takes the same number of optimizer
+# steps (32 / batch 8 x 6 epochs = 24) on 1 GPU or 8. A fixed 32-image set gave 8 GPUs one
+# step an epoch (6 in all), too few for the box loss to turn down.
+TRAIN_IMAGES_PER_RANK = 32
+
+
+def optimizer_steps_per_rank(train_images: int, world: int, batch: int, epochs: int) -> int:
+    """Steps each rank takes: its shard of the set (DistributedSampler), in whole and last
+    partial batches (Ultralytics' loader keeps the last one), once per epoch."""
+    shard = -(-train_images // max(1, world))
+    return -(-shard // batch) * epochs
+
+
+class DeviceChoiceError(ValueError):
+    """CUDA_VISIBLE_DEVICES names GPUs in a form Ultralytics cannot be handed."""
+
+
+def ultralytics_devices(visible: str | None, nproc: int,
+                        index_of_uuid: Callable[[str], int | None] | None = None
+                        ) -> tuple[str, bool]:
+    """The ``device=`` string that trains on the first ``nproc`` GPUs this process sees,
+    and whether it is in NVML's (PCI bus) order.
+
+    Ultralytics writes its ``device=`` string into CUDA_VISIBLE_DEVICES
+    (``select_device`` in ultralytics/utils/torch_utils.py), replacing the user's: under
+    ``CUDA_VISIBLE_DEVICES=2,3`` a plain ``0,1`` trains on physical GPUs 0 and 1, perhaps
+    someone else's. So the entries the user made visible are handed on as they are.
+    Ultralytics also lower-cases the string, and a GPU UUID (``GPU-...``) is matched by
+    CUDA with its prefix as written; UUIDs are therefore turned into NVML indices (PCI bus
+    order: the caller sets CUDA_DEVICE_ORDER=PCI_BUS_ID). MIG instances cannot train with
+    DDP across instances (NCCL does not support it), and are refused.
+    """
+    if visible is None or not visible.strip():
+        return ",".join(str(i) for i in range(nproc)), False
+    entries = [e.strip() for e in visible.split(",") if e.strip()][:nproc]
+    if all(e.isdigit() for e in entries):
+        return ",".join(entries), False
+    indices = []
+    for entry in entries:
+        if entry.isdigit() or entry.upper().startswith("MIG-") or index_of_uuid is None:
+            raise DeviceChoiceError(entry)
+        index = index_of_uuid(entry)
+        if index is None:
+            raise DeviceChoiceError(entry)
+        indices.append(str(index))
+    return ",".join(indices), True
+
+
+def nvml_index_of_uuid(uuid: str) -> int | None:
+    """The NVML index (PCI bus order) of the GPU with this UUID, None when unknown."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(uuid)))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, an unknown UUID, an old NVML: not translatable
+        return None
 
 
 def driver_command(options: SmokeOptions, run_dir: Path, device: str, nproc: int,
-                   tag: str) -> list[str]:
-    """The driver's command line: GPU indices make Ultralytics launch its own DDP."""
-    devices = "cpu" if device == "cpu" else ",".join(str(i) for i in range(nproc))
+                   tag: str, devices: str | None = None) -> list[str]:
+    """The driver's command line: GPU entries make Ultralytics launch its own DDP."""
+    if devices is None:
+        devices = "cpu" if device == "cpu" else ",".join(str(i) for i in range(nproc))
     workers = options.workers if options.workers is not None else (1 if device == "cuda"
                                                                     else 0)
     return [options.python, str(DRIVER), "--out", str(run_dir), "--device", devices,
             "--epochs", str(EPOCHS), "--imgsz", str(IMGSZ), "--batch", str(options.batch),
-            "--workers", str(workers), "--tag", tag]
+            "--workers", str(workers), "--train-images",
+            str(TRAIN_IMAGES_PER_RANK * max(1, nproc)), "--tag", tag]
 
 
-def driver_env(run_dir: Path) -> dict[str, str]:
-    """Offline, settings in the run directory, and the rank hook importable by the ranks."""
-    env = dict(os.environ)
+def driver_env(run_dir: Path, pci_order: bool = False) -> dict[str, str]:
+    """Offline, settings in the run directory, and the rank hook importable by the ranks;
+    ``pci_order``: the device string holds NVML indices (``ultralytics_devices``)."""
+    # Ultralytics reads RANK at import: an inherited one (the doctor run inside a torchrun
+    # or Slurm step) would make the driver act as a DDP rank instead of launching its own.
+    env = without_rendezvous(dict(os.environ))
     env.update(YOLO_OFFLINE="1", YOLO_CONFIG_DIR=str(run_dir / "config"),
                DDP_DOCTOR_ULTRA_RANKS=str(run_dir / "ranks"), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH")) if p)
+    if pci_order:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
 
 
@@ -106,7 +174,17 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "ranks").mkdir(exist_ok=True)
     tag = new_tag()
-    cmd = driver_command(options, run_dir, device, nproc, tag)
+    pci_order = False
+    devices = None
+    if device == "cuda":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            devices, pci_order = ultralytics_devices(visible, nproc, nvml_index_of_uuid)
+        except DeviceChoiceError as exc:
+            if own_dir:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            return SmokeResult(data, [_device_choice_finding(str(visible), str(exc))])
+    cmd = driver_command(options, run_dir, device, nproc, tag, devices)
     data["command"] = " ".join(cmd)
     wall, stall, _ = options.deadlines()
     if progress is not None:
@@ -114,7 +192,7 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
                       f"{'the CPU' if device == 'cpu' else f'{nproc} GPU(s)'}")
     with stop_signals_raise():
         try:
-            outcome = _launch(cmd, driver_env(run_dir), run_dir, tag, wall, stall)
+            outcome = _launch(cmd, driver_env(run_dir, pci_order), run_dir, tag, wall, stall)
         except BaseException:
             if own_dir:
                 shutil.rmtree(run_dir, ignore_errors=True)
@@ -143,6 +221,17 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
             shutil.rmtree(run_dir, ignore_errors=True)
         data["run_dir"] = None
     return SmokeResult(data, findings, kept_run_dir=kept)
+
+
+def _device_choice_finding(visible: str, entry: str) -> Finding:
+    return Finding(
+        C.LAUNCH_FAILED, f"Ultralytics cannot be pointed at the GPU {entry!r} of "
+        "CUDA_VISIBLE_DEVICES", (Evidence("CUDA_VISIBLE_DEVICES", visible, "environment"),),
+        (Step("Name the GPUs by index (nvidia-smi -L lists them); Ultralytics rewrites "
+              "CUDA_VISIBLE_DEVICES from its device= string and lower-cases it.",
+              command="CUDA_VISIBLE_DEVICES=0,1 ddp-doctor smoke --trainer ultralytics"),
+         Step("MIG instances cannot train one DDP job across instances; train on whole "
+              "GPUs.", url="https://docs.nvidia.com/datacenter/tesla/mig-user-guide/")))
 
 
 def _launch(cmd: list[str], env: dict[str, str], run_dir: Path, tag: str, wall: float,

@@ -25,7 +25,7 @@ from ddp_doctor.smoke.verdict.context import RunContext
 from ddp_doctor.wording import count
 
 # The worker's keys that NodeSummary holds as they come (the others are decoded below).
-_AS_IS = ("host", "python", "torch", "torch_cuda", "torch_git", "cudnn", "gpu_count",
+_AS_IS = ("host", "python", "torch", "torch_cuda", "torch_git", "cudnn", "gpu_count", "ranks",
           "gpu_models", "gpu_memory", "interfaces", "ib_active", "packages")
 
 
@@ -70,7 +70,7 @@ def judge_nodes(ranks: list[RankState]) -> Comparison | None:
     if not records:
         return None
     return compare_nodes([node_name(r) for r in records],
-                         [summary_from_worker(r) for r in records])
+                         [summary_from_worker(r) for r in records], fewer_is_odd=True)
 
 
 def _node_list(nodes: list[int]) -> str:
@@ -81,26 +81,24 @@ def missing_node_findings(ctx: RunContext) -> list[Finding]:
     """NOD014 for a multi-node run stopped while waiting for nodes that never joined.
 
     On node 0, which hosts the rendezvous store, the count of accepted connections says
-    how many members arrived (torchrun: one agent per node; the spawn launcher: one per
-    rank); on any other node, whether the store on node 0 answered at all. With two nodes
-    the missing one is always named; with more, node 0 can count the missing nodes but
-    not tell which ranks they have (the store holds no node rank before every node is
-    in), and says so. Empty when nothing shows a node missing (all members arrived, or
-    the connections could not be read): the usual findings then apply.
+    how many nodes' launchers arrived (one connection per node, its own included, for
+    torchrun's agents and the spawn launcher alike); on any other node, whether the store
+    on node 0 answered at all. With two nodes the missing one is always named; with more,
+    node 0 can count the missing nodes but not tell which ranks they have (the store holds
+    no node rank before every node is in), and says so. Empty when nothing shows a node
+    missing (all members arrived, or the connections could not be read): the usual
+    findings then apply.
     """
     peers = ctx.outcome.peers
     if ctx.nnodes < 2 or peers is None or peers.joined is None:
         return []
-    local = len(ctx.ranks)
+    # The nodes' launchers meet first (torchrun's agents; the spawn launcher's processes
+    # agreeing on each node's rank count, train_smoke/spawn_layout.py) and start the ranks
+    # only once every node is in: a rank that wrote anything means every node had joined.
+    if any(s.events for s in ctx.ranks):
+        return []
     spawn = ctx.options is not None and ctx.options.launcher == "spawn"
-    if spawn:  # the ranks meet at rank 0's store: they must be waiting there already
-        if not any(s.open_phase == "init_process_group" for s in ctx.ranks):
-            return []
-        members, per, unit = ctx.nnodes * local, local, "rank"
-    else:  # torchrun's agents meet first and start the ranks only once every node is in
-        if any(s.events for s in ctx.ranks):
-            return []
-        members, per, unit = ctx.nnodes, 1, "node agent"
+    members, per, unit = ctx.nnodes, 1, "node launcher" if spawn else "node agent"
     others = [n for n in range(ctx.nnodes) if n != ctx.node_rank]
     addr, port = ctx.master or ("MASTER_ADDR", "MASTER_PORT")
     evidence = [Evidence("this node", f"node {ctx.node_rank} of {ctx.nnodes}", "smoke options")]
@@ -133,8 +131,8 @@ def missing_node_findings(ctx: RunContext) -> list[Finding]:
         evidence.append(Evidence(f"reached {addr}:{port}", "no connection: node 0's "
                                  "rendezvous store never answered", "TCP connections"))
         title = "Node 0 never joined the job: its rendezvous store did not answer"
-    evidence += [Evidence(f"rank {s.rank}", "never started (torchrun waits for every node "
-                          "before it starts the ranks)" if not s.events else
+    evidence += [Evidence(f"rank {s.rank}", "never started (the launcher waits for every "
+                          "node before it starts the ranks)" if not s.events else
                           f"waiting in {s.open_phase or s.where}", "event file")
                  for s in ctx.ranks]
     return [_missing(ctx, named, title, evidence)]

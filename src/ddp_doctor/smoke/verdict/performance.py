@@ -153,9 +153,16 @@ def transport_findings(nccl: NcclTransports, view: FactsView,
 
 
 def expected_path(view: FactsView, gpus: list[int], nnodes: int) -> B.PathRate | None:
-    """The nominal rate of the slowest link the job's ring crosses, None when unknown."""
+    """The nominal rate of the slowest link the job's ring crosses, None when unknown.
+
+    Across nodes, NCCL drives one NIC per GPU at once (rails): the expectation is the
+    port rate times the rails every node should have (``B.expected_rails``: this node's
+    ranks, up to the InfiniBand ports it has, down ones included), so a node whose ports
+    went down is measured against what it should carry, not what is left.
+    """
     if nnodes > 1:
-        return B.network_rate(dict(view.interconnect()))
+        interconnect = dict(view.interconnect())
+        return B.network_rate(interconnect, B.expected_rails(interconnect, max(1, len(gpus))))
     if len(gpus) < 2:
         return None
     nvml_gpus = [dict(g) for g in view.reachable_gpus()]
@@ -262,14 +269,25 @@ def slow_rank_findings(split: dict[int, dict[str, Any]], view: FactsView | None 
     return found
 
 
+SYNC_BN_NOTE = ("slow ranks not judged: with --sync-bn, SyncBatchNorm gathers every rank's "
+                "statistics in the forward pass, so each rank's compute includes its wait "
+                "for the slowest; run without --sync-bn to find a slow rank")
+
+
 def performance(ranks: list[RankState], measured: dict[str, Any], run_dir: Path,
                 texts: list[str], environ: dict[str, str], nccl_run: bool,
-                view: FactsView | None, nnodes: int) -> tuple[dict[str, Any], list[Finding]]:
-    """The ``nccl`` and ``compute_split`` parts of the smoke data, and the findings."""
+                view: FactsView | None, nnodes: int, sync_bn: bool = False
+                ) -> tuple[dict[str, Any], list[Finding]]:
+    """The ``nccl`` and ``compute_split`` parts of the smoke data, and the findings.
+
+    ``sync_bn``: SyncBatchNorm's collectives run inside the forward pass, where the split
+    counts them as compute; a slow rank's peers then look as slow as it, so no rank is
+    judged (and the data says why).
+    """
     found: list[Finding] = []
     split = compute_split(ranks)
     data: dict[str, Any] = {"compute_split": {str(r): v for r, v in sorted(split.items())},
-                            "nccl": None}
+                            "nccl": None, "compute_split_note": None}
     nccl: NcclTransports | None = None
     if nccl_run:
         files = nccl_log_files(run_dir, environ)
@@ -288,5 +306,8 @@ def performance(ranks: list[RankState], measured: dict[str, Any], run_dir: Path,
             data["nccl"]["expected"] = {"gbps": round(path.gbps, 3), "link": path.link,
                                         "source": path.source, "far_below": B.FAR_BELOW}
         found += bandwidth_findings(measured, path)
-    found += slow_rank_findings(split, view, gpus)
+    if sync_bn and len(split) > 1:
+        data["compute_split_note"] = SYNC_BN_NOTE
+    else:
+        found += slow_rank_findings(split, view, gpus)
     return data, found
