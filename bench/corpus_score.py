@@ -2,6 +2,7 @@
 
     python bench/corpus_score.py              # every case
     python bench/corpus_score.py --split blind
+    python bench/corpus_score.py --unseen     # tests/data/unseen, the split never studied
 
 The blind split was labelled before any rule was written for it; its score is the honest
 estimate of how ``diagnose`` does on logs nobody here has seen. Prints the accuracy, the
@@ -18,11 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's tests/
 
 from ddp_doctor.diagnose import diagnose
-from tests.support.corpus import LOGS, confusion, read_cases
+from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 
 
-def cases(split: str | None) -> list[dict]:
-    found = read_cases(LOGS)
+def cases(split: str | None, folder: Path = LOGS) -> list[dict]:
+    found = read_cases(folder)
     if split is not None:
         found = [c for c in found if c.get("split", "train") == split]
     return found
@@ -31,17 +32,22 @@ def cases(split: str | None) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("blind", "train"), default=None)
+    parser.add_argument("--unseen", action="store_true",
+                        help="score tests/data/unseen (never studied) instead of the corpus")
     args = parser.parse_args()
+    folder = UNSEEN if args.unseen else LOGS
     rows, misses = [], []
-    for case in cases(args.split):
-        lead = diagnose(str(LOGS / case["file"])).report.results[0].findings[0]
+    for case in cases(None if args.unseen else args.split, folder):
+        lead = diagnose(str(folder / case["file"])).report.results[0].findings[0]
         got = lead.code.category.value
         rows.append((case["category"], got))
         if got != case["category"]:
             misses.append(f"  {case['file']}: expected {case['category']}, "
                           f"got {got} ({lead.code.id})")
     right = sum(1 for e, g in rows if e == g)
-    print(f"{args.split or 'all'}: {right}/{len(rows)} = {right / len(rows):.1%}")
+    unknown = sum(1 for _, g in rows if g == "unknown")
+    label = "unseen" if args.unseen else args.split or "all"
+    print(f"{label}: {right}/{len(rows)} = {right / len(rows):.1%}, unknown leads: {unknown}")
     print(confusion(rows))
     print("\n".join(misses))
     return 0

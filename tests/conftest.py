@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,13 @@ def fixture_facts():
 def ultralytics_python(tmp_path_factory) -> str:
     """A venv with the registry's torch build (a CUDA build of the same torch version as this
     venv's +cpu one), torchvision and Ultralytics (~80 s, 5 GB), built once per session for
-    the Ultralytics tests and the two-node smoke whose nodes differ in their torch build."""
+    the Ultralytics tests and the two-node smoke whose nodes differ in their torch build.
+
+    DDP_DOCTOR_ULTRALYTICS_PYTHON names such an interpreter already built (a developer's
+    quick loop); CI leaves it unset and builds a fresh one."""
+    given = os.environ.get("DDP_DOCTOR_ULTRALYTICS_PYTHON")
+    if given:
+        return given
     venv = tmp_path_factory.mktemp("ultralytics") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")

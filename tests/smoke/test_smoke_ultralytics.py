@@ -513,3 +513,90 @@ def test_run_of_yolo_train_with_a_wrong_device_string_is_diagnosed(ultralytics_p
     # the refusal is read by the rule for an invalid device (LOG031), here as the consequence
     # of torch seeing no CUDA device on this GPU-less machine (LOG024)
     assert "LOG031" in quoted or "LOG031" in codes
+
+
+# ------------------------------------------------------------------ what DDP needs
+
+def test_a_missing_ddp_requirement_is_its_own_finding_with_the_install_command():
+    run = _run(device="cuda", world=2, results_csv=None, weights=False, returncode=4,
+               events=[*_events()[:2], {"kind": "error", "phase": "ddp_requirements",
+                                        "missing": ["cloudpickle>=3.1.1"], "t": 103}])
+    [finding] = judge(run)[0]
+    assert finding.code.id == "SMK029" and finding.category.value == "package_conflict"
+    assert finding.remediation[0].command == \
+        "/opt/py/bin/python -m pip install 'cloudpickle>=3.1.1'"
+
+
+def test_ddp_requirements_are_read_from_ultralytics_own_launch_code(tmp_path, monkeypatch):
+    """Asked only of a version whose generate_ddp_file uses the module."""
+    site = tmp_path / "site"
+    utils = site / "ultralytics" / "utils"
+    utils.mkdir(parents=True)
+    (site / "ultralytics" / "__init__.py").write_text("")
+    (utils / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(site))
+    real_find_spec = driver.importlib.util.find_spec
+    monkeypatch.setattr(driver.importlib.util, "find_spec",
+                        lambda name: None if name == "cloudpickle" else real_find_spec(name))
+    for name in [m for m in sys.modules if m.startswith("ultralytics")]:
+        monkeypatch.delitem(sys.modules, name)
+    (utils / "dist.py").write_text("def generate_ddp_file(trainer):\n"
+                                   "    import cloudpickle\n    return ''\n")
+    assert driver.missing_for_ddp() == ["cloudpickle>=3.1.1"]
+    monkeypatch.delitem(sys.modules, "ultralytics.utils.dist")
+    (utils / "dist.py").write_text("def generate_ddp_file(trainer):\n    return ''\n")
+    assert driver.missing_for_ddp() == []
+
+
+ULTRA_DDP_SCRIPT = '''
+"""Build the marking trainer in this interpreter's Ultralytics and write its DDP script."""
+import importlib, json, sys
+from pathlib import Path
+
+here, out = sys.argv[1], Path(sys.argv[2])
+sys.path.insert(0, here)
+driver = importlib.import_module("driver")
+print(json.dumps({"missing": driver.missing_for_ddp()}), flush=True)
+if sys.argv[3] == "check":
+    raise SystemExit(0)
+hooks = importlib.import_module("ddp_doctor_ultra_hooks")
+from ultralytics.utils.dist import generate_ddp_file
+data = driver.make_dataset(out / "data", train=16, val=4)
+trainer = getattr(hooks, hooks.TRAINER_NAME)(overrides=dict(
+    model="yolo11n.yaml", data=str(data), epochs=1, imgsz=64, batch=4, device="cpu",
+    workers=0, project=str(out), name="run", exist_ok=True, plots=False, amp=False,
+    val=False))
+print(json.dumps({"script": generate_ddp_file(trainer)}), flush=True)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+@pytest.mark.timeout(1500)  # the first one builds the venv (pip downloads about 5 GB)
+def test_real_ultralytics_ddp_script_builds_a_trainer_that_marks_its_rank(
+        ultralytics_python, tmp_path):
+    """Ultralytics' own generate_ddp_file, then the script it wrote, run as one of its DDP
+    ranks would run it (on the CPU here): the rank's trainer must leave its marker."""
+    helper = tmp_path / "ddp.py"
+    helper.write_text(ULTRA_DDP_SCRIPT)
+    out = tmp_path / "out"
+    (out / "ranks").mkdir(parents=True)
+    env = {**driver_env(out), "YOLO_OFFLINE": "1"}
+    here = str(Path(driver.__file__).resolve().parent)
+
+    def call(*args: str) -> dict:
+        proc = subprocess.run([ultralytics_python, str(helper), here, str(out), *args],
+                              env=env, capture_output=True, text=True, timeout=600,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    check = call("check")
+    if check["missing"]:  # 8.4 needs cloudpickle for DDP and does not declare it
+        subprocess.run([ultralytics_python, "-m", "pip", "install", "-q", *check["missing"]],
+                       check=True, timeout=600)
+    script = Path(call("build")["script"])
+    rank = subprocess.run([ultralytics_python, str(script)], env={**env, "RANK": "1"},
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert rank.returncode == 0, rank.stderr[-3000:]
+    assert (out / "ranks" / "rank1").is_file()

@@ -8,8 +8,11 @@ from pathlib import Path
 from ddp_doctor.diagnose.similar_build import read_cases
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+# The blind split collected before the catalogues (tests/data/unseen/README.md): scored, never
+# studied, never in the similar-threads index.
+UNSEEN = Path(__file__).resolve().parents[1] / "data" / "unseen"
 
-__all__ = ["LOGS", "confusion", "read_cases"]
+__all__ = ["LOGS", "UNSEEN", "confusion", "read_cases"]
 
 
 def confusion(rows: list[tuple[str, str]]) -> str:

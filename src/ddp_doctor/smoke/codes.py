@@ -183,6 +183,19 @@ ULTRA_FAILED = declare(
     fix="Read the error in the evidence and the trainer's output kept in the run directory; "
         "rerun with -v.",
     docs_url=ULTRA_URL)
+ULTRA_DDP_NEEDS = declare(
+    "SMK029", Category.PACKAGE_CONFLICT,
+    "Ultralytics' multi-GPU training needs a package this interpreter lacks",
+    what="Ultralytics hands its trainer to its DDP processes through a module it does not "
+         "declare as a dependency (cloudpickle, from Ultralytics 8.4 on: "
+         "ultralytics/utils/dist.py, generate_ddp_file); it is missing here.",
+    why="Ultralytics installs it with pip at the first multi-GPU run; on a node without "
+        "internet access (or with YOLO_OFFLINE set) that install is skipped and every "
+        "multi-GPU run fails with ModuleNotFoundError before training. One-GPU and CPU "
+        "training are not affected.",
+    fix="Install it in the training interpreter (the exact command is in the finding), or "
+        "bake it into the image of air-gapped nodes.",
+    docs_url="https://docs.ultralytics.com/modes/train/#multi-gpu-training")
 ULTRA_EPOCHS_MISSING = declare(
     "SMK021", Category.UNKNOWN, "Ultralytics did not finish every epoch",
     what="results.csv holds fewer rows than the epochs asked for.",

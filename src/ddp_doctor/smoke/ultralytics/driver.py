@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
+import inspect
 import json
 import os
 import random
@@ -135,6 +137,28 @@ def watch_results(csv: Path, events: Events, stop: threading.Event) -> None:
         stop.wait(0.2)
 
 
+# Modules Ultralytics' multi-GPU path imports without declaring them, with the version its
+# own check asks for: 8.4's generate_ddp_file pickles the trainer with cloudpickle and
+# pip-installs it on first use (check_requirements("cloudpickle>=3.1.1")).
+DDP_MODULES = {"cloudpickle": "cloudpickle>=3.1.1"}
+
+
+def missing_for_ddp() -> list[str]:
+    """Requirements of this Ultralytics' DDP launch that the interpreter lacks.
+
+    Read from the source of ``generate_ddp_file`` itself, so a version that does not use a
+    module is not asked for it. The doctor never installs anything: Ultralytics would,
+    online, and offline (YOLO_OFFLINE, an air-gapped node) the launch fails.
+    """
+    try:
+        dist = importlib.import_module("ultralytics.utils.dist")
+        source = inspect.getsource(dist.generate_ddp_file)
+    except Exception:  # another layout: nothing known to check
+        return []
+    return [spec for name, spec in DDP_MODULES.items()
+            if name in source and importlib.util.find_spec(name) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
@@ -158,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
         events.write("error", phase="import", error=f"{type(exc).__name__}: {exc}")
         return 3
     events.write("import", version=getattr(ultralytics, "__version__", "?"))
+    if args.device != "cpu" and "," in args.device:
+        missing = missing_for_ddp()
+        if missing:
+            events.write("error", phase="ddp_requirements", missing=missing,
+                         error=f"Ultralytics' DDP launch imports {', '.join(missing)}, "
+                               "which is not installed")
+            return 4
     data = make_dataset(out / "data", train=args.train_images)
     events.write("dataset", path=str(data))
     ranks = out / "ranks"

@@ -103,6 +103,15 @@ def judge(run: UltraRun) -> tuple[list[Finding], dict[str, Any]]:
                   "--timeout 600"),)))
         return findings, data
     failed = _event(run, "error")
+    if failed is not None and failed.get("phase") == "ddp_requirements":
+        missing = [str(m) for m in failed.get("missing") or []]
+        quoted = " ".join(f"'{m}'" for m in missing)
+        return [Finding(C.ULTRA_DDP_NEEDS, f"Ultralytics' multi-GPU training needs "
+                        f"{', '.join(missing)}, not installed in {run.python}",
+                        (Evidence("missing", ", ".join(missing),
+                                  "ultralytics.utils.dist.generate_ddp_file"),),
+                        (Step("Install it in the interpreter you train with.",
+                              command=f"{run.python} -m pip install {quoted}"),))], data
     if run.returncode != 0 or failed is not None:
         why = str(failed.get("error")) if failed else _last_error_line(run.output)
         findings.append(Finding(C.ULTRA_FAILED, f"Ultralytics training failed: {why}",

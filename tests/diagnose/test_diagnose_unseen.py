@@ -1,0 +1,50 @@
+"""``diagnose`` on the unseen split (tests/data/unseen): real threads no rule was written
+from. The split is scored, never studied; its README records each score with its date."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose import diagnose
+from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
+
+# The score measured when the split was last scored (README); a change that loses ground
+# on threads nobody studied fails here.
+FLOOR = 53 / 71
+
+
+@cache
+def cases() -> tuple[dict, ...]:
+    return tuple(read_cases(UNSEEN))
+
+
+def test_the_split_is_complete_and_outside_the_corpus() -> None:
+    valid = {c.value for c in Category} - {"unknown"}
+    files = [c["file"] for c in cases()]
+    assert len(files) >= 70 and len(set(files)) == len(files)
+    assert sorted(files) == sorted(p.name for p in UNSEEN.glob("*.log")), "unlisted logs"
+    corpus = read_cases(LOGS)
+    studied_urls = {c["url"] for c in corpus}
+    studied_repos = {"/".join(c["url"].split("/")[3:5]) for c in corpus
+                     if "github.com" in c["url"]}
+    for case in cases():
+        assert case["category"] in valid, case
+        assert case["split"] == "unseen" and case["url"].startswith("https://"), case
+        assert case["url"] not in studied_urls, case["url"]
+        if "github.com" in case["url"]:
+            assert "/".join(case["url"].split("/")[3:5]) not in studied_repos, case["url"]
+        assert len(case["root_cause"]) > 20, case
+
+
+@pytest.mark.slow
+def test_the_unseen_split_keeps_its_score() -> None:
+    rows = []
+    for case in cases():
+        lead = diagnose(str(UNSEEN / case["file"])).report.results[0].findings[0]
+        rows.append((case["category"], lead.code.category.value))
+    right = sum(1 for expected, got in rows if expected == got)
+    print(f"\nunseen: {right}/{len(rows)} ({right / len(rows):.1%})\n{confusion(rows)}")
+    assert right / len(rows) >= FLOOR - 1e-9, confusion(rows)
