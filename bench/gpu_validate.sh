@@ -251,7 +251,9 @@ if [ "$DRY_RUN" = 1 ]; then
     for name in "nvidia-smi" "nvidia-smi -q" "nvidia-smi topo -m" \
                 "GPU suite (pytest tests/gpu -m gpu, the planted faults included)" \
                 "ddp-doctor --json (doctor)" "ddp-doctor check --save-facts" \
-                "ddp-doctor smoke --device cuda --scaling"; do
+                "ddp-doctor smoke --device cuda --scaling" \
+                "ddp-doctor smoke --nproc 2 --backend gloo (2 ranks sharing a GPU)" \
+                "ddp-doctor smoke --trainer ultralytics"; do
         skip "$name"
     done
 else
@@ -270,6 +272,19 @@ else
         "$DOCTOR" check --json "$OUT/check.json" --save-facts "$OUT/facts.json"
     step "ddp-doctor smoke --device cuda --scaling" "$STEP_TIMEOUT" "$OUT/smoke.log" \
         "$DOCTOR" smoke --device cuda --scaling --json "$OUT/smoke.json"
+    # The multi-rank CUDA paths where one GPU exists: NCCL refuses two ranks on one GPU,
+    # gloo does not (the report says NCCL across GPUs was not proven).
+    step "ddp-doctor smoke --nproc 2 --backend gloo (2 ranks sharing a GPU)" "$STEP_TIMEOUT" \
+        "$OUT/smoke-gloo.log" "$DOCTOR" smoke --device cuda --nproc 2 --backend gloo \
+        --json "$OUT/smoke-gloo.json"
+    # The user's own trainer, through its own DDP path, when the venv has Ultralytics.
+    if "$VPY" -c 'import ultralytics' > /dev/null 2>&1; then
+        step "ddp-doctor smoke --trainer ultralytics" "$STEP_TIMEOUT" "$OUT/smoke-ultra.log" \
+            "$DOCTOR" smoke --trainer ultralytics --device cuda --json "$OUT/smoke-ultra.json"
+    else
+        record "ddp-doctor smoke --trainer ultralytics" skipped 0 \
+            "Ultralytics is not installed in the venv (add its wheels to the wheelhouse)"
+    fi
 fi
 
 "$VPY" "$ROOT/bench/gpu_validate_summary.py" "$OUT"

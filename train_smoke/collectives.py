@@ -64,3 +64,31 @@ def measure_all_reduce(device: torch.device, nbytes: int, iters: int = 5,
     algbw, busbw = bus_bandwidth(size, seconds, world)
     return {"bytes": size, "seconds": seconds, "algbw_gbps": algbw / 1e9,
             "busbw_gbps": busbw / 1e9, "iters": iters, "ranks": world}
+
+
+def measure_host_copies(device: torch.device, nbytes: int = 64 << 20, iters: int = 5,
+                        warmup: int = 2) -> dict[str, Any]:
+    """Host-to-device and device-to-host copy rates from pinned memory, in GB/s.
+
+    The transfer every training step makes (a pinned batch to the GPU), timed with CUDA
+    events on one stream as NVIDIA's bandwidth tools time it (nvbandwidth's copy-engine
+    ``host_to_device_memcpy_ce`` / ``device_to_host_memcpy_ce``), so the figure compares
+    with operators' published floors (knowledge/floors.py) and the PCIe link's rate.
+    """
+    host = torch.empty(max(1, nbytes), dtype=torch.uint8).pin_memory()
+    gpu = torch.empty(host.numel(), dtype=torch.uint8, device=device)
+    rates: dict[str, Any] = {"bytes": int(host.numel()), "iters": iters, "pinned": True}
+    for name, dst, src in (("h2d", gpu, host), ("d2h", host, gpu)):
+        for _ in range(warmup):
+            dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        seconds = start.elapsed_time(end) / 1000 / iters
+        rates[f"{name}_gbps"] = host.numel() / seconds / 1e9 if seconds > 0 else None
+    del host, gpu
+    return rates

@@ -43,9 +43,11 @@ def accepts(function: Any, name: str) -> bool:
         return False
 
 
-def init_kwargs(device: torch.device) -> dict[str, Any]:
-    """``device_id`` for a CUDA rank where this torch's init_process_group takes it."""
-    if device.type == "cuda" and accepts(dist.init_process_group, "device_id"):
+def init_kwargs(device: torch.device, backend: str = "nccl") -> dict[str, Any]:
+    """``device_id`` for an NCCL rank on CUDA where this torch's init_process_group takes
+    it (its eager communicator is NCCL's; gloo ranks sharing a GPU need no binding)."""
+    if (device.type == "cuda" and backend == "nccl"
+            and accepts(dist.init_process_group, "device_id")):
         return {"device_id": device}
     return {}
 

@@ -46,7 +46,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
 from . import compat, spawn_layout
-from .collectives import checked_all_reduce, measure_all_reduce
+from .collectives import checked_all_reduce, measure_all_reduce, measure_host_copies
 from .data import SyntheticDetection, collate
 from .detector import build_model, build_optimizer, parameter_fingerprint
 from .events import EventWriter, event_path, stderr_path
@@ -74,6 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-dir", required=True)
     p.add_argument("--tag", default="", help="unique run tag (lets the supervisor find us)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                   help="process-group backend (default: nccl on cuda, gloo on cpu)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=8, help="images per rank per step")
     p.add_argument("--imgsz", type=int, default=128)
@@ -152,6 +154,12 @@ def _use_amp(args: argparse.Namespace, device: torch.device) -> bool:
     return device.type == "cuda" and args.amp != "off"
 
 
+def gpu_index(local_rank: int, gpus: int) -> int:
+    """The GPU of a local rank: its own, or (--backend gloo, more ranks than GPUs) shared
+    round-robin, so two ranks on one GPU both train there."""
+    return local_rank % gpus if gpus > 0 else local_rank
+
+
 def replicas(args: argparse.Namespace, device: torch.device) -> int:
     """How many GPUs one process trains on: all visible ones under --mode dp, else 1."""
     if args.mode == "dp" and device.type == "cuda":
@@ -181,8 +189,9 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
     ev = EventWriter(event_path(args.run_dir, local_rank), rank)
     distributed = args.mode == "ddp"
     if args.device == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        index = gpu_index(local_rank, torch.cuda.device_count())
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
     else:
         device = torch.device("cpu")
     fault = _fault(rank)
@@ -192,15 +201,16 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
             local_rank=local_rank, world_size=world, local_world_size=local_world,
             node_rank=_node_rank(args), device=str(device), mode=args.mode,
             replicas=gpus_per_process, batch_per_step=batch,
-            torch=torch.__version__, pci_bus_id=pci_bus_id(device))
+            torch=torch.__version__, pci_bus_id=pci_bus_id(device),
+            gpu_name=torch.cuda.get_device_name(device) if device.type == "cuda" else None)
 
     if distributed:
-        backend = "nccl" if device.type == "cuda" else "gloo"
+        backend = args.backend or ("nccl" if device.type == "cuda" else "gloo")
         with ev.phase("init_process_group", backend=backend):
             meet = {"store": store} if store is not None else {}
             dist.init_process_group(backend, rank=rank, world_size=world,
                                     timeout=timedelta(seconds=args.pg_timeout),
-                                    **meet, **compat.init_kwargs(device))
+                                    **meet, **compat.init_kwargs(device, backend))
         if args.exchange_nodes:
             with ev.phase("nodes") as out:
                 nodes = exchange_nodes(local_rank, _node_rank(args), device, local_world)
@@ -216,6 +226,10 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
             out.update(measure_all_reduce(device, nbytes))
             if device.type == "cuda":  # the buffer's peak, kept apart from training's
                 out["peak_mem_bytes"] = torch.cuda.max_memory_allocated(device)
+
+    if device.type == "cuda":
+        with ev.phase("host_copy") as out:
+            out.update(measure_host_copies(device))
 
     with ev.phase("data", workers=args.workers) as out:
         dataset = SyntheticDetection(batch * world * BATCHES_PER_EPOCH, args.imgsz,
@@ -237,7 +251,7 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
             net = nn.SyncBatchNorm.convert_sync_batchnorm(net)
         if distributed:
             model: nn.Module = nn.parallel.DistributedDataParallel(
-                net, device_ids=[local_rank] if device.type == "cuda" else None)
+                net, device_ids=[device.index] if device.type == "cuda" else None)
         elif device.type == "cuda" and torch.cuda.device_count() > 1:
             model = nn.DataParallel(net)
         else:

@@ -239,6 +239,11 @@ def smoke(
                                       "torch.multiprocessing.spawn."),
     mode: str = typer.Option("ddp", "--mode", metavar="ddp|dp",
                              help="DistributedDataParallel, or nn.DataParallel in one process."),
+    backend: str = typer.Option("auto", "--backend", metavar="auto|nccl|gloo",
+                                help="Process-group backend; auto: NCCL on GPUs, gloo on the "
+                                     "CPU. gloo on GPUs lets ranks share a GPU (--nproc above "
+                                     "the GPU count) to prove the multi-rank CUDA paths on one "
+                                     "GPU; NCCL across GPUs is then not proven."),
     sync_bn: bool = typer.Option(False, "--sync-bn",
                                  help="Convert BatchNorm to SyncBatchNorm (CUDA and --mode "
                                       "ddp only)."),
@@ -281,7 +286,7 @@ def smoke(
     return flows.run_smoke(common, flows.SmokeRequest(
         device=device, nproc=nproc, steps=steps, batch_per_process=batch_per_process,
         imgsz=imgsz, model=model, workers=workers, launcher=launcher, mode=mode,
-        sync_bn=sync_bn, amp=amp, scaling=scaling, timeout=timeout,
+        backend=backend, sync_bn=sync_bn, amp=amp, scaling=scaling, timeout=timeout,
         stall_timeout=stall_timeout, nnodes=nnodes, node_rank=node_rank,
         master_addr=master_addr, master_port=master_port, python=python, trainer=trainer))
 

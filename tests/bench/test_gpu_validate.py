@@ -23,7 +23,9 @@ BUILD_INPUTS = ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE", "src", 
 GPU_STEPS = ("nvidia-smi", "nvidia-smi -q", "nvidia-smi topo -m",
              "GPU suite (pytest tests/gpu -m gpu, the planted faults included)",
              "ddp-doctor --json (doctor)", "ddp-doctor check --save-facts",
-             "ddp-doctor smoke --device cuda --scaling")
+             "ddp-doctor smoke --device cuda --scaling",
+             "ddp-doctor smoke --nproc 2 --backend gloo (2 ranks sharing a GPU)",
+             "ddp-doctor smoke --trainer ultralytics")
 
 
 def torch_identity(python: str) -> dict[str, str | None]:

@@ -172,3 +172,62 @@ def test_ultralytics_trains_every_gpu_and_every_rank_marks_itself():
     data = report["smoke"]
     assert proc.returncode == 0 and data["ok"] is True, why(report)
     assert data["ultralytics"]["ranks_started"] == data["ranks"] == GPUS
+
+
+# -- two ranks sharing one GPU over gloo (issue 27: the multi-rank CUDA paths) -----------
+
+def _shared(*args: str, env: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
+    return smoke("--device", "cuda", "--nproc", "2", "--backend", "gloo", "--steps", "12",
+                 *args, env=env)
+
+
+@pytest.mark.gpus_exactly(1)
+def test_two_ranks_share_the_gpu_over_gloo_with_amp_and_say_nccl_was_not_proven():
+    proc, report = _shared()
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert (data["ranks"], data["backend"], data["gpus_shared"]) == (2, "gloo", 1)
+    assert data["proved"]["gpu_training"] is True and data["proved"]["mixed_precision"]
+    assert data["proved"]["nccl_across_gpus"] is False
+    assert data["params_in_sync"] is True and data["all_reduce_ok"] is True
+    per_rank = data["measurements"]["per_rank"]
+    assert all(r["peak_gpu_mem_bytes"] > 0 and r["h2d_gbps"] > 0 for r in per_rank)
+    assert report["checks"][-1]["summary"].startswith("2 ranks on 1 shared GPU (gloo)")
+    print(f"\nshared GPU, gloo: {json.dumps(data['measurements'])}")
+
+
+@pytest.mark.gpus_exactly(1)
+def test_sync_bn_over_gloo_on_one_gpu_trains_or_says_why():
+    proc, report = _shared("--sync-bn")
+    data = report["smoke"]
+    assert proc.returncode == 0 and data["ok"] is True, why(report)
+    assert data["compute_split_note"].startswith("slow ranks not judged")
+
+
+@pytest.mark.gpus_exactly(1)
+def test_the_slow_rank_split_names_the_slowed_rank_on_a_shared_gpu():
+    import os
+
+    proc, report = _shared("--steps", "16", env={**os.environ,
+                                                 "DDP_DOCTOR_SMOKE_FAULT": "slow:1:150"})
+    slow = [f for f in report["findings"] if f["code"] == "SMK028"]
+    assert [f["affects"][0] for f in slow] == ["rank:1"], why(report)
+
+
+@pytest.mark.gpus_exactly(1)
+def test_a_planted_hang_on_a_shared_gpu_is_stopped_and_names_the_rank():
+    import os
+
+    proc, report = _shared("--stall-timeout", "15", "--timeout", "90",
+                           env={**os.environ, "DDP_DOCTOR_SMOKE_FAULT": "hang:1:3"})
+    assert proc.returncode == 1 and report["smoke"]["stopped_by"] == "stall", why(report)
+    assert any("rank:1" in f["affects"] for f in report["findings"]), why(report)
+
+
+def test_host_copies_are_measured_and_judged_against_the_gpus_floor():
+    proc, report = smoke("--device", "cuda", "--nproc", "1", "--steps", "12")
+    data = report["smoke"]
+    assert proc.returncode == 0, why(report)
+    [copies] = data["host_copy"]
+    assert copies["h2d_gbps"] > 1 and copies["d2h_gbps"] > 1
+    print(f"\nhost copies on {copies['gpu_name']}: {json.dumps(copies)}")

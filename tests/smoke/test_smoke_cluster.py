@@ -252,3 +252,55 @@ def test_events_are_named_by_the_ranks_place_on_its_node():
 
     assert Path(event_path("/run", 1)).name == "local1.jsonl"
     assert Path(stderr_path("/run", 1)).name == "local1.stderr"
+
+
+# -- ranks sharing one GPU over gloo (the multi-rank CUDA paths where one GPU exists) ----
+
+def test_gloo_lets_ranks_share_the_gpus_nccl_does_not(monkeypatch):
+    from ddp_doctor.smoke import run as smoke_run
+    from ddp_doctor.smoke.launch import backend_for
+
+    monkeypatch.setattr(smoke_run, "_probe", lambda options: {"cuda": True, "gpus": 1,
+                                                              "torch": "2.13.0+cu130",
+                                                              "cuda_build": "13.0"})
+    shared = SmokeOptions(device="cuda", nproc=2, backend="gloo")
+    assert smoke_run.resolve_device(shared) == ("cuda", 2)
+    assert smoke_run._shared_gpus(shared, "cuda", 2) == 1
+    refused = smoke_run.resolve_device(SmokeOptions(device="cuda", nproc=2))
+    assert not isinstance(refused, tuple) and refused.code.id == "SMK012"
+    assert refused.remediation[-1].command == "ddp-doctor smoke --nproc 2 --backend gloo"
+    assert backend_for(shared, "cuda") == "gloo"
+    assert backend_for(SmokeOptions(), "cuda") == "nccl"
+    assert backend_for(SmokeOptions(), "cpu") == "gloo"
+    assert backend_for(SmokeOptions(mode="dp"), "cuda") is None
+
+
+def test_two_ranks_on_one_gpu_say_so_and_prove_no_nccl():
+    from ddp_doctor.smoke.run import proved, summarize
+
+    data = {"ok": True, "device": "cuda", "backend": "gloo", "launcher": "torchrun",
+            "ranks": 2, "gpus_shared": 1, "steps_done": 30, "steps": 30, "wall_s": 9.0}
+    assert summarize(data).startswith("2 ranks on 1 shared GPU (gloo), 30/30 steps")
+    shown = proved(data, SmokeOptions(device="cuda", nproc=2, backend="gloo"))
+    assert shown["gpu_training"] is True and shown["gpus_shared"] == 1
+    assert shown["nccl_across_gpus"] is False
+    nccl = proved({**data, "backend": "nccl", "gpus_shared": None}, SmokeOptions())
+    assert nccl["nccl_across_gpus"] is True
+
+
+def test_a_rank_takes_its_own_gpu_or_shares_them_round_robin():
+    assert [worker.gpu_index(r, 8) for r in range(3)] == [0, 1, 2]
+    assert [worker.gpu_index(r, 1) for r in range(3)] == [0, 0, 0]
+    assert [worker.gpu_index(r, 2) for r in range(4)] == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (SmokeOptions(device="cpu", backend="nccl"), "--backend nccl needs CUDA"),
+    (SmokeOptions(device="cuda", mode="dp", backend="gloo"), "--backend needs --mode ddp"),
+    (SmokeOptions(trainer="ultralytics", backend="gloo"), "--backend: only for --trainer"),
+])
+def test_backends_that_cannot_work_are_refused(options, message):
+    from ddp_doctor.smoke.launch import OptionsError, check_options
+
+    with pytest.raises(OptionsError, match=message):
+        check_options(options)

@@ -92,6 +92,7 @@ class SmokeRequest:
     model: str = "n"
     workers: Optional[str] = None
     launcher: str = "torchrun"
+    backend: str = "auto"
     mode: str = "ddp"
     sync_bn: bool = False
     amp: bool = True

@@ -86,6 +86,7 @@ def _smoke_options(request: SmokeRequest, keep_run_dir: bool) -> SmokeOptions:
         imgsz=_or(_imgsz(request.imgsz), defaults.imgsz),
         model=request.model, workers=whole("workers", request.workers),
         launcher=request.launcher, mode=request.mode, sync_bn=request.sync_bn,
+        backend=request.backend,
         amp=request.amp, scaling=request.scaling,
         timeout=_or(LIMITS["timeout"].number(request.timeout), defaults.timeout),
         stall_timeout=stall, nnodes=whole("nnodes", request.nnodes),

@@ -68,6 +68,12 @@ def smoke_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("All-reduce bus bandwidth",
                      f"{m['allreduce_busbw_gbps']:.2f} GB/s "
                      f"({m['allreduce_bytes'] / 2**20:.0f} MiB buffer, {how})"))
+    copies = [c for c in data.get("host_copy") or [] if c.get("h2d_gbps") is not None]
+    if copies:
+        rows.append(("Host → GPU / GPU → host", ", ".join(
+            f"rank {c['rank']}: {c['h2d_gbps']:.1f} / {c['d2h_gbps'] or 0:.1f} GB/s"
+            + (f" (expected ≥ {c['h2d_expected']['gbps']:g})" if c.get("h2d_expected")
+               else "") for c in copies)))
     rows += _nccl_rows(data.get("nccl"))
     split = data.get("compute_split") or {}
     if split:

@@ -248,6 +248,20 @@ SLOW_TRANSPORT = declare(
         "NCCL_NET or NCCL_SOCKET_IFNAME in the environment; in a container pass the IB "
         "devices (--device /dev/infiniband, --ipc=host) and check `nvidia-smi topo -m`.",
     severity=Severity.WARNING, docs_url=NCCL_TRANSPORT_URL)
+COPIES_SLOW = declare(
+    "SMK030", Category.PERFORMANCE_DEGRADED,
+    "Host-to-GPU copies are slower than this GPU's machines are required to be",
+    what="A rank's pinned host-to-device or device-to-host copy rate (64 MiB, CUDA events) is "
+         "below the floor an operator's health check sets for this GPU model, or, for a GPU "
+         "without one, below 60% of its PCIe link's nominal rate (generation x width).",
+    why="Every step copies its batch to the GPU over this link; a link trained down to fewer "
+        "lanes or an older generation, a GPU behind a slow switch or root port, or unpinned "
+        "memory starves the GPU between steps, and data-parallel training waits for the "
+        "slowest rank.",
+    fix="Compare the link's current and maximum generation and width (`nvidia-smi -q -d PCI`, "
+        "`sudo lspci -vv` LnkSta against LnkCap) under load, reseat or move the card, check "
+        "the BIOS PCIe settings; NVIDIA's nvbandwidth measures the same copies per GPU.",
+    severity=Severity.WARNING, docs_url="https://github.com/NVIDIA/nvbandwidth")
 BUSBW_LOW = declare(
     "SMK027", Category.PERFORMANCE_DEGRADED,
     "All-reduce bus bandwidth is far below what the GPUs' links carry",

@@ -38,6 +38,8 @@ class SmokeOptions:
     workers: int | None = None  # DataLoader workers per process
     launcher: str = "torchrun"  # torchrun | spawn
     mode: str = "ddp"  # ddp | dp
+    # auto: NCCL on GPUs, gloo on the CPU; gloo on GPUs lets ranks share a GPU.
+    backend: str = "auto"  # auto | nccl | gloo
     sync_bn: bool = False
     amp: bool = True
     scaling: bool = False
@@ -117,6 +119,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model": ("n", "s", "m"),
     "launcher": ("torchrun", "spawn"),
     "mode": ("ddp", "dp"),
+    "backend": ("auto", "nccl", "gloo"),
     "trainer": ("builtin", "ultralytics"),
 }
 
@@ -153,10 +156,17 @@ def check_options(options: SmokeOptions, device: str | None = None) -> None:
         builtin_only = [name for name, used in (
             ("--scaling", options.scaling), ("--mode dp", options.mode == "dp"),
             ("--sync-bn", options.sync_bn), ("--launcher spawn", options.launcher == "spawn"),
+            ("--backend", options.backend != "auto"),
             ("--nnodes", (options.nnodes or 1) > 1)) if used]
         if builtin_only:
             raise OptionsError(f"{', '.join(builtin_only)}: only for --trainer builtin "
                                "(Ultralytics starts its own DDP ranks on this node)")
+    if options.backend == "nccl" and device == "cpu":
+        raise OptionsError("--backend nccl needs CUDA (NCCL runs on GPUs only); use "
+                           "--backend gloo or leave it out on the CPU")
+    if options.backend != "auto" and options.mode == "dp":
+        raise OptionsError("--backend needs --mode ddp (DataParallel runs in one process, "
+                           "without a process group)")
     if options.sync_bn and options.mode == "dp":
         raise OptionsError("--sync-bn needs --mode ddp (SyncBatchNorm syncs statistics "
                            "across DDP processes)")
@@ -335,9 +345,19 @@ def shim_dir(run_dir: Path) -> Path:
     return root
 
 
+def backend_for(options: SmokeOptions, device: str) -> str | None:
+    """The process group's backend: as asked, else NCCL on GPUs and gloo on the CPU."""
+    if options.mode == "dp":
+        return None
+    if options.backend != "auto":
+        return options.backend
+    return "nccl" if device == "cuda" else "gloo"
+
+
 def worker_args(options: SmokeOptions, run_dir: Path, tag: str, device: str, workers: int,
                 pg_timeout: float, exchange_nodes: bool = False) -> list[str]:
     args = ["--run-dir", str(run_dir), "--tag", tag, "--device", device,
+            "--backend", backend_for(options, device) or "gloo",
             "--steps", str(options.steps), "--batch", str(options.batch),
             "--imgsz", str(options.imgsz), "--model", options.model,
             "--workers", str(workers), "--mode", options.mode,

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 
 PHASES = ("startup", "init_process_group", "nodes", "barrier", "all_reduce_check",
-          "all_reduce_bandwidth", "data", "model", "train", "checksum",
+          "all_reduce_bandwidth", "host_copy", "data", "model", "train", "checksum",
           "destroy_process_group", "done")
 POLL_S = 0.25  # waiting on the launcher in between: its exit is seen at once
 # A rank is stalled when silent for max(stall, STEP_FACTOR x the slowest step seen so far):

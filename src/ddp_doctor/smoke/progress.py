@@ -30,6 +30,7 @@ PHASE_WORDS = {
     "barrier": "all ranks joined; first barrier",
     "all_reduce_check": "checking all_reduce",
     "all_reduce_bandwidth": "measuring all_reduce bandwidth",
+    "host_copy": "measuring host-to-GPU copy rates",
     "data": "building the data loader",
     "model": "building the model and DDP",
     "train": "training",

@@ -38,6 +38,7 @@ from ddp_doctor.model import CheckResult, Evidence, Finding, Status, Step, statu
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.launch import (
     SmokeOptions,
+    backend_for,
     child_env,
     free_port,
     launch_command,
@@ -156,7 +157,9 @@ def summarize(data: dict[str, Any]) -> str:
                 f"{data.get('device')}, {u.get('epochs_done', 0)}/{u.get('epochs', 0)} "
                 f"epochs{loss}, {data.get('wall_s', 0):.1f} s")
     m = data.get("measurements") or {}
-    parts = [f"{count(int(data.get('ranks') or 0), 'rank')} on {data.get('device')}, "
+    shared = data.get("gpus_shared")
+    where = (f"{count(int(shared), 'shared GPU')} (gloo)" if shared else data.get("device"))
+    parts = [f"{count(int(data.get('ranks') or 0), 'rank')} on {where}, "
              f"{data.get('steps_done')}/{data.get('steps')} steps"]
     if data.get("loss_first") is not None and data.get("loss_last") is not None:
         parts.append(f"loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
@@ -212,7 +215,10 @@ def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
     if options.device == "auto" and gpus == 0:
         return "cpu", 1 if options.mode == "dp" else (options.nproc or 2)
     nproc = 1 if options.mode == "dp" else (options.nproc or gpus)
-    if gpus == 0 or (options.mode == "ddp" and nproc > gpus):
+    # gloo may put several ranks on one GPU (NCCL refuses two ranks on one device): the
+    # explicit way to prove the multi-rank CUDA paths where fewer GPUs than ranks exist.
+    shared = options.backend == "gloo" and options.mode == "ddp"
+    if gpus == 0 or (options.mode == "ddp" and nproc > gpus and not shared):
         title = (f"The smoke job was asked to train on CUDA but {options.python} sees no "
                  "usable GPU" if gpus == 0 else
                  f"The smoke job needs {count(nproc, 'GPU')} but {options.python} sees only "
@@ -221,14 +227,27 @@ def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
                                                   "smoke probe"),),
                        (Step("See why GPUs are not usable.", command="ddp-doctor check"),
                         Step("Or run the smoke job on the CPU.",
-                             command="ddp-doctor smoke --device cpu")))
+                             command="ddp-doctor smoke --device cpu"),
+                        *((Step("Or let the ranks share the GPUs over gloo (NCCL across "
+                                "GPUs is then not proven).",
+                                command=f"ddp-doctor smoke --nproc {nproc} --backend gloo"),)
+                          if gpus else ())))
     return "cuda", nproc
+
+
+def _shared_gpus(options: SmokeOptions, device: str, nproc: int) -> int | None:
+    """How many GPUs this node's ranks share when there are fewer than ranks (gloo)."""
+    if device != "cuda" or options.mode != "ddp":
+        return None
+    probe = _probe(options)
+    gpus = int(probe.get("gpus") or 0) if isinstance(probe, dict) else 0
+    return gpus if 0 < gpus < nproc else None
 
 
 def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> dict[str, Any]:
     return {
         "ok": False, "skipped": None, "device": device,
-        "backend": None if options.mode == "dp" else ("nccl" if device == "cuda" else "gloo"),
+        "backend": backend_for(options, device),
         "launcher": "none" if options.mode == "dp" else options.launcher,
         "mode": options.mode, "model": options.model, "imgsz": options.imgsz,
         "batch": options.batch, "ranks": world, "local_ranks": nproc, "steps": options.steps,
@@ -259,6 +278,7 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
     device, nproc = resolved
     world = nproc * layout.nnodes if options.mode == "ddp" else 1
     data = _base_data(options, device, nproc, world)
+    data["gpus_shared"] = _shared_gpus(options, device, nproc)
     wall, stall, pg = options.deadlines()
     port = layout.master_port
     if port is None:
@@ -458,6 +478,11 @@ def proved(data: dict[str, Any], options: SmokeOptions) -> dict[str, Any]:
         "world_size": data.get("ranks"),
         "mixed_precision": bool(options.amp and device == "cuda"),
         "cpu_fallback": options.device == "auto" and device == "cpu",
+        # NCCL between GPUs was exercised only when NCCL ran on two or more ranks that did
+        # not share a GPU (a 1-rank NCCL job moves nothing between GPUs).
+        "nccl_across_gpus": bool(data.get("ok")) and data.get("backend") == "nccl"
+        and int(data.get("ranks") or 0) > 1,
+        "gpus_shared": data.get("gpus_shared"),
     }
 
 

@@ -20,7 +20,8 @@ from ddp_doctor.smoke.monitor import Outcome, RankState
 _FLAGS: dict[str, Any] = {
     "device": "--device", "nproc": "--nproc", "steps": "--steps", "batch": "--batch-per-process",
     "imgsz": "--imgsz", "model": "--model", "workers": "--workers",
-    "launcher": "--launcher", "mode": "--mode", "sync_bn": ("--sync-bn", None),
+    "launcher": "--launcher", "mode": "--mode", "backend": "--backend",
+    "sync_bn": ("--sync-bn", None),
     "amp": ("--amp", "--no-amp"), "scaling": ("--scaling", None), "timeout": "--timeout",
     "stall_timeout": "--stall-timeout", "nnodes": "--nnodes", "node_rank": "--node-rank",
     "master_addr": "--master-addr", "master_port": "--master-port",

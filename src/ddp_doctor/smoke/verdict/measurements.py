@@ -16,6 +16,10 @@ def _rel(value: Any, started: float) -> float | None:
     return round(float(value) - started, 4) if isinstance(value, (int, float)) else None
 
 
+def _gbps(value: Any) -> float | None:
+    return round(float(value), 3) if isinstance(value, (int, float)) else None
+
+
 def measurements(ranks: list[RankState], started: float) -> dict[str, Any]:
     """Rendezvous and first-step times, step time, throughput, memory and bus bandwidth."""
     rdzv = [e["t_end"] for s in ranks if (e := s.ended("init_process_group"))]
@@ -30,11 +34,14 @@ def measurements(ranks: list[RankState], started: float) -> dict[str, Any]:
         median = statistics.median(rank_durations) if rank_durations else None
         images = steps[-1]["images"] if steps else 0
         train = state.ended("train") or {}
+        copies = state.ended("host_copy") or {}
         per_rank.append({
             "rank": state.rank,
             "median_step_s": round(median, 5) if median else None,
             "images_per_s": round(images / median, 2) if median else None,
             "peak_gpu_mem_bytes": train.get("peak_mem_bytes"),
+            "h2d_gbps": _gbps(copies.get("h2d_gbps")),
+            "d2h_gbps": _gbps(copies.get("d2h_gbps")),
         })
     bw = next((e for s in sorted(ranks, key=lambda s: s.rank)
                if (e := s.ended("all_reduce_bandwidth"))), None)

@@ -1,12 +1,14 @@
 """How fast a smoke run that trained really was: NCCL's transport, its bandwidth, slow ranks.
 
-Three judgements, each a warning (the run trained; it is slower than the machine allows):
+Four judgements, each a warning (the run trained; it is slower than the machine allows):
 
 - the transport NCCL chose for each pair of ranks (from its own INFO output, read by
   ``smoke.nccl_log``) against the topology in the facts: SHM or the network between two
   NVLink-joined GPUs, TCP sockets between nodes that have active InfiniBand ports (SMK026);
 - the all-reduce bus bandwidth against the nominal rate of the slowest link the job's
   ranks cross (``knowledge.bandwidth``, SMK027);
+- each rank's host-to-GPU copy rates against its GPU's published floor or its PCIe link
+  (``verdict.copies``, SMK030);
 - each rank's own compute time per step (the wait for its peers left out, see
   ``train_smoke/timing.py``) against the other ranks' median (SMK028), named with its
   GPU's clock-event reasons and temperature when the facts have them.
@@ -31,6 +33,7 @@ from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.launch import NCCL_LOG_PATTERN
 from ddp_doctor.smoke.monitor import RankState
 from ddp_doctor.smoke.nccl_log import NcclTransports, parse_nccl_info
+from ddp_doctor.smoke.verdict.copies import copy_rates
 
 SLOW_RATIO = 1.5
 """A rank whose median compute time is above this multiple of the other ranks' median is
@@ -287,7 +290,7 @@ def performance(ranks: list[RankState], measured: dict[str, Any], run_dir: Path,
     found: list[Finding] = []
     split = compute_split(ranks)
     data: dict[str, Any] = {"compute_split": {str(r): v for r, v in sorted(split.items())},
-                            "nccl": None, "compute_split_note": None}
+                            "nccl": None, "compute_split_note": None, "host_copy": None}
     nccl: NcclTransports | None = None
     if nccl_run:
         files = nccl_log_files(run_dir, environ)
@@ -306,6 +309,10 @@ def performance(ranks: list[RankState], measured: dict[str, Any], run_dir: Path,
             data["nccl"]["expected"] = {"gbps": round(path.gbps, 3), "link": path.link,
                                         "source": path.source, "far_below": B.FAR_BELOW}
         found += bandwidth_findings(measured, path)
+    copies, slow_copies = copy_rates(ranks, view, gpus)
+    if copies:
+        data["host_copy"] = copies
+        found += slow_copies
     if sync_bn and len(split) > 1:
         data["compute_split_note"] = SYNC_BN_NOTE
     else:
