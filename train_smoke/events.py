@@ -65,3 +65,8 @@ def event_path(run_dir: str, local_rank: int) -> str:
 
 def stderr_path(run_dir: str, local_rank: int) -> str:
     return os.path.join(run_dir, f"local{local_rank}.stderr")
+
+
+def stacks_path(run_dir: str, local_rank: int) -> str:
+    """Where the rank's faulthandler writes every thread's stack on SIGUSR1."""
+    return os.path.join(run_dir, f"local{local_rank}.stacks")

@@ -31,6 +31,7 @@ returned with every bucket reduced, i.e. the all-reduce plus the wait for slower
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import hashlib
 import os
 import signal
@@ -49,7 +50,7 @@ from . import compat, spawn_layout
 from .collectives import checked_all_reduce, measure_all_reduce, measure_host_copies
 from .data import SyntheticDetection, collate
 from .detector import build_model, build_optimizer, parameter_fingerprint
-from .events import EventWriter, event_path, stderr_path
+from .events import EventWriter, event_path, stacks_path, stderr_path
 from .loss import DetectionLoss
 from .nodeinfo import exchange_nodes
 from .timing import SyncTimer, pci_bus_id
@@ -123,6 +124,18 @@ def _redirect_stderr(path: str) -> None:
     os.close(fd)
 
 
+def _dump_stacks_on_sigusr1(path: str) -> None:
+    """On SIGUSR1 write every thread's stack to ``path`` and go on.
+
+    The supervisor asks a hung rank for its stack this way when py-spy cannot read it (no
+    ptrace permission): faulthandler's handler runs in C, so it answers even while the rank
+    waits inside a collective.
+    """
+    if hasattr(signal, "SIGUSR1"):
+        handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the rank
+        faulthandler.register(signal.SIGUSR1, file=handle, all_threads=True)
+
+
 def _batches(loader: DataLoader, sampler: DistributedSampler | None) -> Iterator[Any]:
     epoch = 0
     while True:
@@ -186,6 +199,7 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
     MASTER_ADDR/MASTER_PORT set by the launcher).
     """
     _redirect_stderr(stderr_path(args.run_dir, local_rank))
+    _dump_stacks_on_sigusr1(stacks_path(args.run_dir, local_rank))
     ev = EventWriter(event_path(args.run_dir, local_rank), rank)
     distributed = args.mode == "ddp"
     if args.device == "cuda":

@@ -57,6 +57,7 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.POLICY: ("ddp_doctor.policy.codes",),
     Family.RUN: ("ddp_doctor.job.codes",),
     Family.NODES: ("ddp_doctor.nodes.codes",),
+    Family.HANG: ("ddp_doctor.forensics.codes",),
 }
 """Where each family's codes are declared: importing these declares every built-in code."""
 
@@ -242,6 +243,8 @@ _FAMILY_TITLES = {
     Family.RUN: "how the user's own job ended (`ddp-doctor run`)",
     Family.NODES: "differences between the nodes of one job (`ddp-doctor compare`, the "
                   "multi-node smoke job)",
+    Family.HANG: "where the ranks of a hung job wait, from their stacks (the smoke job, "
+                 "`ddp-doctor diagnose` of pasted stacks)",
 }
 
 

@@ -66,6 +66,7 @@ class Family(str, Enum):
     POLICY = "policy"  # the CI policy's requirements
     RUN = "run"  # ``ddp-doctor run`` supervising the user's own job
     NODES = "nodes"  # the nodes of one job compared (``compare``, the multi-node smoke)
+    HANG = "hang"  # where the ranks of a hung job wait (``forensics``: run, smoke, diagnose)
 
     def __str__(self) -> str:
         return self.value
@@ -73,7 +74,7 @@ class Family(str, Enum):
 
 FAMILY_PREFIXES: dict[str, Family] = {
     "PLN": Family.PLAN, "SMK": Family.SMOKE, "LOG": Family.LOG, "DIAG": Family.DIAGNOSE,
-    "POL": Family.POLICY, "RUN": Family.RUN, "NOD": Family.NODES,
+    "POL": Family.POLICY, "RUN": Family.RUN, "NOD": Family.NODES, "HNG": Family.HANG,
 }
 """Id prefixes that name a family; every other prefix (DRV, TOR, a plugin's own) is a check's."""
 

@@ -62,6 +62,11 @@ LAYERS: tuple[tuple[str, str, str, str, str], ...] = (
     ("ddp_doctor.nodes", NEVER_IMPORTS,
      "ddp_doctor.report, ddp_doctor.cli, ddp_doctor.app, ddp_doctor.smoke", "",
      "judging nodes is one pure step that compare and the smoke job both call"),
+    ("ddp_doctor.forensics", NEVER_IMPORTS,
+     "ddp_doctor.report, ddp_doctor.cli, ddp_doctor.app, ddp_doctor.smoke, ddp_doctor.job, "
+     "ddp_doctor.diagnose", "",
+     "reading where a hung job's ranks wait is one step the smoke job, run and diagnose all "
+     "call"),
     ("ddp_doctor.train_smoke", IMPORTS_ONLY, "ddp_doctor.train_smoke, torch, <stdlib>", "",
      "it runs in the training interpreter, where ddp-doctor's dependencies may be absent"),
     ("typer", IMPORTED_ONLY_BY, "ddp_doctor.cli, ddp_doctor.parse_errors", "",

@@ -208,7 +208,7 @@ def test_sync_bn_over_gloo_on_one_gpu_trains_or_says_why():
 def test_the_slow_rank_split_names_the_slowed_rank_on_a_shared_gpu():
     import os
 
-    proc, report = _shared("--steps", "16", env={**os.environ,
+    _, report = _shared("--steps", "16", env={**os.environ,
                                                  "DDP_DOCTOR_SMOKE_FAULT": "slow:1:150"})
     slow = [f for f in report["findings"] if f["code"] == "SMK028"]
     assert [f["affects"][0] for f in slow] == ["rank:1"], why(report)

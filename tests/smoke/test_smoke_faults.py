@@ -57,14 +57,39 @@ def test_a_rank_killed_by_sigkill(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
-    result, elapsed = run_with_fault(monkeypatch, "hang:1:4", tmp_path)
+    # A stall deadline a loaded machine's slow model build cannot reach.
+    result, _ = run_with_fault(monkeypatch, "hang:1:4", tmp_path, stall_timeout=20,
+                                     timeout=240)
     finding = only(result, "SMK002")
     assert finding.category.value == "collective_timeout"
     assert finding.title.startswith("Rank 1 stopped making progress in train (after step 3")
+    assert finding.title.endswith("no event for 20 s")
     assert finding.affects == ("rank:1",)
     assert result.data["stopped_by"] == "stall"
-    # Located by the stall deadline (6 s), long before the process-group timeout and wall.
-    assert elapsed < 30
+    # Its stack, read before the job was stopped, names the line it is stuck on; the other
+    # rank waits in the collective it never joined.
+    culprit = only(result, "HNG001")
+    assert culprit.affects == ("rank:1",)
+    assert "sleeps in its own code at _apply_fault (worker.py:" in culprit.title
+    assert "rank 0 waits in broadcast (DDP's buffer sync before forward)" in culprit.title
+    # Located by the stall deadline, long before the process-group timeout and the wall.
+    assert result.data["wall_s"] < 200
+    assert_nothing_left(run_tag(result.data["command"]))
+
+
+@pytest.mark.slow
+def test_without_py_spy_a_hung_rank_dumps_its_own_stack(monkeypatch, tmp_path):
+    """No py-spy (or no ptrace permission): the smoke job's ranks answer SIGUSR1 with a
+    faulthandler dump of every thread, and the verdict stands on that."""
+    from ddp_doctor.forensics import capture
+
+    monkeypatch.setattr(capture, "py_spy_path", lambda: None)
+    result, _ = run_with_fault(monkeypatch, "hang:1:4", tmp_path, stall_timeout=20,
+                               timeout=240)
+    culprit = only(result, "HNG001")
+    assert culprit.affects == ("rank:1",) and "_apply_fault" in culprit.title
+    assert all(e.source == "faulthandler (SIGUSR1)" for e in culprit.evidence)
+    assert (tmp_path / "run" / "local1.stacks").read_text().count("most recent call first")
     assert_nothing_left(run_tag(result.data["command"]))
 
 

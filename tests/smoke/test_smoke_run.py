@@ -50,7 +50,8 @@ def test_the_torchrun_run_passes_and_the_report_is_valid(torchrun_run):
 
 def test_every_rank_records_every_phase_in_order(torchrun_run):
     smoke = torchrun_run[1]["smoke"]
-    # "nodes" (the exchange of node summaries) runs only in a multi-node job, "host_copy" only on a GPU.
+    # "nodes" (the exchange of node summaries) runs only in a multi-node job, "host_copy"
+    # only on a GPU.
     expected = [p for p in PHASES if p not in ("startup", "done", "nodes", "host_copy")]
     for rank in smoke["per_rank"]:
         assert rank["done"] and rank["steps_done"] == 20

@@ -147,6 +147,13 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
             ordered = [(capped_by_passed_run(f, recorded[0]), i) for f, i in ordered]
     nodes = scan.nodes.judge()  # the hosts of a multi-node log against each other
     between = list(nodes.findings) if nodes is not None else []
+    # Stacks of a hung job's ranks pasted with the log: where each rank waits leads the
+    # watchdog's timeout, which says only that the ranks waited.
+    from ddp_doctor.forensics.verdict import hang_findings
+
+    pasted = scan.stacks.stacks()
+    hung = hang_findings(pasted) if len(pasted) > 1 else []
+    ordered = [(f, -1000 + i) for i, f in enumerate(hung)] + list(ordered)
     ranked = rank([*ordered, *((f, 5_000 + i) for i, f in enumerate(between)),
                    *((f, 10_000 + i) for i, f in enumerate(env))])
     findings = [*lead, *(finding for finding, _ in ranked)]

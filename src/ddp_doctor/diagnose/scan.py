@@ -37,6 +37,7 @@ from ddp_doctor.diagnose.node_lines import NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
+from ddp_doctor.forensics.stacks import StackText
 from ddp_doctor.redact.secrets import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
@@ -172,6 +173,7 @@ class ScanResult:
     lines: int = 0
     blank: bool = True  # nothing but whitespace so far
     nodes: NodeLines = field(default_factory=NodeLines)  # each host's NCCL, for node_mismatch
+    stacks: StackText = field(default_factory=StackText)  # pasted py-spy/faulthandler dumps
 
 
 class Scanner:
@@ -247,6 +249,7 @@ class Scanner:
                 self.result.blank = False
             newlines = self._chunk(document.name, chunk, base)
             self.result.nodes.feed_chunk(chunk)
+            self.result.stacks.feed_chunk(chunk)
             if len(head) < HEAD_CHARS:
                 head += chunk[: HEAD_CHARS - len(head)]
             tail, tail_first = _keep_tail(tail, tail_first, chunk, base, newlines)

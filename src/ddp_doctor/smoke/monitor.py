@@ -136,6 +136,10 @@ class Outcome:
     started: float = 0.0  # supervisor's monotonic time at launch
     stall_s: float | None = None  # the stall deadline in force when it fired
     peers: RendezvousPeers | None = None  # a stopped multi-node run: who had joined
+    # A run stopped by a deadline: every rank's stack, read before anything was stopped,
+    # and the ranks whose processes had already ended (forensics/).
+    stacks: list[Any] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)
 
 
 def stall_deadline(ranks: list[RankState], stall_s: float) -> float:

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from ddp_doctor.facts.seam import run_with_deadline
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.view import FactsView
+from ddp_doctor.forensics.capture import capture_stacks, gone_ranks
 from ddp_doctor.model import CheckResult, Evidence, Finding, Status, Step, status_of
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.launch import (
@@ -61,7 +62,7 @@ from ddp_doctor.smoke.verdict import (
     phase_timings,
 )
 from ddp_doctor.smoke.verdict.performance import performance
-from ddp_doctor.train_smoke.events import event_path, stderr_path
+from ddp_doctor.train_smoke.events import event_path, stacks_path, stderr_path
 from ddp_doctor.wording import count
 
 CHECK_ID, CHECK_TITLE, AREA = "smoke.train", "DDP smoke training", "smoke"
@@ -401,6 +402,10 @@ def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_pa
                             progress.update if progress is not None else None)
         if outcome.stopped_by is not None and peers_port is not None:
             outcome.peers = rendezvous_peers(reaper.alive(), peers_port)
+        if outcome.stopped_by is not None:  # where each rank waits, before any is stopped
+            if progress is not None:
+                progress.note("reading every rank's stack before stopping the job")
+            _read_stacks(outcome, reaper, ranks, run_dir)
     finally:
         if proc is not None:
             (reaper or Reaper(proc, tag)).stop()
@@ -409,6 +414,21 @@ def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_pa
     if outcome.returncode is None:
         outcome.returncode = proc.returncode
     return outcome
+
+
+def _read_stacks(outcome: Outcome, reaper: Reaper, ranks: list[RankState],
+                 run_dir: Path) -> None:
+    """Every live rank's stack (py-spy, else its faulthandler), and the ranks gone."""
+    pids: dict[int, int] = {}
+    files: dict[int, Path] = {}
+    for local, state in enumerate(ranks):
+        start = next((e for e in state.events if e.get("phase") == "startup"), {})
+        if isinstance(start.get("pid"), int):
+            pids[start["pid"]] = state.rank
+            files[start["pid"]] = Path(stacks_path(str(run_dir), local))
+    alive = reaper.alive()
+    outcome.stacks = capture_stacks(alive, pids, files)
+    outcome.gone = gone_ranks({rank: pid for pid, rank in pids.items()}, alive)
 
 
 def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:

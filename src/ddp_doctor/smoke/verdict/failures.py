@@ -13,6 +13,7 @@ import re
 import shlex
 import signal
 
+from ddp_doctor.forensics.verdict import hang_findings
 from ddp_doctor.logrules import match_text
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.smoke import codes as C
@@ -159,7 +160,8 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
         steps = (_rendezvous_step(ctx),)
     found = [Finding(code, title, tuple(evidence), steps,
                      affects=tuple(f"rank:{s.rank}" for s in behind))]
-    return found + _rule_findings(ctx, [s.rank for s in behind], {})
+    return found + hang_findings(ctx.outcome.stacks, ctx.outcome.gone) + _rule_findings(
+        ctx, [s.rank for s in behind], {})
 
 
 def _rule_findings(ctx: RunContext, ranks: list[int], exits: dict[int, int]) -> list[Finding]:
@@ -215,11 +217,12 @@ def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]
                             affects=tuple(f"rank:{s.rank}" for s in waiting))]
         evidence = tuple(Evidence(f"rank {s.rank}", f"in {phase_of(s, ctx.steps)}", "event file")
                          for s in ctx.ranks)
-        return [Finding(C.DEADLINE, f"The smoke job was still running after its "
-                        f"{ctx.wall_s:.0f} s deadline and was stopped", evidence,
-                        (Step("Give it more time or fewer steps.",
-                              command=ctx.rerun(timeout=max(600.0, ctx.wall_s * 2),
-                                                steps=min(ctx.steps, 10))),))]
+        deadline = Finding(C.DEADLINE, f"The smoke job was still running after its "
+                           f"{ctx.wall_s:.0f} s deadline and was stopped", evidence,
+                           (Step("Give it more time or fewer steps.",
+                                 command=ctx.rerun(timeout=max(600.0, ctx.wall_s * 2),
+                                                   steps=min(ctx.steps, 10))),))
+        return [deadline, *hang_findings(ctx.outcome.stacks, ctx.outcome.gone)]
     exits = rank_exit_codes(ctx.launcher_text, node_first_rank)
     if not any(s.events for s in ctx.ranks):
         return _launch_findings(ctx)
