@@ -498,3 +498,12 @@ def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     assert diagnosed.exit_code == 0, diagnosed.output
     assert [f for f in json.loads(diagnosed.stdout)["findings"]
             if f["severity"] == "error"] == []
+
+
+def test_the_smoke_files_of_a_hang_are_described_in_the_manifest():
+    from ddp_doctor.bundle.write import _smoke_about
+
+    assert _smoke_about("stack-rank3.txt").startswith("where rank 3 waited when the job hung")
+    assert _smoke_about("local1.stacks") == \
+        "the stacks this node's rank 1 dumped on SIGUSR1 (faulthandler)"
+    assert _smoke_about("local0.jsonl").startswith("the smoke job's event file of this node's")

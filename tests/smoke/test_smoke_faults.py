@@ -72,6 +72,9 @@ def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
     assert culprit.affects == ("rank:1",)
     assert "sleeps in its own code at _apply_fault (worker.py:" in culprit.title
     assert "rank 0 waits in broadcast (DDP's buffer sync before forward)" in culprit.title
+    # The dumps stay with the run (and go into a support bundle).
+    for rank in (0, 1):
+        assert "MainThread" in (tmp_path / "run" / f"stack-rank{rank}.txt").read_text()
     # Located by the stall deadline, long before the process-group timeout and the wall.
     assert result.data["wall_s"] < 200
     assert_nothing_left(run_tag(result.data["command"]))

@@ -33,6 +33,7 @@ _SMOKE_ABOUT = {
     ".jsonl": "the smoke job's event file of this node's rank {rank} (JSON lines: its global "
               "rank, phases, steps, timings)",
     ".stderr": "the smoke job's stderr of this node's rank {rank}",
+    ".stacks": "the stacks this node's rank {rank} dumped on SIGUSR1 (faulthandler)",
 }
 # Redactor.summary() kinds that are secrets (the rest are identities --anonymize replaced).
 _SECRET_KINDS = ("secret", "credential", "token", "key", "password")
@@ -214,6 +215,9 @@ def _smoke_about(name: str) -> str:
     # Rank files are named by the rank's place on its node (train_smoke/events.py).
     if stem.startswith("local") and stem[5:].isdigit() and f".{suffix}" in _SMOKE_ABOUT:
         return _SMOKE_ABOUT[f".{suffix}"].format(rank=stem[5:])
+    if stem.startswith("stack-rank") and stem[10:].isdigit():
+        return (f"where rank {stem[10:]} waited when the job hung (py-spy dump or faulthandler, "
+                "read before the job was stopped)")
     return "a file the smoke job wrote"
 
 

@@ -165,13 +165,14 @@ def capture_stacks(procs: list[psutil.Process], known: dict[int, int] | None = N
         if text:
             parsed = parse_py_spy(text, rank.rank)
             if parsed:
-                parsed[0].pid = rank.pid
+                parsed[0].pid, parsed[0].raw = rank.pid, text
                 return parsed[0]
         path = files.get(rank.pid)
         if path is not None:
             dump = faulthandler_dump(rank.pid, path)
             stack = parse_faulthandler(dump or "", rank.rank, rank.pid)
             if stack is not None:
+                stack.raw = dump or ""
                 return stack
         return RankStack(rank.pid, rank.rank, error=why or "no stack")
 

@@ -56,6 +56,7 @@ class RankStack:
     source: str = ""  # "py-spy", "faulthandler", "pasted"
     error: str | None = None  # why no stack could be read
     command: str = ""
+    raw: str = ""  # the dump as read, for the support bundle
 
     @property
     def main(self) -> Thread | None:

@@ -17,6 +17,7 @@ result, for the bundle to copy; the caller removes it afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -429,6 +430,11 @@ def _read_stacks(outcome: Outcome, reaper: Reaper, ranks: list[RankState],
     alive = reaper.alive()
     outcome.stacks = capture_stacks(alive, pids, files)
     outcome.gone = gone_ranks({rank: pid for pid, rank in pids.items()}, alive)
+    for stack in outcome.stacks:  # kept with the run for the user and the support bundle
+        if stack.raw and stack.rank is not None:
+            with contextlib.suppress(OSError):
+                (run_dir / f"stack-rank{stack.rank}.txt").write_text(stack.raw,
+                                                                     encoding="utf-8")
 
 
 def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:
