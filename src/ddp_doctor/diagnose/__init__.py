@@ -159,6 +159,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     findings = [*lead, *(finding for finding, _ in ranked)]
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
+        from ddp_doctor.diagnose.fallback import fallback_lead
+
+        guessed = fallback_lead(scan)  # a low-confidence lead, said to be one
+        if guessed is not None:
+            findings.insert(0, guessed)
     if notes:
         findings.append(damaged_input(notes))
     label = "stdin" if target == "-" else target
@@ -169,6 +174,9 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         summary = f"most likely cause: {first.code.category.value} ({first.code.id})"
     elif first is not None and first.code.id == "DIAG001":
         summary = "no known failure signature"
+    elif first is not None and first.code.id.startswith("DIAG1"):
+        summary = (f"no known failure signature; low-confidence lead: "
+                   f"{first.code.category.value} ({first.code.id})")
     else:
         summary = ("no failure cause found; warnings: "
                    + ", ".join(dict.fromkeys(f.code.id for f in findings)))

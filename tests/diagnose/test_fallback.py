@@ -1,0 +1,81 @@
+"""The calibrated fallback (diagnose/fallback.py): a low-confidence lead for logs no rule
+explains, only above the posterior chosen for 80% precision on threads it had not seen."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.categories import Category
+from ddp_doctor.diagnose import diagnose
+from ddp_doctor.diagnose.fallback import (
+    LEAD_CODES,
+    LOO_PRECISION,
+    MIN_TERMS,
+    THRESHOLD,
+    NaiveBayes,
+)
+from ddp_doctor.diagnose.similar import SolvedThread
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+
+def _thread(category: str, *lines: str) -> SolvedThread:
+    return SolvedThread(url=f"https://example.org/{category}/{len(lines)}", title="t",
+                        title_source="thread", category=category, root_cause="r" * 30,
+                        fix="f", lines=lines)
+
+
+def test_one_lead_code_per_category_each_with_that_category():
+    assert len(LEAD_CODES) == len(Category) - 1 and "unknown" not in LEAD_CODES
+    for category, code in LEAD_CODES.items():
+        assert code.category.value == category and code.id.startswith("DIAG1")
+        assert code.severity.value == "warning"
+
+
+def test_the_posterior_follows_the_words_each_category_uses():
+    nb = NaiveBayes([_thread("gpu_out_of_memory", "cuda out of memory tried to allocate"),
+                     _thread("gpu_out_of_memory", "out of memory reserved by pytorch"),
+                     _thread("nccl_shared_memory", "bus error shared memory dev shm")])
+    guess = nb.guess(["RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"])
+    assert guess is not None and guess.category == "gpu_out_of_memory"
+    assert guess.posterior > 0.5 and guess.known_terms >= MIN_TERMS
+
+
+@pytest.mark.slow
+def test_the_shipped_threshold_is_right_80_percent_of_the_time_on_unseen_threads():
+    from fallback_calibration import leave_one_out
+
+    chosen = [r for r in leave_one_out() if r[0] >= THRESHOLD and r[2] >= MIN_TERMS]
+    precision = sum(1 for r in chosen if r[1]) / len(chosen)
+    assert precision >= 0.80 and abs(precision - LOO_PRECISION) < 0.02, precision
+
+
+def test_a_log_no_rule_reads_gets_a_lead_that_says_it_is_one(tmp_path, monkeypatch):
+    from ddp_doctor.diagnose import fallback
+
+    threads = [_thread("hardware_fault", f"gpu {i} zorblax fell flimflam error")
+               for i in range(6)] + [_thread("gpu_out_of_memory", "out of memory error")]
+    monkeypatch.setattr(fallback, "model", lambda: NaiveBayes(threads))
+    log = tmp_path / "x.log"
+    log.write_text("Error: the zorblax fell, flimflam gpu lost\n")
+    report = diagnose(str(log)).report
+    findings = report.results[0].findings
+    assert [f.code.id for f in findings[:2]] == [LEAD_CODES["hardware_fault"].id, "DIAG001"]
+    assert findings[0].title.startswith("LOW CONFIDENCE: no rule matched; the error lines "
+                                        "read as hardware_fault (posterior ")
+    assert findings[0].category.value == "hardware_fault"
+    assert report.results[0].summary.startswith("no known failure signature; low-confidence "
+                                                "lead: hardware_fault")
+    # Fewer known words than MIN_TERMS: no lead.
+    log.write_text("Error: zorblax\n")
+    assert diagnose(str(log)).report.results[0].findings[0].code.id == "DIAG001"
+
+
+def test_nothing_is_guessed_from_words_the_threads_never_use(tmp_path):
+    log = tmp_path / "y.log"
+    log.write_text("Error: zorblax quuxified the flimflam\n")
+    findings = diagnose(str(log)).report.results[0].findings
+    assert findings[0].code.id == "DIAG001"
