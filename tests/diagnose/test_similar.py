@@ -379,3 +379,26 @@ def test_a_healthy_gpus_nvidia_smi_q_suggests_no_cause():
     'hardware_fault (3 of 3)': its ECC counters at 0 matched three ECC-error threads."""
     codes = [f.code.id for f in diagnose(str(LIVE_H200_Q)).report.findings]
     assert codes == ["DIAG001"]
+
+
+def test_a_stopped_launchers_traceback_draws_no_thread(tmp_path):
+    """torchrun stopped from outside (a hung job ended by its supervisor) prints its own
+    shutdown lines and a SignalException traceback: launcher boilerplate, which drew a
+    host-OOM thread (through "File .../errors/__init__.py") before."""
+    from ddp_doctor.diagnose import diagnose
+    from ddp_doctor.diagnose.similar import error_lines
+
+    log = tmp_path / "stopped.log"
+    log.write_text(
+        "W1128 09:30:01.123000 9080 torch/distributed/elastic/multiprocessing/api.py:900] "
+        "Received 15 death signal, shutting down workers\n"
+        "W1128 09:30:01.124000 9080 torch/distributed/elastic/multiprocessing/api.py:908] "
+        "Sending process 9250 closing signal SIGTERM\n"
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/elastic/'
+        'multiprocessing/errors/__init__.py", line 355, in wrapper\n'
+        "    self._shutdown(e.sigval, timeout=self._shutdown_timeout)\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 9080 got "
+        "signal: 15\n")
+    assert error_lines(diagnose(str(log)).scan) == []

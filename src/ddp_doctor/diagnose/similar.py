@@ -227,10 +227,22 @@ def _capped(lines: list[str]) -> list[str]:
 
 # torchrun's summary of failed ranks: the same lines under every failure it reports, so they
 # say nothing about which failure it was (and made summary-only logs find each other).
+# A traceback's frame lines say where, not what ("File .../elastic/.../errors/__init__.py"
+# holds an error word in its path), and a launcher terminated by a signal (torchrun's
+# SignalException, raised when the job is stopped from outside) says only that it was
+# stopped: a hung job's traceback drew host-OOM and WSL threads through them.
 _BOILERPLATE = re.compile(
     r"(?:failures:|error_file:|traceback\s*: to enable traceback|failures=result\.failures|"
     r"\S+ failed$|torch\.distributed\.elastic\.multiprocessing\.errors\.childfailederror:?$|"
-    r"root cause \(first observed failure\):)", re.IGNORECASE)
+    r"root cause \(first observed failure\):|file \"|"
+    r"(?:torch\.distributed\.elastic\.multiprocessing\.api\.)?signalexception: process "
+    r"<n> got signal: <n>|raise signalexception|"
+    # ...and torchrun shutting its workers down because it was told to (the lines and the
+    # code lines of that path, which carry "signal" and "timeout" in their names).
+    r".*received <n> death signal, shutting down workers|"
+    r".*sending process <n> closing signal sig\w+|"
+    r"during handling of the above exception, another exception occurred|"
+    r".*\b(?:death_sig|sigval|_shutdown_timeout)\b)", re.IGNORECASE)
 
 
 def error_lines(scan: ScanResult, every_line_if_none: bool = False) -> list[str]:
