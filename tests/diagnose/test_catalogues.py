@@ -55,7 +55,7 @@ def _read_by_another(line: str, entry: Entry) -> bool:
 
 def test_every_catalogue_names_its_source_and_has_entries():
     assert set(CATALOGUES) >= {"nccl", "cuda", "cudnn", "cublas", "nvml", "torch", "extensions",
-                               "loader", "numpy", "kernel"}
+                               "loader", "numpy", "kernel", "nvrm"}
     for name, (source, entries) in CATALOGUES.items():
         assert source.name == name and source.repository and source.version and source.paths
         assert entries
@@ -279,12 +279,25 @@ def test_a_new_catalogue_file_becomes_rules_the_engine_runs(tmp_path):
      "alternatives without 'decide'"),
     (('fix = "Unjam it."', 'fix = "Unjam it."\ncolour = "red"'), "unknown keys"),
     (('paths = ["src/demo.c"]', 'paths = []'), "needs the paths"),
+    (('prefix = "DEMO ERROR: "', 'prefix = "DEMO ERROR: "\ncontext = ["demo"]'),
+     "are not gate words"),
 ])
 def test_the_loader_rejects_what_it_cannot_use(change, message):
     text = GOOD.replace(*change)
     with pytest.raises(CatalogueError, match=re.escape(message)):
         for entry in read_catalogue(text, "demo.toml", CODES)[1]:
             entry_rule(entry)
+
+
+def test_context_narrows_the_gate_words_read_before_a_template():
+    """CUDA's short strings follow "cuda", not any "error": errno 95 of a file system is
+    not CUDA's error 801."""
+    narrowed = GOOD.replace('prefix = "DEMO ERROR: "', 'prefix = "DEMO ERROR: "\ncontext = ["cud"]')
+    rule = entry_rule(read_catalogue(narrowed, "demo.toml", CODES)[1][0])
+    assert rule.anchors == ("cud",)
+    assert rule.pattern.search("CUDA: frobnicator jammed on device 1")
+    assert not rule.pattern.search("OSError: frobnicator jammed on device 1")
+    assert [m.rule.code.id for m in match_text("OSError: [Errno 95] Operation not supported")] == []
 
 
 def test_the_file_name_must_be_the_catalogue_name(tmp_path):

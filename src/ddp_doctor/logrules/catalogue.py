@@ -17,6 +17,8 @@ A file names its source and holds entries::
     paths = ["src/transport/p2p.cc", ...]
     prefix = "NCCL WARN "                          # optional: how a template without a gate
                                                    # word is printed (see below)
+    context = ["warn"]                             # optional: the gate words read before such
+                                                   # a template (default: the prefix's)
     [[entry]]
     template = "Cuda failure '%s'"                 # or templates = [...] (older wordings)
     code = "LOG003"                                # an existing LOG code, or one declared in
@@ -39,7 +41,9 @@ without (``diagnose/literals.py``). The anchors of an entry are the gate words i
 spells. A template that spells none (CUDA's "an illegal memory access was encountered")
 is matched only after one of the gate words of its source's ``prefix`` earlier on the line
 (``RuntimeError: CUDA error: ...``, ``NCCL WARN Cuda failure '...'``), so it is gated
-like every other rule.
+like every other rule; ``context`` narrows those words where the prefix's are too common
+(CUDA's "operation not supported" must follow "cuda", not any "error": ``OSError: [Errno
+95] Operation not supported`` is a file system's answer).
 
 Precedence: a hand-written rule that reads a line decides it (``rule.decided``); an entry
 fills the lines no hand-written rule reads, and of several entries that match one line the
@@ -65,10 +69,11 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 CATALOGUE_DIR = Path(__file__).resolve().parent / "catalogues"
-SOURCE_KEYS = frozenset({"name", "repository", "version", "paths", "prefix", "url", "notes"})
+SOURCE_KEYS = frozenset({"name", "repository", "version", "paths", "prefix", "context", "url",
+                         "notes"})
 ENTRY_KEYS = frozenset({"template", "templates", "code", "category", "fix", "command",
                         "alternatives", "decide", "decide_command", "real", "near_misses",
-                        "symbol", "path", "prefix", "symptom_of"})
+                        "symbol", "path", "prefix", "context", "symptom_of"})
 
 # A printf conversion (flags, width, precision, length, type) or a {...} format field.
 _PLACEHOLDER = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?"
@@ -95,6 +100,7 @@ class Source:
     paths: tuple[str, ...]
     prefix: str
     url: str
+    context: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,7 @@ class Entry:
     prefix: str
     symptom_of: tuple[str, ...]
     symbol: str | None
+    context: tuple[str, ...] = ()
 
 
 def _pieces(template: str) -> list[tuple[str, str]]:
@@ -223,7 +230,7 @@ def entry_rule(entry: Entry) -> Rule:
     """The log rule of one entry: its anchors, its pattern, its fix and how to decide."""
     alternatives: list[str] = []
     anchors: list[str] = []
-    context = _spelled_gates(entry.prefix)
+    context = entry.context or _spelled_gates(entry.prefix)
     for template in entry.templates:
         body = template_regex(template)
         gates = template_gates(template)
@@ -271,8 +278,13 @@ def _source(data: Any, where: str) -> Source:
     paths = _strings(data.get("paths"), where, "paths")
     if not paths:
         raise CatalogueError(f"{where}: [source] needs the paths the messages were read from")
+    context = _strings(data.get("context"), where, "context")
+    if set(context) - set(GATES):
+        raise CatalogueError(f"{where}: context {sorted(set(context) - set(GATES))} are not "
+                             f"gate words")
     return Source(data["name"], data["repository"], data["version"], paths,
-                  str(data.get("prefix", "")), str(data.get("url") or data["repository"]))
+                  str(data.get("prefix", "")), str(data.get("url") or data["repository"]),
+                  context)
 
 
 def _entry(source: Source, data: Any, where: str, codes: Mapping[str, Code]) -> Entry:
@@ -308,10 +320,17 @@ def _entry(source: Source, data: Any, where: str, codes: Mapping[str, Code]) -> 
             raise CatalogueError(f"{where}: each real line needs line and url (https://)")
         real.append((item["line"], item["url"]))
     symptom_of = _strings(data.get("symptom_of"), where, "symptom_of")
+    # the entry's own context, else its own prefix's gates, else the source's context
+    context = _strings(data.get("context"), where, "context") or (
+        () if "prefix" in data else source.context)
+    if set(context) - set(GATES):
+        raise CatalogueError(f"{where}: context {sorted(set(context) - set(GATES))} are not "
+                             f"gate words")
     return Entry(source, templates, code, data["fix"], data.get("command"), alternatives,
                  data.get("decide"), data.get("decide_command"), tuple(real),
                  _strings(data.get("near_misses"), where, "near_misses"),
-                 str(data.get("prefix", source.prefix)), symptom_of, data.get("symbol"))
+                 str(data.get("prefix", source.prefix)), symptom_of, data.get("symbol"),
+                 context)
 
 
 def read_catalogue(text: str, name: str, codes: Mapping[str, Code]) -> tuple[Source, list[Entry]]:
