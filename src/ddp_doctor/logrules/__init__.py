@@ -65,9 +65,10 @@ CATALOGUES: dict[str, tuple[Source, list[Entry]]] = load_catalogues(
                        *catalogue_codes.CODES)})
 """The message catalogues (``catalogues/*.toml``) by name: each one's source and entries."""
 
-RULES: tuple[Rule, ...] = (*WRITTEN, *catalogue_rules(CATALOGUES.values()))
+RULES: tuple[Rule, ...] = (*WRITTEN, *_with_variants(catalogue_rules(CATALOGUES.values())))
 """Every rule: the hand-written ones, then one per catalogue entry (``decided`` settles a
-line both read)."""
+line both read). An entry carries its code's remediation variants too, so a line it reads in
+a YOLO log gets the steps typed in that trainer's options."""
 _INDEX = {id(rule): index for index, rule in enumerate(RULES)}
 
 LOG_CODES: tuple[Code, ...] = tuple(sorted(
