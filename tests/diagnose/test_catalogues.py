@@ -207,7 +207,11 @@ def test_the_scan_and_match_text_agree_on_precedence(tmp_path):
 @pytest.mark.parametrize(("template", "line"), [
     ("Cuda failure '%s'", 'NCCL WARN Cuda failure "out of memory"'),  # other quotes
     ("Cuda failure '%s'", "NCCL WARN CUDA FAILURE out of memory"),  # case, no quotes
-    ("Bootstrap : no socket interface found", "NCCL WARN Bootstrap: no  socket interface found"),
+    ("Bootstrap : no socket interface found", "NCCL WARN Bootstrap:no socket interface found"),
+    ("Cuda extensions are being compiled with a version of Cuda that does not match the version "
+     "used to compile Pytorch binaries.  Pytorch binaries were compiled with Cuda {}.",
+     "Cuda extensions are being compiled with a version of Cuda that does not match the version "
+     "used to compile Pytorch binaries. Pytorch binaries were compiled with Cuda 11.8"),
     ("interrupted by signal %d: SIGKILL", "(interrupted by signal 9:SIGKILL)"),
     ("Failed to CUDA malloc %ld bytes", "NCCL WARN Failed to CUDA malloc 1073741824 bytes"),
     ("Detected that PyTorch and {} were compiled with different CUDA versions.",
@@ -226,6 +230,13 @@ def test_templates_match_other_versions_of_the_line(template, line):
 ])
 def test_templates_keep_word_boundaries(template, line):
     assert not re.search(template_regex(template), line, re.IGNORECASE), (template, line)
+
+
+def test_words_of_a_template_form_one_phrase_for_the_scan_filter():
+    """One blank between two words stays one blank, so the scan filters a line on the
+    whole phrase, not on one common word of it ("detected", "call")."""
+    pattern = re.compile(template_regex("RM has detected an NVML/RM version mismatch"), re.I)
+    assert required_literals(pattern) == ("rm has detected an nvml/rm version mismatch",)
 
 
 def test_template_gates_are_read_inside_literal_text_only():

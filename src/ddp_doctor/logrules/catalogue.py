@@ -31,9 +31,11 @@ A file names its source and holds entries::
 
 A *template* is the format string as printed: printf conversions (``%s``, ``%d``,
 ``%zu``...) and ``{...}`` fields are placeholders; ``%%`` is a percent sign. It is matched
-tolerantly across versions: a placeholder matches any text on the line, runs of whitespace
-match any whitespace, quotes are optional and of any kind (``'``, ``"``, backquotes, curly
-quotes), case is ignored, and a final full stop is optional.
+tolerantly across versions: a placeholder matches any text on the line, blanks beside
+punctuation and runs of blanks match any whitespace (a single blank between two words
+stays one blank, so the words form one phrase for the scan's filter), quotes are optional
+and of any kind (``'``, ``"``, backquotes, curly quotes), case is ignored, and a final full
+stop is optional.
 
 Speed: the scan tries a rule only on lines holding one of its *anchors* (the gate words of
 ``rule.GATES``), and only when the line holds a literal phrase the pattern cannot match
@@ -56,6 +58,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +140,8 @@ def _pieces(template: str) -> list[tuple[str, str]]:
     return [(kind, text.replace("%%", "%")) for kind, text in pieces]
 
 
-def _core(template: str) -> list[tuple[str, str]]:
+@cache  # each template is read for its regex, gates, length and sample
+def _core(template: str) -> tuple[tuple[str, str], ...]:
     """The pieces without leading or trailing holes and blanks, and without a final full
     stop (a search needs neither end), adjacent holes merged."""
     pieces = _pieces(template.strip())
@@ -158,7 +162,7 @@ def _core(template: str) -> list[tuple[str, str]]:
     if merged:  # text pieces at both ends (holes were taken off): no blank to match there
         merged[0] = ("text", merged[0][1].lstrip())
         merged[-1] = ("text", merged[-1][1].rstrip())
-    return merged
+    return tuple(merged)
 
 
 def template_regex(template: str) -> str:
@@ -174,11 +178,13 @@ def template_regex(template: str) -> str:
         parts = [p for p in re.split(r"(\s+|[" + re.escape(_QUOTES) + "])", text) if p]
         for at, part in enumerate(parts):
             if part.isspace():
-                # between two words at least one blank; beside punctuation any or none
-                # ("signal 9: SIGKILL" and "signal 9:SIGKILL")
+                # One blank between two words stays one blank: the phrase is then one literal
+                # run the scan can filter on ("rm has detected an nvml/rm version mismatch",
+                # not the bare word "detected"). Longer runs match any whitespace, and
+                # blanks beside punctuation any or none ("signal 9: SIGKILL", "9:SIGKILL").
                 after = parts[at + 1][:1] if at + 1 < len(parts) else ""
                 words = parts[at - 1][-1:].isalnum() and after.isalnum() if at else False
-                out.append("\\s+" if words else "\\s*")
+                out.append(" " if words and part == " " else "\\s+" if words else "\\s*")
             elif part in _QUOTES:
                 out.append(_QUOTE_CLASS)
             else:
@@ -240,7 +246,8 @@ def entry_rule(entry: Entry) -> Rule:
         elif context:
             # The template holds no gate word: read it after one of its prefix's, so the
             # scan reaches the line (and a bare phrase in prose does not match).
-            alternatives += [f"{re.escape(gate)}[^\\n]*?{body}" for gate in context]
+            words = "|".join(re.escape(gate) for gate in context)
+            alternatives.append(f"(?:{words})[^\\n]*?{body}")
             anchors += context
         else:
             raise CatalogueError(f"{entry.source.name}: {template!r} spells no gate word "
