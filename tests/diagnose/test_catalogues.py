@@ -55,7 +55,7 @@ def _read_by_another(line: str, entry: Entry) -> bool:
 
 def test_every_catalogue_names_its_source_and_has_entries():
     assert set(CATALOGUES) >= {"nccl", "cuda", "cudnn", "cublas", "nvml", "torch", "extensions",
-                               "loader", "numpy", "kernel", "nvrm"}
+                               "loader", "numpy", "kernel", "nvrm", "ofi"}
     for name, (source, entries) in CATALOGUES.items():
         assert source.name == name and source.repository and source.version and source.paths
         assert entries
