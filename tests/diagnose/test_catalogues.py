@@ -324,3 +324,16 @@ def test_catalogue_files_ship_with_the_package():
     assert sorted(p.stem for p in folder.glob("*.toml")) == sorted(CATALOGUES)
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert '"ddp_doctor.logrules" = ["catalogues/*.toml"]' in pyproject
+
+
+def test_the_mkl_symbol_gets_the_mkl_fix_whichever_rule_reads_it(tmp_path):
+    """The hand-written LOG022 reads torch/lib's undefined symbols; its line variant gives
+    iJIT_NotifyEvent the fix the loader catalogue knows (pin MKL), not a reinstall."""
+    for line in ("ImportError: /opt/conda/envs/geo_deep_env/lib/python3.10/site-packages/torch/"
+                 "lib/libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",
+                 "undefined symbol: iJIT_NotifyEvent"):
+        path = tmp_path / "job.log"
+        path.write_text(line + "\n", encoding="utf-8")
+        found = diagnose(str(path)).report.results[0].findings[0]
+        assert found.code.id == "LOG022"
+        assert any("mkl" in (s.command or "") for s in found.remediation), found.remediation
