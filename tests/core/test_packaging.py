@@ -97,6 +97,8 @@ def test_built_wheel_contains_and_imports_every_package(dist):
     expected |= {f"ddp_doctor/train_smoke/{p.name}" for p in (REPO / "train_smoke").glob("*.py")}
     expected.add("ddp_doctor/py.typed")  # PEP 561: the package's hints reach its users
     expected.add("ddp_doctor/knowledge/solved_threads.json")  # diagnose's similar threads
+    expected |= {f"ddp_doctor/logrules/catalogues/{p.name}"  # the log rules' message catalogues
+                 for p in (REPO / "src" / "ddp_doctor" / "logrules" / "catalogues").glob("*.toml")}
     missing = sorted(expected - names)
     assert not missing, f"files left out of the wheel: {missing}"
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]

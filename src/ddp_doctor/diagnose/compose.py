@@ -131,7 +131,11 @@ def _finding(code_hits: CodeHits, folded: list[CodeHits], many: bool,
     steps: list[Step] = []
     alternatives: list[str] = []
     deciders: list[Step] = []
-    for matched in code_hits.rules:
+    # Where a hand-written rule read some of the code's lines, its remediation is the one
+    # given; catalogue entries (rules with a ``catalogue``) add theirs only to a code no
+    # hand-written rule read here.
+    written = [r for r in code_hits.rules if not getattr(r, "catalogue", "")]
+    for matched in written or code_hits.rules:
         # The trainer the log shows (logrules.which_trainer) picks the steps typed in its
         # own options, where the rule has them.
         for_trainer = getattr(matched, "for_trainer", None)

@@ -402,7 +402,7 @@ _CONNECTION_FAILURES = {"LOG049", "LOG052", "LOG053", "LOG054"}
 LIGHTNING_RANK = re.compile(r"\binitializing (?:ddp|distributed): GLOBAL_RANK: (\d+), "
                             r"MEMBER: \d+/(\d+)", re.IGNORECASE)
 _QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quoted line
-_RULES = {rule.code.id: rule for rule in RULES}
+_RULES = {rule.code.id: rule for rule in RULES if not rule.catalogue}  # the hand-written
 
 
 def _made(code: Code, evidence: tuple[Evidence, ...], steps: tuple[Step, ...],

@@ -11,6 +11,7 @@ an alternative has no literal of at least three characters the rule is always te
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 try:  # the parser behind ``re``; public as sre_parse before Python 3.11
@@ -77,10 +78,13 @@ def _alternatives(items: list[Any], budget: list[int]) -> list[str] | None:
     return [best] if best is not None else None
 
 
+@lru_cache(maxsize=1024)
 def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     """Lowercase phrases, one of which is in every line ``pattern`` matches; None: unknown.
 
     Only meaningful for case-insensitive patterns tested against lowercased lines.
+    Remembered per pattern: every diagnosis builds a Scanner over the same rules, and
+    parsing their patterns again each time cost more than scanning a short log.
     """
     if not pattern.flags & re.IGNORECASE:
         return None

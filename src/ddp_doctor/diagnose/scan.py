@@ -38,6 +38,7 @@ from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
 from ddp_doctor.forensics.stacks import StackText
+from ddp_doctor.logrules.rule import decided
 from ddp_doctor.redact.secrets import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
@@ -466,7 +467,8 @@ class Scanner:
             if rule.pattern.search(text):
                 found.append((first, rule))
         found.sort(key=lambda pair: pair[0])
-        return [(_read(rule, text), text) for _, rule in found]
+        # a hand-written rule decides its line; a catalogue entry fills one none reads
+        return [(_read(rule, text), text) for rule in decided([rule for _, rule in found])]
 
     def _candidates_by_key(self, key: bytes) -> tuple[RuleLike, ...]:
         """The rules a line could match, from the line with its digits read as 0.

@@ -3,9 +3,12 @@
 One module per area (``driver``, ``packages``, ``cuda``, ``memory``, ``nccl``,
 ``distributed``, and ``trainers`` for what accelerate and the YOLO trainers check
 themselves), each with its codes, the rules that find them, and the sources the texts
-come from. The smoke job reads its ranks' stderr with ``match_text``; ``ddp-doctor
-diagnose`` runs the same rules over pasted logs through the streaming engine, which relies
-on the ``Rule`` fields documented in ``model``.
+come from; then the message catalogues (``catalogue.py``, ``catalogues/*.toml``): what
+NCCL, CUDA, torch, the dynamic loader and the kernel print, read from their source, one
+rule per message, filling the lines no hand-written rule reads. The smoke job reads its
+ranks' stderr with ``match_text``; ``ddp-doctor diagnose`` runs the same rules over pasted
+logs through the streaming engine, which relies on the ``Rule`` fields documented in
+``model``.
 
 Precedence, in brief: a rule whose ``symptom_of`` names a code that was also found is
 folded into that finding (``"*"``: into any other error finding); then error severity comes
@@ -19,6 +22,7 @@ from dataclasses import replace
 
 from ddp_doctor.categories import Category
 from ddp_doctor.logrules import (
+    catalogue_codes,
     cuda,
     distributed,
     driver,
@@ -28,6 +32,7 @@ from ddp_doctor.logrules import (
     remedies,
     trainers,
 )
+from ddp_doctor.logrules.catalogue import Entry, Source, catalogue_rules, load_catalogues
 from ddp_doctor.logrules.rule import (
     ANY_ERROR,
     GATES,
@@ -35,6 +40,7 @@ from ddp_doctor.logrules.rule import (
     Match,
     Rule,
     Variant,
+    decided,
     is_fatal_line,
     is_warning_line,
     rx,
@@ -48,10 +54,22 @@ def _with_variants(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
                  if rule.code.id in remedies.VARIANTS else rule for rule in rules)
 
 
-RULES: tuple[Rule, ...] = _with_variants((*driver.RULES, *packages.RULES, *cuda.RULES,
-                                          *memory.RULES, *nccl.RULES, *distributed.RULES,
-                                          *trainers.RULES))
-"""Every rule; within one category the more specific rule comes first."""
+WRITTEN: tuple[Rule, ...] = _with_variants((*driver.RULES, *packages.RULES, *cuda.RULES,
+                                            *memory.RULES, *nccl.RULES, *distributed.RULES,
+                                            *trainers.RULES))
+"""The hand-written rules; within one category the more specific rule comes first."""
+
+CATALOGUES: dict[str, tuple[Source, list[Entry]]] = load_catalogues(
+    {c.id: c for c in (*(c for r in WRITTEN for c in (r.code, *(v.code for v in r.variants
+                                                                 if v.code))),
+                       *catalogue_codes.CODES)})
+"""The message catalogues (``catalogues/*.toml``) by name: each one's source and entries."""
+
+RULES: tuple[Rule, ...] = (*WRITTEN, *_with_variants(catalogue_rules(CATALOGUES.values())))
+"""Every rule: the hand-written ones, then one per catalogue entry (``decided`` settles a
+line both read). An entry carries its code's remediation variants too, so a line it reads in
+a YOLO log gets the steps typed in that trainer's options."""
+_INDEX = {id(rule): index for index, rule in enumerate(RULES)}
 
 LOG_CODES: tuple[Code, ...] = tuple(sorted(
     {c.id: c for r in RULES for c in (r.code, *(v.code for v in r.variants if v.code))}.values(),
@@ -71,8 +89,9 @@ CATEGORY_PRECEDENCE: tuple[Category, ...] = (
 """The order findings of equal severity are ranked in, a cause before its effects; the one
 order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
 
-__all__ = ["ANY_ERROR", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES", "TRAINERS", "Match",
-           "Rule", "Variant", "folded", "is_fatal_line", "is_warning_line", "match_text", "rx"]
+__all__ = ["ANY_ERROR", "CATALOGUES", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES",
+           "TRAINERS", "WRITTEN", "Match", "Rule", "Variant", "decided", "folded",
+           "is_fatal_line", "is_warning_line", "match_text", "rx"]
 
 
 def folded(rule: Rule, found: set[str]) -> bool:
@@ -109,13 +128,18 @@ def match_text(text: str) -> list[Match]:
     reports the first.
     """
     lines = text.splitlines()
-    lowered = [line.lower() for line in lines]
     found: list[tuple[int, Match]] = []
-    for index, rule in enumerate(RULES):
-        for line, low in zip(lines, lowered):
-            if any(a in low for a in rule.anchors) and rule.pattern.search(line):
+    seen: set[int] = set()
+    for line in lines:
+        low = line.lower()
+        matched = [rule for rule in RULES
+                   if any(a in low for a in rule.anchors) and rule.pattern.search(line)]
+        # as in the scan: a hand-written rule decides its line, an entry fills the rest
+        for rule in decided(matched):
+            index = _INDEX[id(rule)]
+            if index not in seen:
+                seen.add(index)
                 found.append((index, Match(rule.read(line), line.strip()[:300])))
-                break
     ids = {m.rule.code.id for _, m in found}
     fatal = any(is_fatal_line(line) for line in lines)
 

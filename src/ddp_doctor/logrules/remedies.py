@@ -394,6 +394,20 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
             examples=("ImportError: /usr/local/lib/python3.8/dist-packages/mmcv/_ext.cpython-38-"
                       "x86_64-linux-gnu.so: undefined symbol: _ZN2at5sliceERKNS_6TensorElll",)),
     ),
+    # libtorch_cpu.so of conda's torch builds calls MKL's iJIT_NotifyEvent, which MKL 2024.1
+    # and later no longer export (pytorch/pytorch#123097; the loader catalogue's entry): the
+    # fix is pinning MKL, not reinstalling torch (yoraish/mmd#3, Zhen-Dong/Magic-Me#15).
+    "LOG022": (
+        Variant(line=_line(r"undefined symbol: ijit_notifyevent\b"),
+                steps=(
+                    Step("Show which MKL the environment has.",
+                         command="conda list mkl; pip list 2>/dev/null | grep -i mkl"),
+                    Step("Pin MKL to 2024.0, the last release that exports the symbol this "
+                         "torch build calls (or use the pip wheels of torch).",
+                         command="conda install 'mkl==2024.0'")),
+                examples=("ImportError: /home/ltl/anaconda3/envs/mmd/lib/python3.8/site-packages/"
+                          "torch/lib/libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",)),
+    ),
     "LOG026": (
         Variant(line=_line(r"has no attribute '(?:int|float|bool|object|str|long|complex)'"),
                 steps=(

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from ddp_doctor.model import Code, Step
+
+_R = TypeVar("_R", bound=Any)
 
 GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
@@ -111,6 +114,9 @@ class Rule:
     category id), and ``decide`` says exactly what to run to tell them apart.
     ``variants`` (first match wins) give the remediation that fits a particular line or
     trainer; ``read`` and ``for_trainer`` apply them.
+    ``catalogue`` names the message catalogue a rule was made from (``catalogue.py``; empty
+    for a hand-written rule) and ``specificity`` how many literal characters its template
+    spells: they settle which reading of a line stands (``decided``).
     """
 
     code: Code
@@ -122,6 +128,8 @@ class Rule:
     alternatives: tuple[str, ...] = ()
     decide: tuple[Step, ...] = ()
     variants: tuple[Variant, ...] = ()
+    catalogue: str = ""
+    specificity: int = 0
 
     def read(self, line: str) -> Rule:
         """This rule as it applies to one matched line.
@@ -156,6 +164,31 @@ def _applied(rule: Rule, variant: Variant, kept: tuple[Variant, ...]) -> Rule:
                    else variant.alternatives,
                    decide=rule.decide if variant.decide is None else variant.decide,
                    variants=kept)
+
+
+def decided(rules: list[_R]) -> list[_R]:
+    """Of the rules that match one line, those whose reading of it stands.
+
+    A hand-written rule was written for the lines it reads, so one that matches decides the
+    line and catalogue entries (rules with a ``catalogue``) add nothing to it; a generic
+    wrapper that is a symptom of any error (``"*"``: "unhandled cuda error") decides
+    nothing, so the entry that reads the cause in the same line stands beside it. Of
+    several entries one that is not itself such a wrapper, then the most specific one
+    (``specificity``), is the reading: NCCL's "Cuda failure '%s'" gives way to the CUDA
+    message quoted inside it. Works on anything
+    with those attributes (the scan's ``RuleLike``), keeping order.
+    """
+    if len(rules) < 2 and not any(getattr(r, "catalogue", "") for r in rules):
+        return rules
+    written = [r for r in rules if not getattr(r, "catalogue", "")]
+    if any(ANY_ERROR not in (getattr(r, "symptom_of", ()) or ()) for r in written):
+        return written
+    entries = [r for r in rules if getattr(r, "catalogue", "")]
+    if not entries:
+        return rules
+    best = max(entries, key=lambda r: (ANY_ERROR not in (getattr(r, "symptom_of", ()) or ()),
+                                       int(getattr(r, "specificity", 0))))
+    return [r for r in rules if r is best or not getattr(r, "catalogue", "")]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,372 @@
+"""Message catalogues: what upstream programs print, read from their source, as log rules.
+
+The hand-written rules of this package were written from the logs users pasted; they are
+right on the threads they were written from and miss messages nobody pasted yet. Every
+message a training job can print comes from a finite set of programs whose source is
+public (NCCL, the CUDA runtime, torch, the dynamic loader, NumPy, the kernel), so each of
+``catalogues/*.toml`` lists one program's messages, read at a named version, with the code
+each one maps to. This module turns every entry into a ``Rule`` the streaming scan runs
+like any other: adding a message is adding an entry, never an engine edit.
+
+A file names its source and holds entries::
+
+    [source]
+    name = "nccl"                                  # the catalogue's name (its file's stem)
+    repository = "https://github.com/NVIDIA/nccl"
+    version = "v2.23.4-1"                          # tag or commit the messages were read at
+    paths = ["src/transport/p2p.cc", ...]
+    prefix = "NCCL WARN "                          # optional: how a template without a gate
+                                                   # word is printed (see below)
+    context = ["warn"]                             # optional: the gate words read before such
+                                                   # a template (default: the prefix's)
+    [[entry]]
+    template = "Cuda failure '%s'"                 # or templates = [...] (older wordings)
+    code = "LOG003"                                # an existing LOG code, or one declared in
+    category = "cuda_init_failure"                 # catalogue_codes.py; checked against it
+    fix = "..."                                    # own words; command = "..." optional
+    alternatives = ["nccl_p2p: ..."]               # optional, where the category is ambiguous,
+    decide = "..."                                 # with what tells them apart (decide_command)
+    real = [{ line = "...", url = "https://github.com/.../issues/N" }]   # optional
+    near_misses = ["..."]                          # optional: lines that must not match
+
+A *template* is the format string as printed: printf conversions (``%s``, ``%d``,
+``%zu``...) and ``{...}`` fields are placeholders; ``%%`` is a percent sign. It is matched
+tolerantly across versions: a placeholder matches any text on the line, blanks beside
+punctuation and runs of blanks match any whitespace (a single blank between two words
+stays one blank, so the words form one phrase for the scan's filter), quotes are optional
+and of any kind (``'``, ``"``, backquotes, curly quotes), case is ignored, and a final full
+stop is optional.
+
+Speed: the scan tries a rule only on lines holding one of its *anchors* (the gate words of
+``rule.GATES``), and only when the line holds a literal phrase the pattern cannot match
+without (``diagnose/literals.py``). The anchors of an entry are the gate words its template
+spells. A template that spells none (CUDA's "an illegal memory access was encountered")
+is matched only after one of the gate words of its source's ``prefix`` earlier on the line
+(``RuntimeError: CUDA error: ...``, ``NCCL WARN Cuda failure '...'``), so it is gated
+like every other rule; ``context`` narrows those words where the prefix's are too common
+(CUDA's "operation not supported" must follow "cuda", not any "error": ``OSError: [Errno
+95] Operation not supported`` is a file system's answer).
+
+Precedence: a hand-written rule that reads a line decides it (``rule.decided``); an entry
+fills the lines no hand-written rule reads, and of several entries that match one line the
+most specific (the most literal characters) is the reading.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ddp_doctor.categories import Category
+from ddp_doctor.logrules.rule import GATES, Rule, rx
+from ddp_doctor.model import Code, Step
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+CATALOGUE_DIR = Path(__file__).resolve().parent / "catalogues"
+SOURCE_KEYS = frozenset({"name", "repository", "version", "paths", "prefix", "context", "url",
+                         "notes"})
+ENTRY_KEYS = frozenset({"template", "templates", "code", "category", "fix", "command",
+                        "alternatives", "decide", "decide_command", "real", "near_misses",
+                        "symbol", "path", "prefix", "context", "symptom_of"})
+
+# A printf conversion (flags, width, precision, length, type) or a {...} format field.
+_PLACEHOLDER = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?"
+                          r"[diouxXeEfgGcspn]|\{[^{}]*\}")
+_QUOTES = "'\"`‘’“”"  # the curly quotes too: copied from web pages and rendered docs
+_QUOTE_CLASS = "['\"`‘’“”]?"
+# What a placeholder stands for in the lines made from a template (its generated example).
+_SAMPLE = {"d": "3", "i": "3", "u": "3", "o": "7", "x": "1f", "X": "1F", "e": "1.5e+00",
+           "E": "1.5E+00", "f": "1.50", "g": "1.5", "G": "1.5", "c": "c", "p": "0x7f3a2c",
+           "n": "", "s": "sample"}
+
+
+class CatalogueError(ValueError):
+    """A catalogue file that cannot be used; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one catalogue's messages were read."""
+
+    name: str
+    repository: str
+    version: str
+    paths: tuple[str, ...]
+    prefix: str
+    url: str
+    context: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message of a catalogue, as written in the file."""
+
+    source: Source
+    templates: tuple[str, ...]
+    code: Code
+    fix: str
+    command: str | None
+    alternatives: tuple[str, ...]
+    decide: str | None
+    decide_command: str | None
+    real: tuple[tuple[str, str], ...]  # (line, url)
+    near_misses: tuple[str, ...]
+    prefix: str
+    symptom_of: tuple[str, ...]
+    symbol: str | None
+    context: tuple[str, ...] = ()
+
+
+def _pieces(template: str) -> list[tuple[str, str]]:
+    """The template as ("text", literal) and ("hole", spec) pieces, ``%%`` read as ``%``."""
+    pieces: list[tuple[str, str]] = []
+    at = 0
+    for found in _PLACEHOLDER.finditer(template.replace("%%", "\0\0")):
+        if found.start() > at:
+            pieces.append(("text", template[at:found.start()]))
+        pieces.append(("hole", found.group()))
+        at = found.end()
+    if at < len(template):
+        pieces.append(("text", template[at:]))
+    return [(kind, text.replace("%%", "%")) for kind, text in pieces]
+
+
+@cache  # each template is read for its regex, gates, length and sample
+def _core(template: str) -> tuple[tuple[str, str], ...]:
+    """The pieces without leading or trailing holes and blanks, and without a final full
+    stop (a search needs neither end), adjacent holes merged."""
+    pieces = _pieces(template.strip())
+    while pieces and pieces[0][0] == "hole":
+        pieces.pop(0)
+    if pieces and pieces[-1][0] == "text" and pieces[-1][1].rstrip().endswith("."):
+        last = pieces[-1][1].rstrip()[:-1]
+        pieces[-1] = ("text", last)
+        if not last.strip():
+            pieces.pop()
+    while pieces and (pieces[-1][0] == "hole" or not pieces[-1][1].strip()):
+        pieces.pop()
+    merged: list[tuple[str, str]] = []
+    for piece in pieces:
+        if merged and piece[0] == merged[-1][0] == "hole":
+            continue
+        merged.append(piece)
+    if merged:  # text pieces at both ends (holes were taken off): no blank to match there
+        merged[0] = ("text", merged[0][1].lstrip())
+        merged[-1] = ("text", merged[-1][1].rstrip())
+    return tuple(merged)
+
+
+def template_regex(template: str) -> str:
+    """The regular expression (source, for a case-insensitive search) that reads a template
+    tolerantly: holes match anything on the line, whitespace runs any whitespace, quotes
+    are optional and of any kind. A template starting or ending on a word character is
+    bounded there, so "Killed" does not match inside "unKilled"."""
+    out: list[str] = []
+    for kind, text in _core(template):
+        if kind == "hole":
+            out.append("[^\\n]*?")
+            continue
+        parts = [p for p in re.split(r"(\s+|[" + re.escape(_QUOTES) + "])", text) if p]
+        for at, part in enumerate(parts):
+            if part.isspace():
+                # One blank between two words stays one blank: the phrase is then one literal
+                # run the scan can filter on ("rm has detected an nvml/rm version mismatch",
+                # not the bare word "detected"). Longer runs match any whitespace, and
+                # blanks beside punctuation any or none ("signal 9: SIGKILL", "9:SIGKILL").
+                after = parts[at + 1][:1] if at + 1 < len(parts) else ""
+                words = parts[at - 1][-1:].isalnum() and after.isalnum() if at else False
+                out.append(" " if words and part == " " else "\\s+" if words else "\\s*")
+            elif part in _QUOTES:
+                out.append(_QUOTE_CLASS)
+            else:
+                out.append(re.escape(part))
+    source = "".join(out)
+    core = _core(template)
+    if not core:
+        raise ValueError(f"template {template!r} has no literal text")
+    first, last = core[0][1].lstrip(), core[-1][1].rstrip()
+    if first[:1].isalnum() or first[:1] == "_":
+        source = "\\b" + source
+    if last[-1:].isalnum() or last[-1:] == "_":
+        source += "\\b"
+    return source
+
+
+def literal_length(template: str) -> int:
+    """How many literal characters a template spells: how specific a reading it is."""
+    return sum(len(text.strip()) for kind, text in _core(template) if kind == "text")
+
+
+def _spelled_gates(text: str) -> tuple[str, ...]:
+    """The gate words a piece of literal text spells (lowercased, blanks made single)."""
+    low = " ".join(text.lower().split())
+    return tuple(gate for gate in GATES if gate in low)
+
+
+def template_gates(template: str) -> tuple[str, ...]:
+    """The gate words a template itself spells, each inside one literal piece and one run
+    of text between quotes (the pattern makes quotes optional)."""
+    found: list[str] = []
+    for kind, text in _core(template):
+        if kind == "text":
+            for run in re.split("[" + re.escape(_QUOTES) + "]", text):
+                found += _spelled_gates(run)
+    return tuple(dict.fromkeys(found))
+
+
+def sample_line(template: str, prefix: str = "") -> str:
+    """A line as the program would print it from ``template``, holes filled with samples,
+    after ``prefix`` when the template spells no gate word."""
+    filled = "".join(text if kind == "text" else _SAMPLE.get(text[-1], "sample")
+                     for kind, text in _pieces(template))
+    filled = " ".join(filled.split())
+    return filled if template_gates(template) else f"{prefix}{filled}"
+
+
+def entry_rule(entry: Entry) -> Rule:
+    """The log rule of one entry: its anchors, its pattern, its fix and how to decide."""
+    alternatives: list[str] = []
+    anchors: list[str] = []
+    context = entry.context or _spelled_gates(entry.prefix)
+    for template in entry.templates:
+        body = template_regex(template)
+        gates = template_gates(template)
+        if gates:
+            alternatives.append(body)
+            anchors += gates
+        elif context:
+            # The template holds no gate word: read it after one of its prefix's, so the
+            # scan reaches the line (and a bare phrase in prose does not match).
+            words = "|".join(re.escape(gate) for gate in context)
+            alternatives.append(f"(?:{words})[^\\n]*?{body}")
+            anchors += context
+        else:
+            raise CatalogueError(f"{entry.source.name}: {template!r} spells no gate word "
+                                 f"({', '.join(GATES)}) and its source has no prefix that does")
+    steps = [Step(entry.fix, command=entry.command, url=entry.source.url)]
+    decide = () if entry.decide is None else (Step(entry.decide, command=entry.decide_command),)
+    examples = tuple(dict.fromkeys([*(sample_line(t, entry.prefix) for t in entry.templates),
+                                    *(line for line, _ in entry.real)]))
+    return Rule(entry.code, rx(*alternatives), tuple(dict.fromkeys(anchors)),
+                steps=tuple(steps), examples=examples, symptom_of=entry.symptom_of,
+                alternatives=entry.alternatives, decide=decide,
+                catalogue=entry.source.name,
+                specificity=max(literal_length(t) for t in entry.templates))
+
+
+def _strings(value: Any, where: str, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CatalogueError(f"{where}: {key} must be a string or a list of strings")
+    return tuple(value)
+
+
+def _source(data: Any, where: str) -> Source:
+    if not isinstance(data, dict):
+        raise CatalogueError(f"{where}: no [source] table")
+    unknown = set(data) - SOURCE_KEYS
+    if unknown:
+        raise CatalogueError(f"{where}: [source] has unknown keys {sorted(unknown)}")
+    for key in ("name", "repository", "version"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise CatalogueError(f"{where}: [source] needs {key}")
+    paths = _strings(data.get("paths"), where, "paths")
+    if not paths:
+        raise CatalogueError(f"{where}: [source] needs the paths the messages were read from")
+    context = _strings(data.get("context"), where, "context")
+    if set(context) - set(GATES):
+        raise CatalogueError(f"{where}: context {sorted(set(context) - set(GATES))} are not "
+                             f"gate words")
+    return Source(data["name"], data["repository"], data["version"], paths,
+                  str(data.get("prefix", "")), str(data.get("url") or data["repository"]),
+                  context)
+
+
+def _entry(source: Source, data: Any, where: str, codes: Mapping[str, Code]) -> Entry:
+    if not isinstance(data, dict):
+        raise CatalogueError(f"{where}: an entry must be a table")
+    unknown = set(data) - ENTRY_KEYS
+    if unknown:
+        raise CatalogueError(f"{where}: unknown keys {sorted(unknown)}")
+    templates = (*_strings(data.get("template"), where, "template"),
+                 *_strings(data.get("templates"), where, "templates"))
+    if not templates:
+        raise CatalogueError(f"{where}: no template")
+    where = f"{where} ({templates[0]!r})"
+    code = codes.get(str(data.get("code")))
+    if code is None:
+        raise CatalogueError(f"{where}: code {data.get('code')!r} is not a declared LOG code")
+    if data.get("category") != code.category.value:
+        raise CatalogueError(f"{where}: category {data.get('category')!r} is not "
+                             f"{code.id}'s ({code.category.value})")
+    if not isinstance(data.get("fix"), str) or not data["fix"]:
+        raise CatalogueError(f"{where}: no fix")
+    alternatives = _strings(data.get("alternatives"), where, "alternatives")
+    categories = {c.value for c in Category}
+    for alternative in alternatives:
+        if alternative.split(":")[0] not in categories:
+            raise CatalogueError(f"{where}: alternative {alternative!r} names no category")
+    if alternatives and not data.get("decide"):
+        raise CatalogueError(f"{where}: alternatives without 'decide' (what tells them apart)")
+    real: list[tuple[str, str]] = []
+    for item in data.get("real", []):
+        if not isinstance(item, dict) or not isinstance(item.get("line"), str) \
+                or not str(item.get("url", "")).startswith("https://"):
+            raise CatalogueError(f"{where}: each real line needs line and url (https://)")
+        real.append((item["line"], item["url"]))
+    symptom_of = _strings(data.get("symptom_of"), where, "symptom_of")
+    # the entry's own context, else its own prefix's gates, else the source's context
+    context = _strings(data.get("context"), where, "context") or (
+        () if "prefix" in data else source.context)
+    if set(context) - set(GATES):
+        raise CatalogueError(f"{where}: context {sorted(set(context) - set(GATES))} are not "
+                             f"gate words")
+    return Entry(source, templates, code, data["fix"], data.get("command"), alternatives,
+                 data.get("decide"), data.get("decide_command"), tuple(real),
+                 _strings(data.get("near_misses"), where, "near_misses"),
+                 str(data.get("prefix", source.prefix)), symptom_of, data.get("symbol"),
+                 context)
+
+
+def read_catalogue(text: str, name: str, codes: Mapping[str, Code]) -> tuple[Source, list[Entry]]:
+    """One catalogue file's source and entries; ``codes`` are the LOG codes by id."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise CatalogueError(f"{name}: {error}") from error
+    source = _source(data.get("source"), name)
+    entries = data.get("entry", [])
+    if not isinstance(entries, list) or not entries:
+        raise CatalogueError(f"{name}: no [[entry]]")
+    return source, [_entry(source, item, f"{name} entry {number}", codes)
+                    for number, item in enumerate(entries, start=1)]
+
+
+def load_catalogues(codes: Mapping[str, Code], folder: Path = CATALOGUE_DIR
+                    ) -> dict[str, tuple[Source, list[Entry]]]:
+    """Every catalogue file of ``folder`` (``*.toml``, by name), read and checked."""
+    found: dict[str, tuple[Source, list[Entry]]] = {}
+    for path in sorted(folder.glob("*.toml")):
+        source, entries = read_catalogue(path.read_text(encoding="utf-8"), path.name, codes)
+        if source.name != path.stem:
+            raise CatalogueError(f"{path.name}: [source] name {source.name!r} is not the "
+                                 f"file's stem")
+        found[source.name] = (source, entries)
+    return found
+
+
+def catalogue_rules(catalogues: Iterable[tuple[Source, list[Entry]]]) -> tuple[Rule, ...]:
+    """The rules of every entry, catalogue by catalogue, in file order."""
+    return tuple(entry_rule(entry) for _, entries in catalogues for entry in entries)

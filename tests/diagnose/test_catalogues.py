@@ -1,0 +1,339 @@
+"""The message catalogues (logrules/catalogues/*.toml) and the loader that makes them rules.
+
+Per entry: every template matches the line the program would print from it, every real
+line quoted from a public thread matches, near misses do not; the engine then reads the
+line with the entry's code unless a hand-written rule already reads it. Per catalogue:
+nothing of benign output matches an error entry, and every entry has a literal phrase the
+scan can filter on (no entry is tried on every line). The loader rejects what it cannot
+use, templates are tolerant across versions, and a new catalogue file becomes rules the
+engine runs without an engine edit.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.diagnose import diagnose
+from ddp_doctor.diagnose.literals import required_literals
+from ddp_doctor.logrules import CATALOGUES, RULES, match_text
+from ddp_doctor.logrules.catalogue import (
+    CatalogueError,
+    Entry,
+    catalogue_rules,
+    entry_rule,
+    load_catalogues,
+    read_catalogue,
+    sample_line,
+    template_gates,
+    template_regex,
+)
+from ddp_doctor.logrules.rule import decided
+from ddp_doctor.model import Severity
+from tests.conftest import FIXTURES
+from tests.support.rules import log_codes
+
+ENTRIES: list[Entry] = [entry for _, entries in CATALOGUES.values() for entry in entries]
+IDS = [f"{e.source.name}:{e.templates[0][:40]}" for e in ENTRIES]
+CODES = {r.code.id: r.code for r in RULES}
+
+
+def _rule(entry: Entry):
+    return next(r for r in RULES if r.catalogue == entry.source.name
+                and r.pattern.pattern == entry_rule(entry).pattern.pattern)
+
+
+def _read_by_another(line: str, entry: Entry) -> bool:
+    """Whether ``line`` is decided by another rule than the entry's: a hand-written rule
+    that reads it, or (for a wrapper entry) a more specific entry (``rule.decided``)."""
+    low = line.lower()
+    matched = [r for r in RULES if any(a in low for a in r.anchors) and r.pattern.search(line)]
+    return _rule(entry) in matched and _rule(entry) not in decided(matched)
+
+
+def test_every_catalogue_names_its_source_and_has_entries():
+    assert set(CATALOGUES) >= {"nccl", "cuda", "cudnn", "cublas", "nvml", "torch", "extensions",
+                               "loader", "numpy", "kernel", "nvrm", "ofi"}
+    for name, (source, entries) in CATALOGUES.items():
+        assert source.name == name and source.repository and source.version and source.paths
+        assert entries
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+def test_each_template_matches_the_line_printed_from_it(entry, tmp_path):
+    rule = _rule(entry)
+    for template in entry.templates:
+        line = sample_line(template, entry.prefix)
+        assert rule.pattern.search(line), (template, line)
+        assert any(a in line.lower() for a in rule.anchors), line
+        # the engine reads the line with this entry's code, unless a hand-written rule (or,
+        # for a wrapper, a more specific entry) already reads it: then that one decides
+        found = {m.rule.code.id for m in match_text(line)}
+        assert found and (entry.code.id in found or _read_by_another(line, entry)), (line, found)
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.real],
+                         ids=[i for e, i in zip(ENTRIES, IDS) if e.real])
+def test_real_lines_from_public_threads_match(entry, tmp_path):
+    rule = _rule(entry)
+    for line, url in entry.real:
+        assert url.startswith("https://github.com/")
+        assert rule.pattern.search(line), (line, url)
+        codes = log_codes(tmp_path, line)
+        assert codes, (line, url)
+        assert codes[0] == entry.code.id or _read_by_another(line, entry), (line, codes)
+
+
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.near_misses],
+                         ids=[i for e, i in zip(ENTRIES, IDS) if e.near_misses])
+def test_near_misses_do_not_match(entry):
+    rule = _rule(entry)
+    for line in entry.near_misses:
+        assert not rule.pattern.search(line), line
+
+
+BENIGN = (FIXTURES / "logs" / "benign.log").read_text(encoding="utf-8")
+
+
+def test_benign_output_matches_no_catalogue_error_entry():
+    entries = [r for r in RULES if r.catalogue and r.code.severity is Severity.ERROR]
+    for line in BENIGN.splitlines():
+        hits = [f"{r.catalogue}:{r.code.id}" for r in entries if r.pattern.search(line)]
+        assert hits == [], (line, hits)
+
+
+def test_every_entry_gives_the_scan_a_phrase_to_filter_on():
+    """An entry without a required literal would be tried on every candidate line."""
+    for rule in RULES:
+        if rule.catalogue:
+            phrases = required_literals(rule.pattern)
+            assert phrases, rule.pattern.pattern
+            assert all(len(p.strip()) >= 3 for p in phrases), phrases
+
+
+def test_categories_agree_with_codes_and_codes_are_declared():
+    for entry in ENTRIES:
+        assert CODES[entry.code.id] is entry.code
+
+
+# --- the example messages that gave "unknown" before the catalogues --------------------------
+
+@pytest.mark.parametrize(("line", "code", "category"), [
+    ("RuntimeError: CUDA error: peer access is not supported between these two devices",
+     "LOG045", "nccl_p2p"),
+    ("RuntimeError: Detected that PyTorch and torch_sparse were compiled with different CUDA "
+     "versions. PyTorch has CUDA version 10.2 and torch_sparse has CUDA version 11.1. Please "
+     "reinstall the torch_sparse that matches your PyTorch install.", "LOG089", "package_conflict"),
+    ("/opt/anaconda3/envs/evodiff/lib/python3.12/site-packages/torch/distributed/distributed_c10d"
+     ".py:633: UserWarning: Attempted to get default timeout for nccl backend, but NCCL support "
+     "is not compiled", "LOG050", "nccl_unavailable"),
+    ("RuntimeError: $ Torch: not enough memory: you tried to allocate 2GB. Buy new RAM! at "
+     "..\\aten\\src\\TH\\THGeneral.cpp:204", "LOG006", "host_out_of_memory"),
+    ("Duplicate GPU detected : rank 27 and rank 19 both on CUDA device 1a000", "LOG057",
+     "ddp_usage_error"),
+    ("gcn75:2336636:2336906 [0] enqueue.cc:58 NCCL WARN Cuda failure 'named symbol not found'",
+     "LOG028", "torch_arch_unsupported"),
+    ("undefined symbol: iJIT_NotifyEvent", "LOG022", "torch_missing"),
+    ("ImportError: /opt/conda/envs/geo_deep_env/lib/python3.10/site-packages/torch/lib/"
+     "libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent", "LOG022", "torch_missing"),
+    ("If you are a user of the module, the easiest solution will be to downgrade to 'numpy<2' or "
+     "try to upgrade the affected module. We expect that some modules will need time to support "
+     "NumPy 2.", "LOG026", "package_conflict"),
+    ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "LOG007",
+     "host_out_of_memory"),
+    ("Process finished with exit code 137 (interrupted by signal 9:SIGKILL)", "LOG007",
+     "host_out_of_memory"),
+])
+def test_example_messages_get_their_cause(tmp_path, line, code, category):
+    path = tmp_path / "job.log"
+    path.write_text(line + "\n", encoding="utf-8")
+    lead = diagnose(str(path)).report.results[0].findings[0]
+    assert (lead.code.id, lead.code.category.value) == (code, category)
+
+
+def test_nccl_last_error_block_leads_with_the_cause(tmp_path):
+    """torch prints NCCL's wrapper, its own gloss and NCCL's last WARN on separate lines
+    (NVIDIA/Megatron-LM#661): the duplicate GPU is the cause, the wrappers fold into it."""
+    text = ("torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/"
+            "distributed/c10d/ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN "
+            "for details), NCCL version 2.19.3\n"
+            "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+            "Last error:\n"
+            "Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000")
+    assert log_codes(tmp_path, text)[0] == "LOG057"
+
+
+# --- precedence: hand-written rules decide their lines --------------------------------------
+
+def test_a_hand_written_rule_decides_the_line_it_reads():
+    # LOG005 (hand-written) reads "CUDA out of memory"; the CUDA catalogue's
+    # CUDA_ERROR_OUT_OF_MEMORY entry would read it too and must not add a finding
+    line = "RuntimeError: CUDA error: out of memory CUDA_ERROR_OUT_OF_MEMORY"
+    low = line.lower()
+    matched = [r for r in RULES if any(a in low for a in r.anchors) and r.pattern.search(line)]
+    assert any(r.catalogue for r in matched) and any(not r.catalogue for r in matched)
+    assert all(not r.catalogue for r in decided(matched))
+
+
+def test_a_wrapper_does_not_hide_the_cause_an_entry_reads():
+    # "unhandled cuda error" is a hand-written wrapper (symptom of any error): the CUDA
+    # catalogue's reading of the quoted error stands beside it and becomes the cause
+    line = ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL "
+            "version 2.18.1 Cuda failure 'named symbol not found'")
+    codes = [m.rule.code.id for m in match_text(line)]
+    assert codes[0] == "LOG028" and "LOG003" in codes
+
+
+def test_the_most_specific_entry_reads_a_line_and_wrappers_give_way():
+    line = "transport/p2p.cc:200 NCCL WARN Cuda failure 'peer mapping resources exhausted'"
+    low = line.lower()
+    entries = [r for r in RULES if r.catalogue and any(a in low for a in r.anchors)
+               and r.pattern.search(line)]
+    assert {r.catalogue for r in entries} >= {"nccl", "cuda"}
+    assert [r.code.id for r in decided(entries)] == ["LOG045"]
+
+
+def test_the_scan_and_match_text_agree_on_precedence(tmp_path):
+    for line in ("RuntimeError: CUDA error: out of memory",
+                 "NCCL WARN Cuda failure 'named symbol not found'",
+                 "died with <Signals.SIGKILL: 9>."):
+        assert log_codes(tmp_path, line)[0] == match_text(line)[0].rule.code.id, line
+
+
+# --- templates: tolerant across versions, exact about words ----------------------------------
+
+@pytest.mark.parametrize(("template", "line"), [
+    ("Cuda failure '%s'", 'NCCL WARN Cuda failure "out of memory"'),  # other quotes
+    ("Cuda failure '%s'", "NCCL WARN CUDA FAILURE out of memory"),  # case, no quotes
+    ("Bootstrap : no socket interface found", "NCCL WARN Bootstrap:no socket interface found"),
+    ("Cuda extensions are being compiled with a version of Cuda that does not match the version "
+     "used to compile Pytorch binaries.  Pytorch binaries were compiled with Cuda {}.",
+     "Cuda extensions are being compiled with a version of Cuda that does not match the version "
+     "used to compile Pytorch binaries. Pytorch binaries were compiled with Cuda 11.8"),
+    ("interrupted by signal %d: SIGKILL", "(interrupted by signal 9:SIGKILL)"),
+    ("Failed to CUDA malloc %ld bytes", "NCCL WARN Failed to CUDA malloc 1073741824 bytes"),
+    ("Detected that PyTorch and {} were compiled with different CUDA versions.",
+     "Detected that PyTorch and torch_scatter were compiled with different CUDA versions"),
+    ("version `GLIBCXX_%s' not found (required by %s)",
+     "libstdc++.so.6: version 'GLIBCXX_3.4.30' not found (required by /x/_C.so)"),
+])
+def test_templates_match_other_versions_of_the_line(template, line):
+    assert re.search(template_regex(template), line, re.IGNORECASE), (template, line)
+
+
+@pytest.mark.parametrize(("template", "line"), [
+    ("Killed process %d (%s) total-vm:%lukB", "unKilled process 12 (python) total-vm:1kB"),
+    ("invalid device ordinal", "invalid device ordinals"),
+    ("undefined symbol: iJIT_NotifyEvent", "undefined symbol: iJIT_NotifyEventEx"),
+])
+def test_templates_keep_word_boundaries(template, line):
+    assert not re.search(template_regex(template), line, re.IGNORECASE), (template, line)
+
+
+def test_words_of_a_template_form_one_phrase_for_the_scan_filter():
+    """One blank between two words stays one blank, so the scan filters a line on the
+    whole phrase, not on one common word of it ("detected", "call")."""
+    pattern = re.compile(template_regex("RM has detected an NVML/RM version mismatch"), re.I)
+    assert required_literals(pattern) == ("rm has detected an nvml/rm version mismatch",)
+
+
+def test_template_gates_are_read_inside_literal_text_only():
+    assert template_gates("Cuda failure '%s'") == ("fail", "cud")
+    assert template_gates("peer access is not supported between these two devices") == ()
+    assert template_gates("%s: undefined symbol: %s") == ("undefined symbol",)
+
+
+# --- the loader ------------------------------------------------------------------------------
+
+GOOD = """
+[source]
+name = "demo"
+repository = "https://github.com/example/demo"
+version = "v1.0"
+paths = ["src/demo.c"]
+prefix = "DEMO ERROR: "
+
+[[entry]]
+template = "frobnicator jammed on device %d"
+code = "LOG045"
+category = "nccl_p2p"
+fix = "Unjam it."
+"""
+
+
+def test_a_new_catalogue_file_becomes_rules_the_engine_runs(tmp_path):
+    """Adding a catalogue needs no engine edit: the file alone gives a rule that the
+    streaming scan gates, filters and reads."""
+    folder = tmp_path / "catalogues"
+    folder.mkdir()
+    (folder / "demo.toml").write_text(GOOD, encoding="utf-8")
+    loaded = load_catalogues(CODES, folder)
+    rules = catalogue_rules(loaded.values())
+    assert [r.code.id for r in rules] == ["LOG045"] and rules[0].anchors == ("error",)
+    log = tmp_path / "job.log"
+    log.write_text("step 1\nDEMO ERROR: frobnicator jammed on device 3\n", encoding="utf-8")
+    findings = diagnose(str(log), rules=rules).report.results[0].findings
+    assert findings[0].code.id == "LOG045"
+    assert findings[0].remediation[0].text == "Unjam it."
+    log.write_text("frobnicator jammed on device 3\n", encoding="utf-8")  # no gate word
+    assert diagnose(str(log), rules=rules).report.results[0].findings[0].code.id != "LOG045"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (('code = "LOG045"', 'code = "LOG999"'), "not a declared LOG code"),
+    (('category = "nccl_p2p"', 'category = "nccl_network"'), "is not LOG045's"),
+    (('fix = "Unjam it."', 'fix = ""'), "no fix"),
+    (('prefix = "DEMO ERROR: "', 'prefix = "DEMO: "'), "spells no gate word"),
+    (('fix = "Unjam it."', 'fix = "Unjam it."\nalternatives = ["nccl_network: maybe"]'),
+     "alternatives without 'decide'"),
+    (('fix = "Unjam it."', 'fix = "Unjam it."\ncolour = "red"'), "unknown keys"),
+    (('paths = ["src/demo.c"]', 'paths = []'), "needs the paths"),
+    (('prefix = "DEMO ERROR: "', 'prefix = "DEMO ERROR: "\ncontext = ["demo"]'),
+     "are not gate words"),
+])
+def test_the_loader_rejects_what_it_cannot_use(change, message):
+    text = GOOD.replace(*change)
+    with pytest.raises(CatalogueError, match=re.escape(message)):
+        for entry in read_catalogue(text, "demo.toml", CODES)[1]:
+            entry_rule(entry)
+
+
+def test_context_narrows_the_gate_words_read_before_a_template():
+    """CUDA's short strings follow "cuda", not any "error": errno 95 of a file system is
+    not CUDA's error 801."""
+    narrowed = GOOD.replace('prefix = "DEMO ERROR: "', 'prefix = "DEMO ERROR: "\ncontext = ["cud"]')
+    rule = entry_rule(read_catalogue(narrowed, "demo.toml", CODES)[1][0])
+    assert rule.anchors == ("cud",)
+    assert rule.pattern.search("CUDA: frobnicator jammed on device 1")
+    assert not rule.pattern.search("OSError: frobnicator jammed on device 1")
+    assert [m.rule.code.id for m in match_text("OSError: [Errno 95] Operation not supported")] == []
+
+
+def test_the_file_name_must_be_the_catalogue_name(tmp_path):
+    (tmp_path / "other.toml").write_text(GOOD, encoding="utf-8")
+    with pytest.raises(CatalogueError, match="stem"):
+        load_catalogues(CODES, tmp_path)
+
+
+def test_catalogue_files_ship_with_the_package():
+    import ddp_doctor.logrules.catalogue as module
+
+    folder = Path(module.__file__).parent / "catalogues"
+    assert sorted(p.stem for p in folder.glob("*.toml")) == sorted(CATALOGUES)
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert '"ddp_doctor.logrules" = ["catalogues/*.toml"]' in pyproject
+
+
+def test_the_mkl_symbol_gets_the_mkl_fix_whichever_rule_reads_it(tmp_path):
+    """The hand-written LOG022 reads torch/lib's undefined symbols; its line variant gives
+    iJIT_NotifyEvent the fix the loader catalogue knows (pin MKL), not a reinstall."""
+    for line in ("ImportError: /opt/conda/envs/geo_deep_env/lib/python3.10/site-packages/torch/"
+                 "lib/libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",
+                 "undefined symbol: iJIT_NotifyEvent"):
+        path = tmp_path / "job.log"
+        path.write_text(line + "\n", encoding="utf-8")
+        found = diagnose(str(path)).report.results[0].findings[0]
+        assert found.code.id == "LOG022"
+        assert any("mkl" in (s.command or "") for s in found.remediation), found.remediation
