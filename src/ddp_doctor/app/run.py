@@ -1,7 +1,7 @@
 """``run``: supervise the user's own command; when it fails, say why.
 
-The command runs unchanged with its output shown live (on stdout, or on stderr when a
-report goes to stdout) and kept in a log. A success (exit 0, or ``--until`` matched) is a
+The command runs unchanged with its output shown live (its stdout on stdout and its stderr
+on stderr; both on stderr when a report goes to stdout) and kept in a log. A success (exit 0, or ``--until`` matched) is a
 short report. A failure (non-zero exit, a signal, a stall, a timeout) is diagnosed: the log
 by the ``diagnose`` engine, this machine by the checks as ``check`` runs them, in one
 Report with the run's own RUN finding first, the log's findings next, and the checks that
@@ -84,7 +84,8 @@ def job_options(request: RunRequest) -> JobOptions:
 
 
 def run_job(common: Common, request: RunRequest) -> int:
-    """Run the command to its end; 0 when it succeeded (or --until matched), 1 when not."""
+    """Run the command to its end; 0 when it succeeded (or --until matched), else the
+    command's own exit code (``exit_code``)."""
     options = job_options(request)
     if request.log == "-":
         raise UsageError("--log -: the output is already shown live; give a file to keep "
