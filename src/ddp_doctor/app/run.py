@@ -1,11 +1,11 @@
 """``run``: supervise the user's own command; when it fails, say why.
 
 The command runs unchanged with its output shown live (its stdout on stdout and its stderr
-on stderr; both on stderr when a report goes to stdout) and kept in a log. A success (exit 0, or ``--until`` matched) is a
-short report. A failure (non-zero exit, a signal, a stall, a timeout) is diagnosed: the log
-by the ``diagnose`` engine, this machine by the checks as ``check`` runs them, in one
-Report with the run's own RUN finding first, the log's findings next, and the checks that
-found errors or warnings after.
+on stderr; both on stderr when a report goes to stdout) and kept in a log. A success (exit
+0, or ``--until`` matched) is a short report. A failure (non-zero exit, a signal, a stall,
+a timeout) is diagnosed: the log by the ``diagnose`` engine, this machine by the checks as
+``check`` runs them, in one Report with the run's own RUN finding first, the log's
+findings next, and the checks that found errors or warnings after.
 """
 
 from __future__ import annotations
