@@ -34,8 +34,9 @@ app = typer.Typer(
     help=(
         "Find why multi-GPU PyTorch training will not start, before the real job does.\n\n"
         "Run with no command to diagnose this machine (same as `ddp-doctor doctor`). "
-        "Exit codes: 0 ready, 1 problems found, 2 bad invocation or unreadable input, "
-        "3 the doctor itself failed."
+        "Exit codes: 0 no problems (the verdict says what was proven), 1 problems found, "
+        "2 bad invocation or unreadable input, 3 the doctor itself failed; `run` passes on "
+        "its command's own."
     ),
     no_args_is_help=False, add_completion=False, rich_markup_mode=None,
     pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
@@ -155,7 +156,8 @@ PLAN_WORKERS = typer.Option(None, "--workers", metavar="W",
                                  "open-files checks).")
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Check this machine, then prove DDP training "
+                                           "on it (the default).")
 @with_common
 def doctor(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] = FACTS,
            save_facts: Optional[Path] = SAVE_FACTS, probe_timeout: Optional[str] = PROBE_TIMEOUT,
@@ -178,7 +180,7 @@ def doctor(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path]
     return flows.run_doctor(common, machine, smoke=not no_smoke, device=device)
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Run the checks only: the CI pre-flight step.")
 @with_common
 def check(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] = FACTS,
           save_facts: Optional[Path] = SAVE_FACTS, probe_timeout: Optional[str] = PROBE_TIMEOUT,
@@ -189,7 +191,7 @@ def check(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] 
                                                         gpus, global_batch, workers))
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Name the cause and fix of a failure log.")
 @without("bundle", "force", "config")  # a log in, reports out: no bundle, no policy
 def diagnose(common: Common, source: str = typer.Argument(
         "-", metavar="[PATH|-]",
@@ -210,7 +212,8 @@ COMPARE_INPUTS = typer.Argument(
          "of the machines to compare; the first is the baseline.")
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Name what differs between machines that "
+                                           "breaks DDP.")
 @without("config")  # the nodes are judged against each other, not against a policy
 def compare(common: Common, inputs: Optional[list[Path]] = COMPARE_INPUTS) -> int:
     """Compare machines and name what differs in a way that breaks or slows DDP.
@@ -227,7 +230,8 @@ def compare(common: Common, inputs: Optional[list[Path]] = COMPARE_INPUTS) -> in
 SMOKE = SmokeOptions()
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Prove DDP training works: train a small "
+                                           "model on every GPU.")
 @with_common
 def smoke(
     common: Common,
@@ -309,7 +313,8 @@ RUN_FACTS = typer.Option(None, "--facts", metavar="FILE",
                               "this machine's facts.")
 
 
-@app.command(cls=DoctorCommand, context_settings={"allow_interspersed_args": False})
+@app.command(cls=DoctorCommand, context_settings={"allow_interspersed_args": False},
+             short_help="Run your training command; diagnose it if it fails.")
 @with_common
 def run(
     common: Common,

@@ -46,8 +46,9 @@ def test_help_lists_commands_and_exit_codes():
     result = invoke("--help")
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    for word in ("doctor", "check", "checks", "explain", "Exit codes: 0 ready, 1 problems found",
-                 "3 the doctor itself failed"):
+    for word in ("doctor", "check", "checks", "explain",
+                 "Exit codes: 0 no problems (the verdict says what was proven), 1 problems found",
+                 "3 the doctor itself failed", "`run` passes on its command's own"):
         assert word in text
 
 
