@@ -106,7 +106,8 @@ def torch_importable(facts: FactsView) -> Iterator[Finding | Summary]:
     error = torch.get("import_error") or {}
     kind = error.get("type") or "ImportError"
     message = error.get("message") or "unknown error"
-    install = install_steps(facts, "torch torchvision")
+    install = (_cpu_only_steps(facts) if _no_gpu_here(facts)
+               else install_steps(facts, "torch torchvision"))
     evidence = [_python_evidence(facts), Evidence("import torch", f"{kind}: {message}",
                                                   "interpreter probe")]
     stderr_tail = (torch.get("probe") or {}).get("stderr_tail")
@@ -160,6 +161,30 @@ def torch_importable(facts: FactsView) -> Iterator[Finding | Summary]:
                   remediation=tuple(steps))
 
 
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+"""PyTorch's index of CPU-only wheels (https://pytorch.org/get-started/locally/)."""
+
+
+def _no_gpu_here(facts: FactsView) -> bool:
+    """NVML or the PCI scan was looked at and shows no NVIDIA GPU: no CUDA build of torch
+    can run on this machine, whatever driver a later one gets."""
+    gpus_known = facts.available("nvml") or facts.available("driver")
+    return gpus_known and not facts.nvidia_gpus_present()
+
+
+def _cpu_only_steps(facts: FactsView) -> list[Step]:
+    """TOR001's install steps on a machine without a GPU, the same answer TOR002 gives
+    there: the CPU build runs here; a CUDA build belongs on the machine that trains."""
+    return [
+        Step("This machine shows no NVIDIA GPU (see DRV001), so the CPU build is the one "
+             "that runs here: install it for CPU jobs and tests.",
+             command=f"{facts.target_pip()} install torch torchvision --index-url "
+                     f"{CPU_INDEX}"),
+        Step("Where the job will train on GPUs, install the CUDA build that machine's driver "
+             "runs (ddp-doctor check there names it).", url=INSTALL_GUIDE),
+    ]
+
+
 @check(
     id="torch.cuda_build",
     title="PyTorch CUDA build",
@@ -182,12 +207,10 @@ def torch_cuda_build(facts: FactsView) -> Iterator[Finding | Summary]:
         yield Summary(f"built for ROCm {build.get('hip')}")
         return
     gpus_present = facts.nvidia_gpus_present()
-    # Whether GPUs are absent is known only when NVML or the PCI scan was looked at.
-    gpus_known = facts.available("nvml") or facts.available("driver")
     confirm = Step("Confirm that torch sees the GPUs.",
                    command=f'{facts.target_python()} -c "import torch; '
                            'print(torch.version.cuda, torch.cuda.device_count())"')
-    if gpus_known and not gpus_present:
+    if _no_gpu_here(facts):
         # No GPU here: swapping the wheel changes nothing until there is a GPU to use.
         steps = [
             Step("Nothing to reinstall yet: this machine shows no NVIDIA GPU, so the missing "
@@ -207,7 +230,7 @@ def torch_cuda_build(facts: FactsView) -> Iterator[Finding | Summary]:
     yield Finding(
         code=TORCH_CPU_ONLY,
         title=f"torch {build.get('version')} is a CPU-only build"
-        + ("" if gpus_present or not gpus_known else " (this machine has no NVIDIA GPU either)"),
+        + (" (this machine has no NVIDIA GPU either)" if _no_gpu_here(facts) else ""),
         severity=Severity.ERROR if gpus_present else Severity.WARNING,
         evidence=(
             Evidence("torch.__version__", str(build.get("version")), "interpreter probe"),

@@ -38,6 +38,8 @@ class Category(str, Enum):
     PACKAGE_CONFLICT = "package_conflict"
     NODE_MISMATCH = "node_mismatch"
     PERFORMANCE_DEGRADED = "performance_degraded"
+    COMMAND_FAILED = "command_failed"
+    REQUIREMENT_UNCHECKED = "requirement_unchecked"
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:  # enums render as their id everywhere (JSON, Markdown, CLI)
@@ -166,8 +168,17 @@ DESCRIPTIONS: dict[Category, str] = {
         "Training runs, but slower than this hardware should: a narrowed link, throttling, "
         "a slow transport or a slow rank, too few CPU cores per GPU."
     ),
+    Category.COMMAND_FAILED: (
+        "The command `ddp-doctor run` supervised ended with an error status or a signal; "
+        "the findings read from its output name the cause where the output shows one."
+    ),
+    Category.REQUIREMENT_UNCHECKED: (
+        "A requirement of the CI policy file could not be checked by this run: the smoke "
+        "job that measures it did not run, or the value it needs could not be read."
+    ),
     Category.UNKNOWN: (
-        "The evidence does not establish any of the categories above."
+        "The evidence does not establish any other failure category: the finding shows what "
+        "was seen, and what to add to the log for a diagnosis."
     ),
 }
 """Each category's description, worded as in docs/categories.md (Markdown included)."""

@@ -34,8 +34,9 @@ app = typer.Typer(
     help=(
         "Find why multi-GPU PyTorch training will not start, before the real job does.\n\n"
         "Run with no command to diagnose this machine (same as `ddp-doctor doctor`). "
-        "Exit codes: 0 ready, 1 problems found, 2 bad invocation or unreadable input, "
-        "3 the doctor itself failed."
+        "Exit codes: 0 no problems (the verdict says what was proven), 1 problems found, "
+        "2 bad invocation or unreadable input, 3 the doctor itself failed; `run` passes on "
+        "its command's own."
     ),
     no_args_is_help=False, add_completion=False, rich_markup_mode=None,
     pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
@@ -79,14 +80,15 @@ COMMON: dict[str, tuple[Any, Any]] = {
         None, "--bundle", metavar="PATH",
         help="Also write a support bundle for a ticket (PATH ends in .zip, .tar.gz or .tgz): "
              "reports, facts, smoke logs, nvidia-smi output, packages, environment, "
-             "MANIFEST; secrets removed (check, doctor, smoke).")),
+             "MANIFEST; secrets removed.")),
     "force": (bool, typer.Option(False, "--force",
-                                 help="Let --bundle overwrite an existing file.")),
+                                 help="Let --bundle (and run's --log) overwrite an existing "
+                                      "file.")),
     "config": (Optional[Path], typer.Option(
         None, "--config", metavar="PATH",
         help="Policy file for CI (ddp-doctor.toml, or a pyproject.toml with "
              "[tool.ddp-doctor]); default: the nearest one found upward from the working "
-             "directory (check, doctor, smoke).")),
+             "directory.")),
     "anonymize": (bool, typer.Option(
         False, "--anonymize",
         help="Also replace host and user names, home paths, IP and MAC addresses, GPU UUIDs "
@@ -95,17 +97,23 @@ COMMON: dict[str, tuple[Any, Any]] = {
 }
 
 
-def with_common(command: Callable[..., int]) -> Callable[..., None]:
+def with_common(command: Callable[..., int], omit: tuple[str, ...] = ()
+                ) -> Callable[..., None]:
     """Give COMMAND the common options: typer sees them as its parameters, COMMAND gets
-    them as one ``common: Common`` argument, and its return value is the exit code."""
+    them as one ``common: Common`` argument, and its return value is the exit code.
+
+    ``omit`` names options the command has no use for: they are not declared, so its
+    ``--help`` does not offer them and typing one is an unknown option.
+    """
     signature = inspect.signature(command)
     own = [p for p in signature.parameters.values() if p.name != "common"]
+    offered = {name: spec for name, spec in COMMON.items() if name not in omit}
     shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                annotation=kind) for name, (kind, option) in COMMON.items()]
+                                annotation=kind) for name, (kind, option) in offered.items()]
 
     @functools.wraps(command)
     def run(**values: Any) -> None:
-        common = Common(**{name: values.pop(name) for name in COMMON})
+        common = Common(**{name: values.pop(name) for name in offered})
         raise typer.Exit(command(common=common, **values))
 
     # inspect.signature() (and so typer) reads __signature__ from the function's __dict__.
@@ -113,8 +121,13 @@ def with_common(command: Callable[..., int]) -> Callable[..., None]:
                                                       return_annotation=None)
     run.__annotations__ = {**{k: v for k, v in command.__annotations__.items()
                               if k not in ("common", "return")},
-                           **{name: kind for name, (kind, _) in COMMON.items()}}
+                           **{name: kind for name, (kind, _) in offered.items()}}
     return run
+
+
+def without(*omit: str) -> Callable[[Callable[..., int]], Callable[..., None]]:
+    """``with_common`` for a command that takes all but ``omit`` of the common options."""
+    return lambda command: with_common(command, omit)
 
 
 # Options of check and doctor: the machine (or saved facts) and the planned job.
@@ -143,7 +156,8 @@ PLAN_WORKERS = typer.Option(None, "--workers", metavar="W",
                                  "open-files checks).")
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Check this machine, then prove DDP training "
+                                           "on it (the default).")
 @with_common
 def doctor(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] = FACTS,
            save_facts: Optional[Path] = SAVE_FACTS, probe_timeout: Optional[str] = PROBE_TIMEOUT,
@@ -151,7 +165,11 @@ def doctor(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path]
            workers: Optional[str] = PLAN_WORKERS,
            no_smoke: bool = typer.Option(False, "--no-smoke",
                                          help="Only run the checks, not the smoke-training "
-                                              "job.")) -> int:
+                                              "job."),
+           device: str = typer.Option("auto", "--device", metavar="auto|cuda|cpu",
+                                      help="Where the smoke job trains: the GPUs (NCCL) or "
+                                           "the CPU (gloo); auto: GPUs when torch can use "
+                                           "them, else the CPU, with SMK017.")) -> int:
     """Diagnose this machine before training (the default command).
 
     Runs the checks, then the DDP smoke-training job (unless a finding makes it pointless,
@@ -159,10 +177,10 @@ def doctor(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path]
     """
     machine = flows.MachineRequest(python, facts, save_facts, probe_timeout, gpus,
                                    global_batch, workers)
-    return flows.run_doctor(common, machine, smoke=not no_smoke)
+    return flows.run_doctor(common, machine, smoke=not no_smoke, device=device)
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Run the checks only: the CI pre-flight step.")
 @with_common
 def check(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] = FACTS,
           save_facts: Optional[Path] = SAVE_FACTS, probe_timeout: Optional[str] = PROBE_TIMEOUT,
@@ -173,8 +191,8 @@ def check(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] 
                                                         gpus, global_batch, workers))
 
 
-@app.command(cls=DoctorCommand)
-@with_common
+@app.command(cls=DoctorCommand, short_help="Name the cause and fix of a failure log.")
+@without("bundle", "force", "config")  # a log in, reports out: no bundle, no policy
 def diagnose(common: Common, source: str = typer.Argument(
         "-", metavar="[PATH|-]",
         help="A log file, a .gz of one, or a support bundle (.zip / .tar.gz); '-' or nothing "
@@ -194,8 +212,9 @@ COMPARE_INPUTS = typer.Argument(
          "of the machines to compare; the first is the baseline.")
 
 
-@app.command(cls=DoctorCommand)
-@with_common
+@app.command(cls=DoctorCommand, short_help="Name what differs between machines that "
+                                           "breaks DDP.")
+@without("config")  # the nodes are judged against each other, not against a policy
 def compare(common: Common, inputs: Optional[list[Path]] = COMPARE_INPUTS) -> int:
     """Compare machines and name what differs in a way that breaks or slows DDP.
 
@@ -211,7 +230,8 @@ def compare(common: Common, inputs: Optional[list[Path]] = COMPARE_INPUTS) -> in
 SMOKE = SmokeOptions()
 
 
-@app.command(cls=DoctorCommand)
+@app.command(cls=DoctorCommand, short_help="Prove DDP training works: train a small "
+                                           "model on every GPU.")
 @with_common
 def smoke(
     common: Common,
@@ -298,7 +318,8 @@ RUN_FACTS = typer.Option(None, "--facts", metavar="FILE",
                               "this machine's facts.")
 
 
-@app.command(cls=DoctorCommand, context_settings={"allow_interspersed_args": False})
+@app.command(cls=DoctorCommand, context_settings={"allow_interspersed_args": False},
+             short_help="Run your training command; diagnose it if it fails.")
 @with_common
 def run(
     common: Common,
@@ -318,7 +339,7 @@ def run(
     log: Optional[str] = typer.Option(
         None, "--log", metavar="PATH",
         help="Keep the output in PATH (default: a temporary file, kept and named only "
-             "when the run fails)."),
+             "when the run fails); an existing file needs --force."),
     nccl_debug: bool = typer.Option(
         False, "--nccl-debug",
         help="Set NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL for the run."),
@@ -332,7 +353,9 @@ def run(
 
     Its output is shown live and kept in a log. On a failure (non-zero exit, a signal, a
     stall, a timeout) the log is diagnosed as `diagnose` does and this machine is checked
-    as `check` does. Exit codes: 0 it succeeded (or --until matched), 1 it failed.
+    as `check` does, through the Python the command runs. Exit codes: 0 it succeeded (or
+    --until matched); on a failure the command's own (128+N for signal N), 124 at
+    --timeout, 125 at --stall-timeout.
     Example: `ddp-doctor run --stall-timeout 300 -- python -m torch.distributed.run
     --nproc_per_node 2 train.py`.
     """

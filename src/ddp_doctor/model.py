@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Union
 
 from ddp_doctor.categories import Category
+from ddp_doctor.wording import count
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -258,6 +259,13 @@ class Report:
     # run like errors do (True: all of them; a tuple: those codes).
     policy_file: str | None = None
     fail_on_warnings: FailOnWarnings = False
+    # What ``run`` or ``compare`` established, in their own words, whichever way it went
+    # ("the command succeeded after 0.4 s", "node1 differs in 2 fields"): neither trains
+    # on this machine's GPUs, so their verdict says this rather than "ready".
+    outcome: str | None = None
+    # The exit status the process ends with when it is not ``exit_code`` (``run`` passes
+    # on the command's own: 3 when the command exited 3, 124 at --timeout).
+    exit_status: int | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -296,11 +304,89 @@ class Report:
         proved = (self.smoke or {}).get("proved") or {}
         return bool(proved.get("cpu_fallback"))
 
+    @property
+    def kind(self) -> str:
+        """Which command made the report, read from its source: "run", "compare", "log"
+        (``diagnose``) or "checks" (``check``, ``doctor``, ``smoke``)."""
+        for kind in ("run", "compare", "log"):
+            if self.facts_source.startswith(f"{kind}: "):
+                return kind
+        return "checks"
+
+    @property
+    def gpu_training(self) -> bool:
+        """The smoke job trained with DDP on GPUs: the one proof of "ready for training"."""
+        return bool(((self.smoke or {}).get("proved") or {}).get("gpu_training"))
+
+    @property
+    def ignored_errors(self) -> list[str]:
+        """The codes of errors a policy ignored: without the policy the run would fail."""
+        return list(dict.fromkeys(f.code.id for f in self.findings if f.ignored is not None
+                                  and f.effective_severity is Severity.ERROR))
+
     def verdict(self, strict: bool = False) -> str:
+        """The verdict as a short fixed phrase (the JSON report's enum), naming what was
+        established: "ready" only where the smoke job trained on the GPUs it was given or
+        on the device it was asked for; a passed ``check`` trained nothing."""
         code = self.exit_code(strict)
-        if code == 0 and self.cpu_fallback:
+        if code:
+            return {1: "problems found", 3: "doctor error"}[code]
+        if self.cpu_fallback:
             return "passed on CPU only"
-        return {0: "ready", 1: "problems found", 3: "doctor error"}[code]
+        if self.kind == "run":
+            return "command succeeded"
+        if self.kind == "compare":
+            return "nodes agree"
+        if self.kind == "log":
+            return "no failure cause found"
+        if self.trained:  # the smoke job trained, where it was asked to, without an error
+            return "ready"
+        return "no problems found"
+
+    @property
+    def trained(self) -> bool:
+        """The smoke job ran its training (it was not skipped); whether it passed is the
+        exit code's business."""
+        return self.smoke is not None and not self.smoke.get("skipped")
+
+    def proved(self, strict: bool = False) -> str:
+        """One sentence saying what the run established, for the JSON report's ``proved``
+        and the verdict line: what was tried, and what was not."""
+        if self.outcome is not None:
+            return self.outcome
+        code = self.exit_code(strict)
+        if code == 3:
+            return "a check crashed, so the machine was not fully examined"
+        judged = [f for f in self.findings if self.is_problem(f, strict)]
+        if code == 1:
+            errors = sum(1 for f in judged if f.effective_severity is Severity.ERROR)
+            rest = len(judged) - errors
+            return (f"{count(errors, 'error')} found" if not rest else
+                    f"{count(errors, 'error')} and {count(rest, 'failing warning')} found")
+        if self.kind == "log":
+            return "the log shows no known failure cause"
+        proved = (self.smoke or {}).get("proved") or {}
+        if self.cpu_fallback:
+            return "the smoke job trained on the CPU only; GPU training was not proven"
+        if self.trained:
+            ranks = proved.get("world_size") or (self.smoke or {}).get("ranks")
+            device = proved.get("device") or (self.smoke or {}).get("device")
+            where = "the GPUs" if device == "cuda" else f"{device or 'its device'}, as asked"
+            backend = proved.get("backend") or (self.smoke or {}).get("backend")
+            return (f"the smoke job trained with DDP on {where}: "
+                    f"{count(ranks, 'rank') if isinstance(ranks, int) else 'its ranks'}"
+                    + (f", {backend}" if backend else ""))
+        warned = sum(1 for f in self.findings if f.ignored is None
+                     and f.effective_severity is Severity.WARNING)
+        noted = f" ({count(warned, 'warning')})" if warned else ""
+        ignored = self.ignored_errors
+        if ignored:
+            return (f"no problems left after the policy ignored {', '.join(ignored)}{noted}; "
+                    "nothing was trained")
+        checks = sum(1 for r in self.results if r.status is not Status.SKIP)
+        return (f"{count(checks, 'check')} found no errors{noted}; nothing was trained"
+                if warned else f"{count(checks, 'check')} found no problems; nothing was "
+                "trained")
 
     def to_dict(self, strict: bool = False) -> dict[str, Any]:
         data = {
@@ -310,6 +396,7 @@ class Report:
             "created_at": self.created_at,
             "facts_source": self.facts_source,
             "verdict": self.verdict(strict),
+            "proved": self.proved(strict),
             "exit_code": self.exit_code(strict),
             "counts": {s.value: self.count(s) for s in Status},
             "environment": self.environment,
@@ -321,6 +408,8 @@ class Report:
             data["smoke"] = self.smoke
         if self.nodes is not None:
             data["nodes"] = self.nodes
+        if self.exit_status is not None:
+            data["exit_status"] = self.exit_status
         if self.policy_file is not None:
             fail = self.fail_on_warnings
             data["policy"] = {"file": self.policy_file,

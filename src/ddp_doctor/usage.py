@@ -92,6 +92,9 @@ class OutputPath:
 
     option: str
     value: Optional[str]
+    # Kept from being overwritten without --force, as --bundle is: a file a person keeps
+    # (run's --log), not a report a pipeline rewrites on every run.
+    guarded: bool = False
 
 
 def check_output_path(output: OutputPath) -> None:
@@ -126,13 +129,22 @@ def check_outputs(outputs: Sequence[OutputPath], bundle: Optional[str], force: b
     for output in outputs:
         check_output_path(output)
     stdout_users = [o.option for o in outputs if o.value == "-"]
-    if len(stdout_users) > 1:
-        raise UsageError(f"{' and '.join(stdout_users)} cannot all write to stdout ('-')")
+    if len(stdout_users) == 2:
+        raise UsageError(f"{' and '.join(stdout_users)} cannot both write to stdout ('-'); "
+                         "send one of them to a file")
+    if len(stdout_users) > 2:
+        raise UsageError(f"{', '.join(stdout_users[:-1])} and {stdout_users[-1]}: only one "
+                         "of them can write to stdout ('-'); send the others to files")
+    guarded = [o for o in outputs if o.guarded and o.value not in (None, "-")]
+    for output in guarded:
+        if Path(str(output.value)).exists() and not force:
+            raise UsageError(f"{output.option} {output.value}: already exists (add --force "
+                             "to overwrite it)")
     if bundle is not None:
         check_bundle_path(bundle, force)
-    elif force:
-        raise UsageError("--force only lets --bundle overwrite an existing file; add "
-                         "--bundle PATH or leave --force out")
+    elif force and not guarded:
+        raise UsageError("--force only lets --bundle (or run's --log) overwrite an existing "
+                         "file; add --bundle PATH or leave --force out")
     named = [(o.option, o.value) for o in (*outputs, OutputPath("--bundle", bundle))
              if o.value is not None and o.value != "-"]
     seen: dict[Path, str] = {}

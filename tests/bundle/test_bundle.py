@@ -248,6 +248,23 @@ def test_a_smoke_command_bundle_has_no_facts_and_says_so(tmp_path):
                      files["MANIFEST"].decode())
 
 
+def test_a_compare_bundle_names_compare_and_offers_no_replay(tmp_path):
+    """Before: "`ddp-doctor smoke` gathers no machine facts" and a `check --facts` replay
+    that fails on a bundle without facts.json."""
+    path = tmp_path / "nodes.zip"
+    done = invoke("compare", str(SHM), str(FACTS_DIR / "healthy_8x_h100_nvlink.json"),
+                  "--bundle", str(path), "-q")
+    assert done.exit_code == 1, done.output
+    manifest = zipfile.ZipFile(path).read(f"{TOP}/MANIFEST").decode()
+    assert re.search(r"\n  facts\.json +`ddp-doctor compare` gathers no facts of its own",
+                     manifest)
+    assert "smoke` gathers" not in manifest
+    assert "check --facts <bundle>`;" not in manifest
+    assert "(it holds no facts.json to replay with `check --facts`)" in manifest
+    replay = invoke("check", "--facts", str(path))
+    assert replay.exit_code == 2  # what the MANIFEST no longer suggests
+
+
 def test_an_oversized_log_keeps_its_end(tmp_path, monkeypatch):
     monkeypatch.setattr("ddp_doctor.bundle.write.MAX_LOG_BYTES", 64)
     facts = load_facts(SHM)

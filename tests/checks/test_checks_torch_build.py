@@ -125,6 +125,26 @@ def test_torch_not_installed_without_a_driver_suggests_the_newest_build_and_says
         f"-m pip install torch==2.4.1 torchvision==0.19.1 --index-url {WHL}/cu121")
 
 
+def test_torch_not_installed_on_a_machine_without_a_gpu_agrees_with_tor002():
+    """One answer per machine (issue 24): with no NVIDIA GPU on the PCI bus, TOR001 does not
+    ask for "the cu130 build for an R580 driver" while TOR002 calls a CPU build right."""
+    missing = variant("sandbox_cpu_container", {
+        "torch.import_error": {"type": "ModuleNotFoundError",
+                               "message": "No module named 'torch'"},
+        "torch.importable": False, "torch.build": None})
+    install, elsewhere, which_python = only_finding(run(missing)["torch.import"]).remediation
+    assert install.command.endswith(f"install torch torchvision --index-url {WHL}/cpu")
+    assert "no NVIDIA GPU (see DRV001)" in install.text
+    assert elsewhere.url == INSTALL_GUIDE and elsewhere.command is None
+    assert "--python /path/to/python" in which_python.text
+    for step in (install, elsewhere):
+        assert "R580" not in step.text and "/cu1" not in (step.command or "")
+    cpu_build = only_finding(run(load_fixture_facts("sandbox_cpu_container"))
+                             ["torch.cuda_build"])
+    assert "CPU-only torch is right for a machine without GPUs" in \
+        cpu_build.remediation[0].text
+
+
 def test_broken_import_libcudnn_on_almalinux():
     """pytorch#165812: torch in venv/lib64, the nvidia-* wheels in venv/lib."""
     facts = load_fixture_facts("torch_import_broken")

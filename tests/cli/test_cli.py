@@ -46,8 +46,9 @@ def test_help_lists_commands_and_exit_codes():
     result = invoke("--help")
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    for word in ("doctor", "check", "checks", "explain", "Exit codes: 0 ready, 1 problems found",
-                 "3 the doctor itself failed"):
+    for word in ("doctor", "check", "checks", "explain",
+                 "Exit codes: 0 no problems (the verdict says what was proven), 1 problems found",
+                 "3 the doctor itself failed", "`run` passes on its command's own"):
         assert word in text
 
 
@@ -195,7 +196,11 @@ def test_output_path_that_is_a_directory(tmp_path):
 
 def test_contradicting_options():
     assert_usage_error(invoke("check", "--facts", SANDBOX, "--json", "-", "--markdown", "-"),
-                       "cannot all write to stdout")
+                       "--json and --markdown cannot both write to stdout ('-'); send one of "
+                       "them to a file")
+    assert_usage_error(invoke("check", "--facts", SANDBOX, "--json", "-", "--markdown", "-",
+                              "--junit", "-"),
+                       "--json, --markdown and --junit: only one of them can write to stdout")
     assert_usage_error(invoke("check", "--facts", SANDBOX, "--python", sys.executable),
                        "cannot be combined with --python")
     assert_usage_error(invoke("check", "-q", "-v", "--facts", SANDBOX), "contradict")
@@ -243,14 +248,16 @@ COMMANDS = "check, checks, codes, compare, diagnose, doctor, explain, run, smoke
     (("smoke", "--nproc", "1.5"), "--nproc '1.5': not a whole number; use 1 or more"),
     (("smoke", "--model", "xl"), "--model 'xl': choose one of n, s, m"),
     # common options that do not apply, or contradict each other
-    (("diagnose", "--bundle", "b.zip", "x.log"), "diagnose: --bundle is written by the commands "
-                                                "that examine a machine (check, doctor, smoke); "
-                                                "attach the log itself to the ticket"),
-    (("diagnose", "--config", "p.toml", "x.log"), "diagnose: --config judges a machine against a "
-                                                 "policy (check, doctor, smoke); a log diagnosis "
-                                                 "uses none"),
-    (("check", "--force", "--facts", SANDBOX), "--force only lets --bundle overwrite an existing "
-                                               "file; add --bundle PATH or leave --force out"),
+    # (options a command has no use for are not offered: its --help does not list them)
+    (("diagnose", "--bundle", "b.zip", "x.log"), "diagnose has no option --bundle; "
+                                                "`ddp-doctor diagnose --help` lists them"),
+    (("diagnose", "--config", "p.toml", "x.log"), "diagnose has no option --config; "
+                                                 "`ddp-doctor diagnose --help` lists them"),
+    (("compare", "--config", "p.toml", "a.json", "b.json"),
+     "compare has no option --config; `ddp-doctor compare --help` lists them"),
+    (("check", "--force", "--facts", SANDBOX),
+     "--force only lets --bundle (or run's --log) overwrite an existing file; add --bundle "
+     "PATH or leave --force out"),
     (("smoke", "-q", "-v"), "--quiet and --verbose contradict each other"),
 ])
 def test_every_bad_input_is_one_line_naming_the_option(args, line, monkeypatch):
@@ -279,7 +286,8 @@ def test_the_installed_entry_point_prints_the_same_one_line(args):
 
 
 def test_common_options_are_declared_once_for_every_report_command():
-    """check, doctor, smoke and diagnose take the same common options, from one table."""
+    """Every report command takes the common options from one table, but those it has no
+    use for: diagnose writes no bundle and judges no policy, compare judges no policy."""
     from dataclasses import fields
 
     from ddp_doctor.app import Common
@@ -288,10 +296,12 @@ def test_common_options_are_declared_once_for_every_report_command():
     assert list(COMMON) == [f.name for f in fields(Common)]
     common = ("--quiet", "-q", "--verbose", "-v", "--strict", "--json", "--markdown", "--junit",
               "--bundle", "--force", "--config", "--anonymize")
-    for command in ("check", "doctor", "smoke", "diagnose", "run"):
+    omitted = {"diagnose": ("--bundle", "--force", "--config"), "compare": ("--config",)}
+    for command in ("check", "doctor", "smoke", "diagnose", "run", "compare"):
         text = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
         for option in common:
-            assert f" {option}" in text, (command, option)
+            assert (f" {option}" in text) is (option not in omitted.get(command, ())), \
+                (command, option)
 
 
 def test_the_same_file_for_two_outputs_is_refused(tmp_path):
@@ -330,3 +340,17 @@ def test_the_readme_option_tables_name_every_option():
             assert re.search(rf"(?<![\w-]){option}(?![\w-])", rows), (command, option)
     assert "`--batch B`" not in readme
     assert "--global-batch B" in readme and "--batch-per-process B" in readme
+
+
+@pytest.mark.parametrize(("command", "absent"), [
+    ("diagnose", ("--bundle", "--force", "--config")),
+    ("compare", ("--config",)),
+])
+def test_help_offers_only_the_options_that_work(command, absent):
+    """Before: diagnose's and compare's --help listed --bundle and --config, which they
+    rejected or ignored."""
+    shown = invoke(command, "--help").stdout
+    assert "--json" in shown
+    for option in absent:
+        assert option not in shown, option
+    assert "--bundle" in invoke("check", "--help").stdout

@@ -37,6 +37,8 @@ CONTRACT = [
     "package_conflict",
     "node_mismatch",
     "performance_degraded",
+    "command_failed",  # issue 24: RUN001 was "unknown" while its log named the cause
+    "requirement_unchecked",  # issue 24: POL006 was "unknown"
     "unknown",
 ]
 
@@ -63,7 +65,7 @@ def documented_categories() -> list[tuple[str, str]]:
 
 def test_enum_is_exactly_the_contract():
     assert [c.value for c in Category] == CONTRACT
-    assert len(CONTRACT) == 25 == len(set(CONTRACT))
+    assert len(CONTRACT) == 27 == len(set(CONTRACT))
 
 
 def test_ids_are_lower_snake_case_and_render_as_themselves():
@@ -98,3 +100,17 @@ def test_every_category_describes_itself_as_the_doc_table_does():
     for category in Category:
         assert category.description == documented[category.value], category.value
     assert len({c.description for c in Category}) == len(Category), "two categories share text"
+
+
+def test_what_the_tool_knows_is_not_tagged_unknown():
+    """Issue 24: a failed command, an unchecked requirement and a job past its deadline
+    have categories of their own, not the one that says the cause is not known."""
+    from ddp_doctor.codes import all_codes
+    from ddp_doctor.registry import load_catalogue
+
+    codes = all_codes(load_catalogue())
+    assert codes["RUN001"].category is Category.COMMAND_FAILED
+    assert codes["POL006"].category is Category.REQUIREMENT_UNCHECKED
+    assert codes["SMK003"].category is Category.PERFORMANCE_DEGRADED
+    assert codes["RUN003"].category is Category.PERFORMANCE_DEGRADED
+    assert "above" not in Category.UNKNOWN.description  # explain prints it on its own

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -117,7 +118,7 @@ def test_a_hung_rank_is_stopped_at_the_stall_deadline_with_every_process(tmp_pat
     stall = 4.0
     job = Job(tmp_path, "hang", "--stall-timeout", f"{stall:g}", "--timeout", "90",
               launcher=("--tee", "3")).run()
-    assert job.rc == 1, job.stderr[-3000:]
+    assert job.rc == 125, job.stderr[-3000:]  # a stall's own exit code
     hang = job.finding("RUN002")
     assert hang["category"] == "collective_timeout"
     assert "first all_reduce" in evidence(hang, "last line")
@@ -154,7 +155,8 @@ def test_until_stops_a_long_job_as_a_success(tmp_path):
     log = tmp_path / "job.log"
     job = Job(tmp_path, "long", "--until", r"milestone\s+reached", "--log", str(log)).run()
     assert job.rc == 0, job.stderr[-3000:]
-    assert "--until matched" in job.report["checks"][0]["summary"]
+    assert job.report["checks"][0]["summary"].startswith("stopped at --until after ")
+    assert job.report["verdict"] == "command succeeded"
     text = log.read_text()
     assert "milestone reached" in text and "rank 0: step 59" not in text
     assert job.wall_s < 40, job.wall_s  # the job alone runs a minute
@@ -172,11 +174,20 @@ def test_the_rendezvous_port_taken_is_log001(tmp_path):
 
 
 def test_wall_clock_timeout_is_run003(tmp_path):
-    job = Job(tmp_path, "long", "--timeout", "8").run()
-    assert job.rc == 1
+    # 15 s: two torch imports and gloo's start take 10 s on two busy cores, and the job
+    # must have printed a step before the deadline for its last line to show one.
+    job = Job(tmp_path, "long", "--timeout", "15").run()
+    assert job.rc == 124  # GNU timeout's code for a deadline
     late = job.finding("RUN003")
-    assert "step" in evidence(late, "last line")
-    assert job.wall_s < 30, job.wall_s
+    # The job's own last words before the deadline (how far it got depends on the load:
+    # a step, rank 0's milestone, or a rank's start-up line), never the launcher's while it
+    # is stopped; each rank's last line is its own.
+    assert re.search(r"^rank \d: |^milestone reached$", evidence(late, "last line"))
+    for item in late["evidence"]:
+        who = re.fullmatch(r"last line of (rank \d)", item["label"])
+        if who:
+            assert item["value"].startswith(who.group(1) + ": "), item
+    assert job.wall_s < 40, job.wall_s
 
 
 def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
@@ -225,7 +236,7 @@ def test_a_detached_orphan_of_the_command_is_ended_too(tmp_path):
                            str(HEALTHY), "--json", str(tmp_path / "r.json"), "--",
                            sys.executable, "-c", parent],
                           capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # the command's own exit code
     assert "started a detached child" in proc.stdout
     assert marked_processes(marker) == []
     report = json.loads((tmp_path / "r.json").read_text())
@@ -244,7 +255,7 @@ def test_every_report_output_of_a_failed_run_is_written(tmp_path):
                            "print('export HF_TOKEN=' + 'hf_' + 'Q8rTzLm3VbNx7KpWc2YdHs9JfGa4Ue'); "
                            "raise SystemExit(2)"],
                           capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     import xml.etree.ElementTree as ET
     import zipfile
 
@@ -264,3 +275,113 @@ def test_every_report_output_of_a_failed_run_is_written(tmp_path):
     cases = [c.get("name") for c in ET.parse(tmp_path / "j.xml").iter("testcase")]
     assert cases == ["run.job", "run.log"]  # the healthy snapshot adds no failed check
     assert "kept in" in proc.stderr  # a failure keeps the log and says where
+
+
+NO_DRIVER = FACTS_DIR / "no_driver.json"
+
+
+def run_doctor(tmp_path: Path, *options: str, command: list[str], timeout: float = 90
+               ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", *options, "--json",
+                           str(report), "--", *command],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, SCHEMA)
+    return proc, data
+
+
+def test_the_commands_own_exit_code_and_its_streams_stay_apart(tmp_path):
+    """Before: exit code 1 for a command exiting 3, and its stderr on stdout."""
+    proc, data = run_doctor(tmp_path, "--facts", str(HEALTHY), command=[
+        sys.executable, "-c", "import sys; print('to-' + 'stdout'); "
+        "print('to-' + 'stderr', file=sys.stderr); sys.exit(3)"])
+    assert proc.returncode == 3, proc.stderr
+    passed_through = proc.stdout.split("ddp-doctor ", 1)[0]  # before the report
+    assert passed_through == "to-stdout\n"
+    assert "to-stderr" in proc.stderr and "to-stdout" not in proc.stderr
+    assert "(exit code 3, the command's own)" in proc.stdout
+    assert data["exit_code"] == 1 and data["exit_status"] == 3
+    assert data["findings"][0]["code"] == "RUN001"
+    log = Path(evidence(data["findings"][0], "log")).read_text()
+    assert "to-stdout" in log and "to-stderr" in log  # the log keeps both
+
+
+def test_a_signal_gives_128_plus_its_number(tmp_path):
+    proc, _data = run_doctor(tmp_path, "--facts", str(HEALTHY), command=[
+        sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert proc.returncode == 128 + signal.SIGKILL
+
+
+def test_run_judges_the_interpreter_of_the_console_script_it_runs(tmp_path):
+    """The machine's facts come from the job's interpreter, named in the report; on this
+    machine without a driver, a job that never used the GPUs gets DRV001 as context."""
+    bin_dir = tmp_path / "venv-b" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python"
+    python.symlink_to(sys.executable)
+    script = bin_dir / "train-cpu"
+    script.write_text(f"#!{python}\nimport sys\nprint('epoch 1 of a CPU job')\n"
+                      "sys.exit(3)\n")
+    script.chmod(0o755)
+    proc, data = run_doctor(tmp_path, command=[str(script), "--epochs", "1"], timeout=150)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    run001 = data["findings"][0]
+    assert run001["code"] == "RUN001"
+    judged = f"{python} (the interpreter of {script}, from its first line)"
+    assert evidence(run001, "interpreter judged") == judged
+    assert f"torch of {judged}" in data["facts_source"]
+    # The probe ran in the job's interpreter: a link to this Python outside its venv, so
+    # without the venv's torch, which ddp-doctor's own interpreter has.
+    assert data["environment"]["python_executable"] == str(python)
+    assert evidence(next(f for f in data["findings"] if f["code"] == "TOR001"),
+                    "interpreter").startswith(f"{python} ")
+    for finding in data["findings"]:
+        if finding["category"] in ("driver_missing", "torch_cpu_only", "gpu_not_visible"):
+            assert finding["severity"] == "info"
+            assert evidence(finding, "context, not the cause").startswith("nothing shows")
+
+
+def test_a_job_that_asked_for_gpus_on_a_box_without_a_driver_leads_with_drv001(tmp_path):
+    proc, data = run_doctor(tmp_path, "--facts", str(NO_DRIVER), command=[
+        sys.executable, "-c", "import sys; sys.exit(1)", "device=0,1"])
+    assert proc.returncode == 1
+    drv = next(f for f in data["findings"] if f["code"] == "DRV001")
+    assert drv["severity"] == "error"
+
+
+def test_a_cpu_hang_reports_the_hang_not_the_machines_gpus_and_keeps_ranks_apart(tmp_path):
+    """Before: DRV001 and TOR002 as errors beside RUN002, and the last line
+    "rank 0 step 2rank 1 step 2". Two writers on one pipe, unbuffered, as two ranks are."""
+    writer = ("import os, sys, time\n"
+              "os.write(1, b'rank 0 step 2'); os.write(1, b'rank 1 step 2')\n"
+              "os.write(1, b'\\n\\n'); time.sleep(60)\n")
+    proc, data = run_doctor(tmp_path, "--facts", str(NO_DRIVER), "--stall-timeout", "2",
+                            command=[sys.executable, "-c", writer])
+    assert proc.returncode == 125
+    errors = [f["code"] for f in data["findings"] if f["severity"] == "error"]
+    assert errors == ["RUN002"], errors
+    drv = next(f for f in data["findings"] if f["code"] == "DRV001")
+    assert drv["severity"] == "info"
+    hang = data["findings"][0]
+    assert evidence(hang, "last line") == "rank 1 step 2"
+    assert evidence(hang, "last line of rank 0") == "rank 0 step 2"
+    assert evidence(hang, "last line of rank 1") == "rank 1 step 2"
+
+
+def test_log_keeps_an_existing_file_unless_forced(tmp_path):
+    """Before: --log overwrote an existing file while --bundle refused without --force."""
+    kept = tmp_path / "train.log"
+    kept.write_text("yesterday's run\n")
+    command = [sys.executable, "-m", "ddp_doctor", "run", "--log", str(kept)]
+    job = [sys.executable, "-c", "print('today-' + 'run')"]
+    refused = subprocess.run([*command, "--", *job], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr == (f"ddp-doctor: error: --log {kept}: already exists (add --force "
+                              "to overwrite it)\n")
+    assert kept.read_text() == "yesterday's run\n"
+    forced = subprocess.run([*command, "--force", "--", *job], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert forced.returncode == 0, forced.stderr
+    assert kept.read_text() == "today-run\n"

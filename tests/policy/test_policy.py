@@ -283,11 +283,15 @@ def test_an_ignored_error_exits_0_and_stays_visible_everywhere(tmp_path, monkeyp
     result = invoke("check", "--facts", LAPTOP, "--markdown", str(md))
     assert result.exit_code == 0, result.stdout
     assert "ignored by policy: laptop GPU, CPU jobs only" in result.stdout
-    assert "TOR003" in result.stdout and "Ready for training (exit code 0)" in result.stdout
+    assert "TOR003" in result.stdout and "Ready for training" not in result.stdout
+    assert "No problems left after the policy ignored TOR003; nothing was trained\n(exit code 0)" \
+        in result.stdout
     assert "1 ignored by policy" in result.stdout
     assert "**ignored by policy:** laptop GPU, CPU jobs only" in md.read_text()
     code, report = run_json("check", "--facts", LAPTOP)
-    assert code == 0 and report["exit_code"] == 0 and report["verdict"] == "ready"
+    assert code == 0 and report["exit_code"] == 0 and report["verdict"] == "no problems found"
+    assert report["proved"] == ("no problems left after the policy ignored TOR003; nothing was "
+                                "trained")
     assert finding(report, "TOR003")["ignored"] == "laptop GPU, CPU jobs only"
     owner = next(c for c in report["checks"] if any(f["code"] == "TOR003" for f in c["findings"]))
     assert owner["status"] == "pass" and "TOR003 ignored by policy" in owner["summary"]
@@ -312,7 +316,7 @@ def test_warnings_that_fail_the_run(tmp_path, monkeypatch, setting, exit_code):
     write(tmp_path, "ddp-doctor.toml", setting + "\n")
     code, report = run_json("check", "--facts", V100)
     assert code == exit_code == report["exit_code"]
-    assert report["verdict"] == ("problems found" if exit_code else "ready")
+    assert report["verdict"] == ("problems found" if exit_code else "no problems found")
     assert finding(report, "VIS006")["severity"] == "warning"
     owner = next(c for c in report["checks"] if any(f["code"] == "VIS006" for f in c["findings"]))
     assert owner["status"] == {1: "fail", 0: "pass" if "ignore" in setting else "warn"}[exit_code]

@@ -134,7 +134,7 @@ def test_github_preflight_step_runs_annotates_and_summarises(tmp_path, facts, ex
 
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("Output of an earlier tool in this step.\n## ")  # appended
-    verdict = "problems found" if exit_code else "ready"
+    verdict = "problems found" if exit_code else "no problems found"
     assert f"ddp-doctor: {verdict}" in text
     for code in codes:
         assert f"| `{code}` |" in text

@@ -16,13 +16,18 @@ from ddp_doctor.categories import Category
 from ddp_doctor.codes import (
     all_codes,
     category_named,
-    render_code_text,
     suggest,
     suggest_categories,
 )
 from ddp_doctor.model import Family
 from ddp_doctor.registry import Catalogue, load_catalogue
-from ddp_doctor.report.catalogue import codes_json, render_category, render_checks, render_codes
+from ddp_doctor.report.catalogue import (
+    codes_json,
+    render_category,
+    render_checks,
+    render_code,
+    render_codes,
+)
 from ddp_doctor.usage import (
     EXIT_INTERNAL,
     EXIT_READY,
@@ -66,7 +71,7 @@ def run_explain(topic: str) -> int:
     codes = all_codes(catalogue)
     code = codes.get(topic.strip().upper())
     if code is not None:
-        sys.stdout.write(render_code_text(code) + "\n")
+        render_code(code, Console(highlight=False))
         return EXIT_READY
     category = category_named(topic)
     if category is not None:

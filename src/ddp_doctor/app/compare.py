@@ -19,8 +19,9 @@ from ddp_doctor import __version__
 from ddp_doctor.app.outputs import emit, now_iso
 from ddp_doctor.app.requests import Common, check_common
 from ddp_doctor.facts.snapshot import READABLE_FACTS_FORMATS, FactsFileError, load_facts
-from ddp_doctor.model import CheckResult, Report, status_of
+from ddp_doctor.model import CheckResult, Report, Status, status_of
 from ddp_doctor.nodes import NodeSummary, compare_nodes, summary_from_facts, summary_from_report
+from ddp_doctor.nodes.agree import FIXED, Comparison
 from ddp_doctor.usage import UsageError
 from ddp_doctor.wording import count
 
@@ -85,6 +86,25 @@ def node_names(nodes: list[LoadedNode]) -> list[str]:
     return names
 
 
+def established(comparison: Comparison, summaries: list[NodeSummary], passed: bool) -> str:
+    """What the comparison established, for the verdict: how many fields were compared and
+    which nodes differ in how many, never "ready" (nothing ran on the nodes)."""
+    known = sum(1 for _label, _code, key in FIXED
+                if sum(key(s) is not None for s in summaries) >= 2)
+    if not comparison.rows:
+        if not known:
+            return "nothing was compared: no field is known on two of the nodes"
+        return (f"the {len(summaries)} nodes agree on every field compared: "
+                f"{count(known, 'field')} known on two of them or more")
+    differ = Counter(comparison.names[i] for row in comparison.rows for i in row.odd)
+    parts = [f"{name} differs in {count(n, 'field')}" if number == 0 else f"{name} in {n}"
+             for number, (name, n) in enumerate(differ.most_common())]
+    said = ", ".join(parts[:6]) + (" ..." if len(parts) > 6 else "")
+    if passed:  # only differences that rarely matter (info)
+        return f"the nodes agree on every field that matters; {said}, none of them critical"
+    return said
+
+
 def compare(common: Common, request: CompareRequest) -> int:
     """Judge the inputs against each other; 0 they agree, 1 they differ where it matters."""
     if len(request.inputs) < 2:
@@ -108,6 +128,8 @@ def compare(common: Common, request: CompareRequest) -> int:
     sources = ", ".join(f"{count(n, kind)}" for kind, n in sorted(kinds.items()))
     report = Report(tool_version=__version__, created_at=now_iso(), results=(result,),
                     facts_source=f"compare: {len(nodes)} inputs ({sources})",
-                    nodes=comparison.to_dict(), fail_on_warnings=True)
+                    nodes=comparison.to_dict(), fail_on_warnings=True,
+                    outcome=established(comparison, [n.summary for n in nodes],
+                                        result.status is Status.PASS))
     emit(report, common, identities=[n.identities for n in nodes if n.identities])
     return report.exit_code(common.strict)

@@ -15,13 +15,7 @@ from ddp_doctor.usage import (
 
 def run_diagnose(common: Common, source: str) -> int:
     """Read a failure log (a file, stdin, a .gz, a support bundle) and name the causes."""
-    if common.bundle is not None:
-        raise UsageError("diagnose: --bundle is written by the commands that examine a "
-                         "machine (check, doctor, smoke); attach the log itself to the ticket")
-    if common.config is not None:
-        raise UsageError("diagnose: --config judges a machine against a policy (check, "
-                         "doctor, smoke); a log diagnosis uses none")
-    check_common(common)
+    check_common(common)  # (--bundle and --config are not offered: cli.py omits them)
     if source == "-" and sys.stdin.isatty():
         raise UsageError("diagnose: give a log file, or pipe one in "
                          "(e.g. `ddp-doctor diagnose train.log`)")

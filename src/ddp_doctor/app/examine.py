@@ -36,13 +36,14 @@ from ddp_doctor.facts.snapshot import (
     save_facts,
 )
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
-from ddp_doctor.model import Report
+from ddp_doctor.model import Finding, Report
 from ddp_doctor.policy.apply import apply_policy
 from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.registry import load_catalogue
 from ddp_doctor.smoke import plan as smoke_plan
 from ddp_doctor.smoke import run as smoke_run
 from ddp_doctor.smoke.launch import (
+    CHOICES,
     OptionsError,
     SmokeOptions,
 )
@@ -50,6 +51,7 @@ from ddp_doctor.smoke.ultralytics.trainer import doctor_note
 from ddp_doctor.usage import (
     OutputPath,
     UsageError,
+    one_of,
 )
 
 
@@ -58,9 +60,12 @@ def run_check(common: Common, machine: MachineRequest) -> int:
     return _examine(common, machine, smoke=False)
 
 
-def run_doctor(common: Common, machine: MachineRequest, *, smoke: bool = True) -> int:
-    """The checks, then the smoke job unless ``smoke`` is off or saved facts are replayed."""
-    return _examine(common, machine, smoke=smoke and machine.facts is None)
+def run_doctor(common: Common, machine: MachineRequest, *, smoke: bool = True,
+               device: str = "auto") -> int:
+    """The checks, then the smoke job unless ``smoke`` is off or saved facts are replayed;
+    ``device`` is the smoke job's --device (auto: the GPUs when torch can use them)."""
+    one_of("--device", device, CHOICES["device"])
+    return _examine(common, machine, smoke=smoke and machine.facts is None, device=device)
 
 
 def node_path(path: Path, environ: Optional[Mapping[str, str]] = None,
@@ -77,7 +82,8 @@ def node_path(path: Path, environ: Optional[Mapping[str, str]] = None,
     return Path(re.sub(r"%([nN%])", lambda m: values[m.group(1)], text))
 
 
-def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
+def _examine(common: Common, machine: MachineRequest, smoke: bool, device: str = "auto"
+             ) -> int:
     if machine.save_facts is not None:
         machine = replace(machine, save_facts=node_path(machine.save_facts))
     save_path = str(machine.save_facts) if machine.save_facts is not None else None
@@ -113,7 +119,8 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool) -> int:
     try:
         if smoke:
             report, kept = _with_smoke(report, facts, plan, common,
-                                       scaling=policy is not None and policy.wants_scaling)
+                                       scaling=policy is not None and policy.wants_scaling,
+                                       device=device)
         if policy is not None:
             report = apply_policy(report, policy, facts)
         emit(report, common, facts=facts, smoke_dir=kept)
@@ -136,9 +143,10 @@ def gather_facts(machine: MachineRequest, python: str, probe_timeout: float, kee
 
 
 def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: Common,
-                scaling: bool) -> tuple[Report, Optional[str]]:
+                scaling: bool, device: str = "auto") -> tuple[Report, Optional[str]]:
     """The checks' report plus the smoke job (or why it was skipped), and the run directory
-    kept for --bundle. ``scaling`` (a policy's min-scaling-efficiency) adds the 1-rank run."""
+    kept for --bundle. ``scaling`` (a policy's min-scaling-efficiency) adds the 1-rank run;
+    ``device`` other than auto is the user's choice and overrides the plan's."""
     python = (facts.get("python") or {}).get("executable") or sys.executable
     nvml_gpus = len((facts.get("nvml") or {}).get("gpus") or [])
     planned = smoke_plan.plan_smoke(report, facts.get("torch"), plan,
@@ -148,12 +156,30 @@ def _with_smoke(report: Report, facts: Facts, plan: Mapping[str, Any], common: C
         result = smoke_run.skipped(planned)
     else:
         planned = replace(planned, keep_run_dir=common.bundle is not None)
+        if device != "auto":  # one rank per GPU on cuda; the CPU's own default on cpu
+            planned = replace(planned, device=device,
+                              nproc=planned.nproc if device == "cuda" or plan.get("gpus")
+                              else None)
         try:
             result = smoke_run.run_smoke(planned, progress_sink(common), facts=facts)
         except (smoke_run.SmokeUsageError, OptionsError) as exc:
             raise UsageError(str(exc)) from None
         # A CPU fallback (SMK017) names the checks' findings that explain it.
-        result.findings = smoke_plan.with_check_causes(result.findings, report)
+        result.findings = _as_doctor(smoke_plan.with_check_causes(result.findings, report))
     report = replace(report, results=(*report.results, result.check_result()),
                      smoke=result.data, nodes=result.nodes)
     return report, result.kept_run_dir
+
+
+def _as_doctor(findings: list[Finding]) -> list[Finding]:
+    """SMK017's steps as ``doctor`` takes them: its --device is doctor's own too, so the
+    command that repeats this run with the device said is ``ddp-doctor doctor --device``."""
+    out = []
+    for finding in findings:
+        if finding.code.id == "SMK017":
+            finding = replace(finding, remediation=tuple(
+                replace(step, command=step.command.replace("ddp-doctor smoke --device",
+                                                           "ddp-doctor doctor --device"))
+                if step.command else step for step in finding.remediation))
+        out.append(finding)
+    return out

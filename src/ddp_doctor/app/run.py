@@ -1,16 +1,15 @@
 """``run``: supervise the user's own command; when it fails, say why.
 
-The command runs unchanged with its output shown live (on stdout, or on stderr when a
-report goes to stdout) and kept in a log. A success (exit 0, or ``--until`` matched) is a
-short report. A failure (non-zero exit, a signal, a stall, a timeout) is diagnosed: the log
-by the ``diagnose`` engine, this machine by the checks as ``check`` runs them, in one
-Report with the run's own RUN finding first, the log's findings next, and the checks that
-found errors or warnings after.
+The command runs unchanged with its output shown live (its stdout on stdout and its stderr
+on stderr; both on stderr when a report goes to stdout) and kept in a log. A success (exit
+0, or ``--until`` matched) is a short report. A failure (non-zero exit, a signal, a stall,
+a timeout) is diagnosed: the log by the ``diagnose`` engine, this machine by the checks as
+``check`` runs them, in one Report with the run's own RUN finding first, the log's
+findings next, and the checks that found errors or warnings after.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -32,11 +31,14 @@ from ddp_doctor.job import (
     JobOptions,
     JobOutcome,
     diagnose_log,
+    established,
     job_result,
-    problem_results,
     supervise,
 )
+from ddp_doctor.job.interpreter import find_interpreter
+from ddp_doctor.job.judge import as_context, gpu_use, problem_results
 from ddp_doctor.job.status_line import StatusLine, wanted
+from ddp_doctor.job.supervise import command_text
 from ddp_doctor.model import CheckResult, Report
 from ddp_doctor.policy.apply import apply_policy
 from ddp_doctor.registry import load_catalogue
@@ -82,12 +84,13 @@ def job_options(request: RunRequest) -> JobOptions:
 
 
 def run_job(common: Common, request: RunRequest) -> int:
-    """Run the command to its end; 0 when it succeeded (or --until matched), 1 when not."""
+    """Run the command to its end; 0 when it succeeded (or --until matched), else the
+    command's own exit code (``exit_code``)."""
     options = job_options(request)
     if request.log == "-":
         raise UsageError("--log -: the output is already shown live; give a file to keep "
                          "it in")
-    check_common(common, OutputPath("--log", request.log))
+    check_common(common, OutputPath("--log", request.log, guarded=True))
     policy = load_policy(common.config)
     temp_dir = None
     if request.log is not None:
@@ -95,10 +98,13 @@ def run_job(common: Common, request: RunRequest) -> int:
     else:
         temp_dir = tempfile.mkdtemp(prefix="ddp-doctor-run-")
         log_path = str(Path(temp_dir) / "output.log")
+    # The command's stdout on stdout and its stderr on stderr, as without the doctor; both
+    # on stderr when a report takes stdout, which must stay parseable.
     sink: IO[bytes] = sys.stderr.buffer if common.to_stdout else sys.stdout.buffer
     try:
         outcome = supervise(options, log_path, sink,
-                            status=status_line(common, request, options, sink))
+                            status=status_line(common, request, options, sink),
+                            err_sink=sys.stderr.buffer)
     except OSError as exc:
         _remove(temp_dir)
         raise UsageError(f"run: cannot start {options.command[0]!r}: "
@@ -108,7 +114,9 @@ def run_job(common: Common, request: RunRequest) -> int:
                          f"were stopped; its output is in {log_path}\n")
         raise
     if outcome.succeeded:
-        report = _report((job_result(outcome, options, None),), "run: the command succeeded")
+        report = replace(_report((job_result(outcome, options, None),),
+                                 f"run: {command_text(options.command)}"),
+                         outcome=established(outcome, options))
         emit(report, common, run_log=log_path)
         _remove(temp_dir)
         return report.exit_code(common.strict)
@@ -118,8 +126,31 @@ def run_job(common: Common, request: RunRequest) -> int:
     report, facts = _diagnosed(outcome, options, common, request.facts)
     if policy is not None and facts is not None:
         report = apply_policy(report, policy, facts)
+    report = replace(report, exit_status=exit_code(outcome))
     emit(report, common, facts=facts, run_log=log_path)
-    return report.exit_code(common.strict)
+    return exit_code(outcome)
+
+
+STALL_EXIT = 125
+"""``run``'s exit code when --stall-timeout stopped the command (a hang)."""
+TIMEOUT_EXIT = 124
+"""``run``'s exit code when --timeout stopped the command: GNU ``timeout``'s own code
+(https://www.gnu.org/software/coreutils/manual/html_node/timeout-invocation.html)."""
+
+
+def exit_code(outcome: JobOutcome) -> int:
+    """A failed run's exit code: the command's own, so a script or scheduler around
+    ``ddp-doctor run`` sees what it would have seen without it. A command killed by a
+    signal gives 128 + the signal's number, as a shell reports it; a stall and a timeout,
+    which the doctor decided, their own codes."""
+    if outcome.stopped_by == "stall":
+        return STALL_EXIT
+    if outcome.stopped_by == "timeout":
+        return TIMEOUT_EXIT
+    code = outcome.returncode
+    if code is None or code == 0:  # never for a failure; kept non-zero all the same
+        return 1
+    return 128 - code if code < 0 else code
 
 
 def status_line(common: Common, request: RunRequest, options: JobOptions, sink: IO[bytes]
@@ -128,32 +159,43 @@ def status_line(common: Common, request: RunRequest, options: JobOptions, sink: 
     console = Console(stderr=True, highlight=False)
     if common.quiet or not wanted(console, disabled=not request.status):
         return None
-    shares = sink is sys.stderr.buffer or _same_terminal(sys.stdout, sys.stderr)
+    # The command's stderr is always on stderr, under the status: they share a terminal.
+    shares = True
     return StatusLine(console, shares, options.stall_s, options.timeout_s)
-
-
-def _same_terminal(first: IO[str], second: IO[str]) -> bool:
-    try:
-        return first.isatty() and os.ttyname(first.fileno()) == os.ttyname(second.fileno())
-    except (OSError, ValueError):
-        return False
 
 
 def _diagnosed(outcome: JobOutcome, options: JobOptions, common: Common,
                saved: Optional[Path]) -> tuple[Report, Optional[Facts]]:
-    """The failed run's report: its RUN finding, the log's findings, the machine's problems."""
+    """The failed run's report: its RUN finding, the log's findings, the machine's problems.
+
+    The machine is judged through the interpreter the command ran (``find_interpreter``),
+    not ddp-doctor's own; its GPU findings are context when nothing shows the job used
+    the GPUs (``gpu_use``).
+    """
     log = diagnose_log(outcome.log_path)
-    results: list[CheckResult] = [job_result(outcome, options, log)]
+    judged = find_interpreter(options.command) if saved is None else None
+    results: list[CheckResult] = [job_result(
+        outcome, options, log, judged.describe() if judged is not None else None)]
     if log is not None:
         results.append(replace(log, check_id="run.log", title="The command's output"))
     machine = MachineRequest(facts=saved)
-    with phase(common, "gathering facts (driver, CUDA, torch, host)", live=saved is None):
-        facts, source = gather_facts(machine, sys.executable, TORCH_PROBE_TIMEOUT_S,
+    python = judged.path if judged is not None else sys.executable
+    with phase(common, f"gathering facts (driver, CUDA, torch of {python}, host)",
+               live=saved is None):
+        facts, source = gather_facts(machine, python, TORCH_PROBE_TIMEOUT_S,
                                      keep_smi_text=common.bundle is not None)
     checks = runner.build_report(load_catalogue(), facts, facts_source=source)
-    results += problem_results(checks.results)
+    used = gpu_use(outcome, options, log)
+    machine_results = list(checks.results)
+    if used is None:
+        machine_results = as_context(machine_results, "nothing shows the job used the GPUs: "
+                                     "no CUDA driver loaded in its processes, no GPU asked "
+                                     "for on its command line, none in its output")
+    results += problem_results(machine_results)
+    where = f"; torch of {judged.describe()}" if judged is not None else ""
     report = replace(checks, results=tuple(results),
-                     facts_source=f"run: {outcome.log_path}; facts: {source}")
+                     facts_source=f"run: {outcome.log_path}; facts: {source}{where}",
+                     outcome=established(outcome, options))
     return report, facts
 
 

@@ -81,7 +81,7 @@ def bundle_members(report: Report, facts: Facts | None, redactor: Redactor, *,
         "the JSON report of this run (schema: docs/report.schema.json)")
     withheld: list[str] = []
     if facts is None:
-        why = "`ddp-doctor smoke` gathers no machine facts (use `ddp-doctor doctor --bundle`)"
+        why = _no_facts(report)
         absent += [(name, why) for name in ("facts.json", "nvidia-smi-q.txt",
                                             "nvidia-smi-topo.txt", "packages.txt",
                                             "environment.txt")]
@@ -100,6 +100,17 @@ def bundle_members(report: Report, facts: Facts | None, redactor: Redactor, *,
             "printed" + (f" (last {MAX_LOG_BYTES >> 20} MiB of {cut} B)" if cut else ""))
     manifest = _manifest(report, members, absent, redactor, withheld)
     return [Member("MANIFEST", manifest.encode("utf-8"), "this file"), *members]
+
+
+def _no_facts(report: Report) -> str:
+    """Why a bundle has no facts, in the words of the command that wrote it."""
+    if report.kind == "compare":
+        return ("`ddp-doctor compare` gathers no facts of its own: each node's are in the "
+                "snapshots or bundles it compared")
+    if report.kind == "run":
+        return ("`ddp-doctor run` gathers this machine's facts only when the command fails "
+                "(use `ddp-doctor doctor --bundle`)")
+    return "`ddp-doctor smoke` gathers no machine facts (use `ddp-doctor doctor --bundle`)"
 
 
 def _facts_snapshot(facts: Facts, redactor: Redactor) -> tuple[bytes, list[str]]:
@@ -264,8 +275,11 @@ def _manifest(report: Report, members: list[Member], absent: list[tuple[str, str
     width = max([len(m.name) for m in members] + [len(n) for n, _ in absent] + [8])
     lines = [f"ddp-doctor support bundle, written by ddp-doctor {report.tool_version} at "
              f"{report.created_at} (facts: {report.facts_source})",
-             f"Read it again: `ddp-doctor diagnose <bundle>` or "
-             f"`ddp-doctor check --facts <bundle>`; every file is under {TOP}/.",
+             (f"Read it again: `ddp-doctor diagnose <bundle>` or "
+              f"`ddp-doctor check --facts <bundle>`; every file is under {TOP}/."
+              if any(m.name == "facts.json" for m in members) else
+              f"Read it again: `ddp-doctor diagnose <bundle>` (it holds no facts.json to "
+              f"replay with `check --facts`); every file is under {TOP}/."),
              "", "Files"]
     lines.append(f"  {'MANIFEST':<{width}}  {'':>10}  this file")
     for member in members:

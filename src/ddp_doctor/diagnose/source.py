@@ -10,13 +10,13 @@ with one line (exit 2) instead of a traceback or a page of mojibake.
 from __future__ import annotations
 
 import bz2
-import gzip
 import io
 import json
 import lzma
 import sys
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,11 @@ from typing import IO, Any, cast
 
 BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory flat
 SNIFF = 8192
+LONGEST_LINE = 64 << 20
+"""More than this without a line break is not a log (``/dev/urandom`` through ``tr``, a
+binary without NUL bytes): refused with one line instead of growing without bound."""
+_RAW = 1 << 16  # compressed bytes read at a time
+_CONTROL = bytes(range(0, 9)) + bytes(range(14, 27)) + bytes(range(28, 32)) + b"\x7f"
 
 # Files a support bundle carries that are outputs of a previous diagnosis, not evidence:
 # reading them again as text would quote our own finding titles back as "log lines".
@@ -72,18 +77,43 @@ def _blocks(stream: IO[bytes], first: bytes = b"") -> Iterator[bytes]:
         yield block
 
 
+def _text_blocks(blocks: Iterator[bytes], label: str) -> Iterator[bytes]:
+    """Blocks of a UTF-8 text stream with NUL bytes left out, and a bound on a line.
+
+    A log on NFS, or one whose writer crashed, is often padded with NUL bytes up to a
+    block size (the file's size was extended before its data arrived): the padding is not
+    text, and the lines before it are the evidence. An input that never breaks a line
+    (an endless stream of one character) is refused once a line passes ``LONGEST_LINE``.
+    """
+    since_break = 0
+    for block in blocks:
+        if b"\x00" in block:
+            block = block.replace(b"\x00", b"")
+        cut = block.rfind(b"\n")
+        since_break = len(block) - cut - 1 if cut >= 0 else since_break + len(block)
+        if since_break > LONGEST_LINE:
+            raise InputError(f"{label}: more than {LONGEST_LINE >> 20} MiB without a line "
+                             f"break; not a text log")
+        if block:
+            yield block
+
+
 def _encoding(head: bytes) -> str | None:
     """The text encoding of a stream from its first bytes, or None when it is binary.
 
-    PowerShell's ``>`` writes UTF-16 with a byte-order mark, so a BOM is honoured;
-    otherwise a NUL byte in the first block means the input is not a text log.
+    PowerShell's ``>`` writes UTF-16 with a byte-order mark, so a BOM is honoured.
+    Otherwise NUL bytes alone do not make it binary (NUL-padded logs, see
+    ``_text_blocks``): the bytes around them do. No text at all, or more than one control
+    character in twenty of what is left (an executable, a core dump), is a binary file.
     """
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "utf-16"
     if head.startswith(b"\xef\xbb\xbf"):
         return "utf-8-sig"
     if b"\x00" in head:
-        return None
+        text = head.replace(b"\x00", b"")
+        if not text.strip() or len(text.translate(None, _CONTROL)) < 0.95 * len(text):
+            return None
     return "utf-8"
 
 
@@ -98,9 +128,85 @@ def _peek(stream: IO[bytes]) -> bytes:
     return head
 
 
+class _Gunzip(io.RawIOBase):
+    """A gzip stream decompressed as it is read, every byte before a cut kept.
+
+    ``gzip.GzipFile`` drops what its last read decompressed when the stream ends early, so
+    a small ``.gz`` cut short (an upload limit) gave nothing at all. Here each read returns
+    what zlib could decompress, at most ``BLOCK`` at a time (a gzip of ``/dev/zero`` stays
+    small in memory); the cut is raised as EOFError only once everything before it was
+    read, and again on every later read. Members written one after another (``cat a.gz
+    b.gz``, ``gzip`` of appended logs) are read in turn, as gzip(1) does.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._failed: Exception | None = None
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def _more(self) -> bytes:
+        while True:
+            if self._failed is not None:
+                raise self._failed
+            inflate = self._inflate
+            if inflate.eof:
+                rest = inflate.unused_data or self._raw.read(_RAW)
+                if not rest.startswith(b"\x1f\x8b"):  # the end, or padding after it
+                    return b""
+                self._inflate = inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                data = rest
+            else:
+                data = inflate.unconsumed_tail or self._raw.read(_RAW)
+                if not data:
+                    self._failed = EOFError("compressed file ended before the end-of-stream "
+                                            "marker was reached")
+                    continue
+            try:
+                out = inflate.decompress(data, BLOCK)
+            except zlib.error as exc:
+                self._failed = OSError(f"damaged compressed data ({exc})")
+                continue
+            if out:
+                return out
+
+    def read(self, size: int | None = -1) -> bytes:
+        if not self._left:
+            self._left = self._more()
+        if size is None or size < 0:
+            size = len(self._left)
+        out, self._left = self._left[:size], self._left[size:]
+        return out
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _Broken(io.RawIOBase):
+    """What is left of a stream whose first read failed after giving some bytes: the
+    failure again, so the reader notes that the input ended early."""
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        raise self._error
+
+    def readinto(self, buffer: Any) -> int:
+        raise self._error
+
+
 def _decompressor(head: bytes) -> Any:
     if head.startswith(b"\x1f\x8b"):
-        return lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")
+        return _Gunzip
     if head.startswith(b"BZh"):
         return bz2.BZ2File
     if head.startswith(b"\xfd7zXZ\x00"):
@@ -115,12 +221,25 @@ _UNREADABLE = (OSError, EOFError, lzma.LZMAError)
 def _decompressed(stream: IO[bytes], head: bytes, name: str
                   ) -> tuple[IO[bytes], bytes, str]:
     """The stream decompressed when its first bytes say so: (stream, its first bytes, the
-    name without the compression suffix). Raises one of ``_UNREADABLE`` if it cannot be."""
+    name without the compression suffix). Raises one of ``_UNREADABLE`` if nothing at all
+    can be decompressed; a stream that fails after some text gives that text, then fails
+    again (``_guarded`` turns it into a note)."""
     opener = _decompressor(head)
     if opener is None:
         return stream, head, name
     inner = opener(_Chained(head, stream))
-    return inner, _peek(inner), name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
+    first = b""
+    try:
+        while len(first) < SNIFF:
+            more = inner.read(SNIFF - len(first))
+            if not more:
+                break
+            first += more
+    except _UNREADABLE as exc:
+        if not first:
+            raise
+        inner = cast("IO[bytes]", _Broken(exc))
+    return inner, first, name.removesuffix(".gz").removesuffix(".bz2").removesuffix(".xz")
 
 
 def _is_tar(head: bytes) -> bool:
@@ -138,7 +257,9 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
     if path.is_dir():
         raise InputError(f"{target}: is a directory; pass a log file, a .gz, or a support "
                          f"bundle (.zip / .tar.gz)")
-    if zipfile.is_zipfile(path):
+    if path.is_file() and _starts_with(path, (b"PK\x03\x04", b"PK\x05\x06")) \
+            and zipfile.is_zipfile(path):
+        # (is_zipfile reads a whole non-regular file looking for the end: /dev/zero.)
         notes: list[str] = []
         snapshots, reports = _zip_snapshots(path)
         return Opened(str(path), _zip_documents(path, notes), snapshots, notes, reports)
@@ -147,6 +268,34 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
     except OSError as exc:
         raise InputError(f"{target}: cannot read: {exc.strerror or exc}") from None
     return _open_stream(handle, str(path), path.name)
+
+
+def _starts_with(path: Path, magic: tuple[bytes, ...]) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4).startswith(magic)
+    except OSError:
+        return False
+
+
+def _own_json(head: bytes, stream: IO[bytes], label: str) -> tuple[Opened | None, bytes]:
+    """ddp-doctor's own JSON (a report from --json, a --save-facts snapshot) read as what
+    it is: the report's findings lead as a bundle's do, a snapshot's facts are checked.
+    Read as text, a report only quoted its own titles back. Returns (None, the bytes read
+    so far) for any other input starting with ``{``, to be read on as text."""
+    raw = head + stream.read(64 << 20)
+    if len(raw) > (64 << 20):
+        return None, raw  # larger than any report: read it as text
+    try:
+        value = json.loads(raw.decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError):
+        return None, raw
+    if isinstance(value, dict) and value.get("tool") == "ddp-doctor" \
+            and isinstance(value.get("findings"), list):
+        return Opened(label, iter([]), [], recorded_reports=[value]), raw
+    if isinstance(value, dict) and value.get("format") == "ddp-doctor-facts":
+        return Opened(label, iter([]), [value]), raw
+    return None, raw
 
 
 def _open_stream(stream: IO[bytes], label: str, name: str) -> Opened:
@@ -166,9 +315,15 @@ def _open_stream(stream: IO[bytes], label: str, name: str) -> Opened:
     if encoding is None:
         raise InputError(f"{label}: looks like a binary file, not a text log (pass the log "
                          f"as text, a .gz of it, or a support bundle)")
+    if head.lstrip().startswith(b"{"):  # by its bytes, not its name: tickets rename files
+        own, head = _own_json(head, stream, label)
+        if own is not None:
+            return own
     notes: list[str] = []
-    return Opened(label, iter([Document(name, _guarded(_blocks(stream, head), label, notes),
-                                       encoding)]), [], notes)
+    blocks = _guarded(_blocks(stream, head), label, notes)
+    if encoding != "utf-16":
+        blocks = _text_blocks(blocks, label)
+    return Opened(label, iter([Document(name, blocks, encoding)]), [], notes)
 
 
 def _guarded(blocks: Iterator[bytes], label: str, notes: list[str]) -> Iterator[bytes]:

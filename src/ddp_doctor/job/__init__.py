@@ -8,7 +8,7 @@ facts and writing the reports belong to ``ddp_doctor.app.run``.
 
 from __future__ import annotations
 
-from ddp_doctor.job.judge import diagnose_log, job_result, problem_results
+from ddp_doctor.job.judge import diagnose_log, established, job_result, problem_results
 from ddp_doctor.job.supervise import (
     NCCL_DEBUG_ENV,
     TAG_VARIABLE,
@@ -19,4 +19,4 @@ from ddp_doctor.job.supervise import (
 )
 
 __all__ = ["NCCL_DEBUG_ENV", "TAG_VARIABLE", "JobOptions", "JobOutcome", "diagnose_log",
-           "job_result", "problem_results", "supervise", "tagged_processes"]
+           "established", "job_result", "problem_results", "supervise", "tagged_processes"]

@@ -13,7 +13,7 @@ from ddp_doctor.codes import declare
 RUN_URL = "https://pytorch.org/docs/stable/elastic/run.html"
 
 COMMAND_FAILED = declare(
-    "RUN001", Category.UNKNOWN, "The supervised command failed",
+    "RUN001", Category.COMMAND_FAILED, "The supervised command failed",
     what="The command given to `ddp-doctor run` exited with a non-zero status or was killed "
          "by a signal. The evidence names the status and the cause the log diagnosis found "
          "first (its own finding follows, with the failure category).",
@@ -36,7 +36,7 @@ OUTPUT_STALLED = declare(
         "--stall-timeout.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
 TIMED_OUT = declare(
-    "RUN003", Category.UNKNOWN, "The supervised command ran past --timeout",
+    "RUN003", Category.PERFORMANCE_DEGRADED, "The supervised command ran past --timeout",
     what="The command kept printing but was still running at the wall-clock deadline "
          "(--timeout), so it was stopped with everything it started.",
     why="A job that was expected to finish in this time is slower than planned: an "

@@ -6,9 +6,12 @@ log file), so a failure reads the same whether it was pasted later or caught liv
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Optional
 
+from ddp_doctor.categories import Category
 from ddp_doctor.diagnose import InputError, diagnose
 from ddp_doctor.job import codes as C
 from ddp_doctor.job.supervise import NCCL_DEBUG_ENV, JobOptions, JobOutcome, command_text
@@ -25,10 +28,14 @@ def diagnose_log(path: str) -> Optional[CheckResult]:
         return None
 
 
-def job_result(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResult]
-               ) -> CheckResult:
-    """The run's own result: passed, or the one RUN finding that says how it ended."""
+def job_result(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResult],
+               judged: Optional[str] = None) -> CheckResult:
+    """The run's own result: passed, or the one RUN finding that says how it ended;
+    ``judged`` names the interpreter whose facts the checks judged."""
     finding = end_finding(outcome, options, log)
+    if finding is not None and judged is not None:
+        finding = replace(finding, evidence=(*finding.evidence,
+                                             Evidence("interpreter judged", judged)))
     findings = () if finding is None else (finding,)
     return CheckResult(check_id=CHECK_ID, title=CHECK_TITLE, area=AREA,
                        status=status_of(findings), summary=summary(outcome, options),
@@ -37,18 +44,32 @@ def job_result(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResu
 
 
 def summary(outcome: JobOutcome, options: JobOptions) -> str:
-    """One line: how the command ended and after how long."""
+    """One line beside the title "The supervised command": how it ended, after how long."""
     took = f"after {outcome.wall_s:.1f} s"
+    said = f"; --nccl-debug: {_debug_env()}" if options.nccl_debug else ""
     if outcome.stopped_by == "until":
-        said = f"; --nccl-debug: {_debug_env()}" if options.nccl_debug else ""
-        return f"--until matched {took}: stopped as a success{said}"
+        return f"stopped at --until {took}, as a success{said}"
     if outcome.stopped_by == "stall":
-        return f"no output for {options.stall_s:g} s: stopped as hung {took}"
+        return f"printed nothing for {options.stall_s:g} s: stopped as hung {took}"
     if outcome.stopped_by == "timeout":
         return f"still running at --timeout {options.timeout_s:g} s: stopped"
     if outcome.returncode == 0:
-        said = f"; --nccl-debug: {_debug_env()}" if options.nccl_debug else ""
-        return f"the command succeeded {took}{said}"
+        return f"succeeded {took}{said}"
+    return f"failed ({_status(outcome)}) {took}"
+
+
+def established(outcome: JobOutcome, options: JobOptions) -> str:
+    """What the run established, for the verdict: how the command ended, never "ready"
+    (the doctor cannot tell whether it trained on the GPUs the real job will use)."""
+    took = f"after {outcome.wall_s:.1f} s"
+    if outcome.stopped_by == "until":
+        return f"stopped at --until {took}: the command printed the line it was waited for"
+    if outcome.stopped_by == "stall":
+        return f"the command printed nothing for {options.stall_s:g} s and was stopped"
+    if outcome.stopped_by == "timeout":
+        return f"the command was still running at --timeout {options.timeout_s:g} s"
+    if outcome.returncode == 0:
+        return f"the command succeeded {took}"
     return f"the command failed ({_status(outcome)}) {took}"
 
 
@@ -133,5 +154,71 @@ def _debug_env() -> str:
 
 
 def problem_results(results: Sequence[CheckResult]) -> list[CheckResult]:
-    """The checks worth reading after a failed run: those with errors or warnings."""
-    return [r for r in results if r.status in (Status.FAIL, Status.WARN)]
+    """The checks worth reading after a failed run: those with errors or warnings, and
+    those whose findings ``as_context`` turned into context (shown, not counted)."""
+    return [r for r in results if r.status in (Status.FAIL, Status.WARN)
+            or any(e.label == CONTEXT for f in r.findings for e in f.evidence)]
+
+
+# Failure categories that only a job using the GPUs can suffer: a finding in one of them
+# about this machine (no driver, a CPU-only torch, NCCL's shared memory) is the cause of a
+# GPU job's failure and beside the point for a job that never initialised CUDA.
+GPU_CATEGORIES = frozenset({
+    Category.DRIVER_MISSING, Category.DRIVER_TOO_OLD, Category.DRIVER_LIBRARY_MISMATCH,
+    Category.TORCH_CPU_ONLY, Category.TORCH_ARCH_UNSUPPORTED, Category.CUDA_INIT_FAILURE,
+    Category.GPU_NOT_VISIBLE, Category.CUDNN_FAILURE, Category.GPU_OUT_OF_MEMORY,
+    Category.NCCL_SHARED_MEMORY, Category.NCCL_P2P, Category.NCCL_NETWORK,
+    Category.NCCL_UNAVAILABLE, Category.HARDWARE_FAULT,
+})
+# Words on a command line that ask for GPUs: YOLO's device=0,1, --device cuda / --device 0,
+# --gpus 2, Accelerate's --multi_gpu, torchrun's --nproc-per-node gpu, a backend named.
+_ASKS_GPUS = re.compile(
+    r"(?:^|\s)(?:--?device[= ]|device=)['\"]?(?:cuda|\d)|--gpus?[= ](?!0\b)\S|--multi_gpu|"
+    r"--nproc[-_]per[-_]node[= ]gpu\b|\bnccl\b|\bcuda\b", re.IGNORECASE)
+# Lines of the output that only a job on the GPUs prints: NCCL's own, a cuda:N device.
+_USED_GPUS = re.compile(r"\bNCCL (?:INFO|WARN)\b|\bcuda:\d", re.IGNORECASE)
+_SCANNED_BYTES = 32 << 20  # the head of a huge log says as much as its whole
+CONTEXT = "context, not the cause"  # the evidence label of a finding as_context demoted
+
+
+def gpu_use(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResult]
+            ) -> Optional[str]:
+    """Why the job is taken to have used the GPUs (evidence), or None when nothing shows it:
+    the CUDA driver mapped in one of its processes, a command line asking for GPUs, the
+    log's GPU failures, or output only NCCL or a CUDA device prints."""
+    if outcome.cuda_loaded is not None:
+        return f"the CUDA driver library was loaded in {outcome.cuda_loaded}"
+    asked = _ASKS_GPUS.search(command_text(options.command))
+    if asked:
+        return f"the command asks for GPUs ({asked.group().strip()!r})"
+    for finding in (log.findings if log is not None else ()):
+        if finding.category in GPU_CATEGORIES:
+            return f"its output shows a GPU failure ({finding.code.id})"
+    try:
+        with open(outcome.log_path, "rb") as text:
+            for raw in text.readlines(_SCANNED_BYTES):
+                line = raw.decode("utf-8", "replace")
+                if _USED_GPUS.search(line):
+                    return f"its output shows GPU work: {line.strip()[:120]!r}"
+    except OSError:
+        return None
+    return None
+
+
+def as_context(results: Sequence[CheckResult], why_not: str) -> list[CheckResult]:
+    """The checks with their GPU findings turned into context (info) for a job that did
+    not use the GPUs: still shown, with the reason, never counted as the failure's cause."""
+    out = []
+    for result in results:
+        findings = tuple(
+            replace(f, severity=Severity.INFO,
+                    evidence=(*f.evidence, Evidence(CONTEXT, why_not)))
+            if f.category in GPU_CATEGORIES and f.effective_severity is not Severity.INFO
+            else f for f in result.findings)
+        if findings == result.findings:
+            out.append(result)
+            continue
+        status = status_of(findings) if result.status in (Status.FAIL, Status.WARN) \
+            else result.status
+        out.append(replace(result, findings=findings, status=status))
+    return out

@@ -42,6 +42,7 @@ NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
 GRACE_S = 3.0  # between SIGTERM and SIGKILL: time for ranks to flush and exit cleanly
 POLL_S = 0.1
 _LINE_CAP = 400  # the longest line kept as evidence
+CUDA_LIBRARY = b"/libcuda.so"  # the driver's user-space library, mapped by cuInit
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class JobOutcome:
     last_by_rank: dict[str, str] = field(default_factory=dict)
     cleanup_s: float = 0.0  # from the decision to stop to nothing of the run left
     left_running: int = 0  # processes of the run still alive after the cleanup (never > 0)
+    cuda_loaded: Optional[str] = None  # a process of the run that had the CUDA driver loaded
 
     @property
     def succeeded(self) -> bool:
@@ -98,8 +100,35 @@ class JobOutcome:
 class JobReaper(Reaper):
     """The smoke job's Reaper, finding the run's processes by the tag in their environment."""
 
+    cuda_loaded: Optional[str] = None
+
     def tagged(self) -> list[psutil.Process]:
         return tagged_processes(self.tag)
+
+    def look_for_cuda(self) -> None:
+        """Note the first process of the run that has the CUDA driver library mapped.
+
+        ``libcuda.so`` is loaded by the first CUDA call (torch loads it lazily), so a job
+        that never initialised CUDA never maps it: the evidence that GPU findings about
+        this machine concern the job, or do not.
+        """
+        if self.cuda_loaded is not None:
+            return
+        for pid, proc in list(self.known.items()):
+            if _maps_cuda(pid):
+                with contextlib.suppress(psutil.Error):
+                    self.cuda_loaded = f"pid {pid} ({proc.name()})"
+                    return
+                self.cuda_loaded = f"pid {pid}"
+                return
+
+
+def _maps_cuda(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return any(CUDA_LIBRARY in line for line in maps)
+    except OSError:
+        return False
 
 
 def tagged_processes(tag: str) -> list[psutil.Process]:
@@ -114,41 +143,77 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
     return list({p.pid: p for p in found}.values())
 
 
-class _Output:
-    """The reader's side: copies chunks through, keeps the log, follows the lines."""
+# A line that starts with a rank's marker ("rank 0 ...", "[rank0]: ...", "[default0]:")
+# and holds the same marker for another rank glued on: two ranks writing unbuffered to one
+# pipe, each line's text and its newline in separate writes ("rank 0 step 2rank 1 step 2").
+_RANK_HEAD = re.compile(r"^(\[?(?:rank|default|trainer|worker)[ :]?)\d{1,5}\b", re.IGNORECASE)
+# A bare "rank 3 ..." or "rank 3: ..." at the start of a line names the rank that printed it.
+_BARE_RANK = re.compile(r"^rank[ _]?(\d{1,5})\b", re.IGNORECASE)
 
-    def __init__(self, sink: IO[bytes], log: IO[bytes], until: Optional[re.Pattern[str]],
-                 status: Optional[StatusLine] = None) -> None:
-        self.sink, self.log, self.until, self.status = sink, log, until, status
+
+def apart(text: str) -> list[str]:
+    """A line split where another rank's marker is glued onto it (see ``_RANK_HEAD``)."""
+    head = _RANK_HEAD.match(text)
+    if head is None:
+        return [text]
+    glued = re.compile(rf"(?<=\S)(?={re.escape(head.group(1))}\d)", re.IGNORECASE)
+    return [part for part in glued.split(text) if part.strip()]
+
+
+def rank_of(text: str) -> Optional[str]:
+    """The rank that printed a line: a launcher's prefix, or a bare "rank N" leading it."""
+    who, _rest = split_rank(text)
+    if who is not None and who.startswith("rank "):
+        return who
+    bare = _BARE_RANK.match(text)
+    return f"rank {int(bare.group(1))}" if bare else None
+
+
+class _Output:
+    """The reader's side: copies chunks through, keeps the log, follows the lines.
+
+    Stdout and stderr arrive on pipes of their own, each read by its own thread: each is
+    shown on its own sink, and each keeps its own unfinished line, so a line of one is
+    never glued to a line of the other. The log holds both, in the order they arrived.
+    """
+
+    def __init__(self, sinks: tuple[IO[bytes], IO[bytes]], log: IO[bytes],
+                 until: Optional[re.Pattern[str]], status: Optional[StatusLine] = None
+                 ) -> None:
+        self.sinks, self.log, self.until, self.status = sinks, log, until, status
         self.lock = threading.Lock()
+        self.feeding = threading.Lock()  # one chunk at a time through the log and lines
         self.last_output = time.monotonic()
         self.longest_silence = 0.0
-        self.partial = b""
+        self.partial = [b"", b""]
         self.last_line: Optional[str] = None
         self.last_by_rank: dict[str, str] = {}
         self.until_line: Optional[str] = None
         self.matched = threading.Event()
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes, stream: int = 0) -> None:
         now = time.monotonic()
         with self.lock:
             self.longest_silence = max(self.longest_silence, now - self.last_output)
             self.last_output = now
-        if self.status is not None:
-            self.status.around_output(self._show, chunk)
-        else:
-            self._show(chunk)
-        self.log.write(chunk)
-        self.log.flush()
-        lines = (self.partial + chunk).split(b"\n")
-        self.partial = lines.pop()
-        for raw in lines:
-            self._line(raw)
+        sink = self.sinks[stream]
 
-    def _show(self, chunk: bytes) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self.sink.write(chunk)
-            self.sink.flush()
+        def show(data: bytes) -> None:
+            with contextlib.suppress(OSError, ValueError):
+                sink.write(data)
+                sink.flush()
+
+        with self.feeding:
+            if self.status is not None:
+                self.status.around_output(show, chunk)
+            else:
+                show(chunk)
+            self.log.write(chunk)
+            self.log.flush()
+            lines = (self.partial[stream] + chunk).split(b"\n")
+            self.partial[stream] = lines.pop()
+            for raw in lines:
+                self._line(raw)
 
     def tick(self, elapsed: float) -> None:
         """Redraw the status line (when there is one) with the time and the last line."""
@@ -156,24 +221,25 @@ class _Output:
             last_line, _ = self.seen()
             self.status.draw(elapsed, self.silence(), last_line)
 
-    def finish(self) -> None:
-        if self.partial:
-            self._line(self.partial)
-            self.partial = b""
+    def finish(self, stream: int = 0) -> None:
+        with self.feeding:
+            if self.partial[stream]:
+                self._line(self.partial[stream])
+                self.partial[stream] = b""
 
     def _line(self, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace").rstrip("\r").split("\r")[-1]
         if not text.strip():
             return
-        text = text[:_LINE_CAP]
-        who, _rest = split_rank(text)
-        with self.lock:
-            self.last_line = text
-            if who is not None and who.startswith("rank "):
-                self.last_by_rank[who] = text
-        if self.until is not None and self.until_line is None and self.until.search(text):
-            self.until_line = text
-            self.matched.set()
+        for part in apart(text[:_LINE_CAP]):
+            who = rank_of(part)
+            with self.lock:
+                self.last_line = part
+                if who is not None:
+                    self.last_by_rank[who] = part
+            if self.until is not None and self.until_line is None and self.until.search(part):
+                self.until_line = part
+                self.matched.set()
 
     def seen(self) -> tuple[Optional[str], dict[str, str]]:
         """The last line, and each rank's, as they are now: when a deadline fires, what the
@@ -186,7 +252,7 @@ class _Output:
             return time.monotonic() - self.last_output
 
 
-def _pump(stream: IO[bytes], output: _Output) -> None:
+def _pump(stream: IO[bytes], output: _Output, which: int) -> None:
     fd = stream.fileno()
     while True:
         try:
@@ -195,15 +261,17 @@ def _pump(stream: IO[bytes], output: _Output) -> None:
             break
         if not chunk:
             break
-        output.feed(chunk)
-    output.finish()
+        output.feed(chunk, which)
+    output.finish(which)
 
 
 def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
               env: Optional[Mapping[str, str]] = None,
-              status: Optional[StatusLine] = None) -> JobOutcome:
-    """Run the command to its end (or a deadline) with its output copied to ``sink`` and,
-    on a terminal, ``status`` drawn below it.
+              status: Optional[StatusLine] = None,
+              err_sink: Optional[IO[bytes]] = None) -> JobOutcome:
+    """Run the command to its end (or a deadline) with its stdout copied to ``sink``, its
+    stderr to ``err_sink`` (``sink`` too when None: a report is on stdout) and, on a
+    terminal, ``status`` drawn below it.
 
     Raises OSError when the command cannot be started (not found, not executable), and
     ``SmokeInterrupted`` (a SystemExit) when the doctor is told to stop; in both cases
@@ -212,23 +280,25 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
     tag = uuid.uuid4().hex
     started = time.monotonic()
     with open(log_path, "wb") as log, stop_signals_raise():
-        output = _Output(sink, log, options.until, status)
+        output = _Output((sink, err_sink or sink), log, options.until, status)
         proc: Optional[subprocess.Popen[bytes]] = None
         reaper: Optional[JobReaper] = None
-        reader: Optional[threading.Thread] = None
+        readers: list[threading.Thread] = []
         stopped_by: Optional[str] = None
         stop_at: Optional[float] = None
         before_stop: Optional[tuple[Optional[str], dict[str, str]]] = None
         try:
             proc = subprocess.Popen(list(options.command), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=options.environment(tag, env),
                                     start_new_session=True)
             reaper = JobReaper(proc, tag)
-            assert proc.stdout is not None
-            reader = threading.Thread(target=_pump, args=(proc.stdout, output),
-                                      name="ddp-doctor-run-output", daemon=True)
-            reader.start()
+            for which, pipe in enumerate((proc.stdout, proc.stderr)):
+                assert pipe is not None
+                readers.append(threading.Thread(
+                    target=_pump, args=(pipe, output, which), daemon=True,
+                    name=f"ddp-doctor-run-{('stdout', 'stderr')[which]}"))
+                readers[-1].start()
             stopped_by = _watch(proc, reaper, output, options, started)
             stop_at = time.monotonic()
             if stopped_by in ("stall", "timeout"):
@@ -241,10 +311,11 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
                 status.close()
             if proc is not None:
                 (reaper or JobReaper(proc, tag)).stop(options.grace_s)
-                if reader is not None:
+                for reader in readers:
                     reader.join(timeout=5.0)
-                if proc.stdout is not None:
-                    proc.stdout.close()
+                for pipe in (proc.stdout, proc.stderr):
+                    if pipe is not None:
+                        pipe.close()
     cleanup_s = time.monotonic() - (stop_at or time.monotonic())
     left = len(tagged_processes(tag))
     last_line, last_by_rank = before_stop or output.seen()
@@ -255,7 +326,8 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         else output.longest_silence,
         until_line=output.until_line, last_line=last_line,
         last_by_rank=dict(sorted(last_by_rank.items(), key=_rank_order)),
-        cleanup_s=cleanup_s, left_running=left)
+        cleanup_s=cleanup_s, left_running=left,
+        cuda_loaded=reaper.cuda_loaded if reaper is not None else None)
 
 
 def _rank_order(item: tuple[str, Any]) -> tuple[int, str]:
@@ -280,6 +352,7 @@ def _watch(proc: subprocess.Popen[bytes], reaper: JobReaper, output: _Output,
             return "stall"
         if now - remembered >= 0.5:  # a SIGKILLed launcher orphans what it started
             reaper.remember()
+            reaper.look_for_cuda()
             remembered = now
         if now - drawn >= REDRAW_EVERY_S:
             output.tick(now - started)

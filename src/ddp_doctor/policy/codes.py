@@ -78,7 +78,7 @@ SCALING_LOW = declare(
         "pipeline (`ddp-doctor check --gpus N --workers W`).")
 # A requirement that could not be established is `unknown` by the contract's definition.
 NOT_MEASURED = declare(
-    "POL006", Category.UNKNOWN, "A policy requirement could not be checked",
+    "POL006", Category.REQUIREMENT_UNCHECKED, "A policy requirement could not be checked",
     what="The policy asks for something this run did not measure: the smoke job did not run "
          "(`ddp-doctor check`, `--no-smoke`, `--facts`), was skipped, or failed before the "
          "measurement; or the driver or torch version could not be read.",

@@ -188,6 +188,22 @@ def finding_block(finding: Finding, verbose: bool) -> Group:
     return Group(*parts)
 
 
+_LONG_LABEL = 50  # beyond this, the verdict's label and its exit code share no line
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _passed(report: Report, strict: bool) -> str:
+    """A passing run's label: "Ready for training" only where the smoke job trained on the
+    device it was asked for; otherwise what was established ("no problems left after the
+    policy ignored DRV001" is not a machine that was found ready)."""
+    if report.verdict(strict) == "ready":
+        return "Ready for training"
+    return _sentence(report.proved(strict))
+
+
 def verdict_line(report: Report, strict: bool) -> Text:
     findings = [f for f in report.findings if f.ignored is None]
     ignored = len(report.findings) - len(findings)
@@ -202,14 +218,21 @@ def verdict_line(report: Report, strict: bool) -> Text:
     code = report.exit_code(strict)
     text = Text()
     style = {0: "bold green", 1: "bold red", 3: "bold magenta"}[code]
-    label = {0: "Ready for training", 1: "Not ready: problems found",
+    label = {0: _passed(report, strict), 1: "Not ready: problems found",
              3: "The doctor itself failed"}[code]
     if code == 0 and report.cpu_fallback:  # trained, but not where it was asked to
         style, label = "bold yellow", "Passed on CPU only; GPU training not proven"
-    if report.facts_source.startswith("log: "):  # a log says what failed, not what is ready
+    if report.outcome is not None:  # run, compare: what they established, either way
+        label = _sentence(report.outcome)
+    if report.kind == "log":  # a log says what failed, not what is ready
         label = {0: "No failure cause found" if not warnings else "Warnings only, no failure "
                     "cause found", 1: "Failure cause found"}.get(code, label)
-    text.append(f"{label} (exit code {code})", style=style)
+    # A sentence of what was established stays whole on its line, the exit code after it:
+    # "(exit code" and "0)" wrapped apart read as two statements.
+    joint = "\n" if cell_len(label) > _LONG_LABEL else " "
+    shown = (f"exit code {code}" if report.exit_status is None
+             else f"exit code {report.exit_status}, the command's own")
+    text.append(f"{label}{joint}({shown})", style=style)
     text.append(f" — {errors} error{'s' * (errors != 1)}, "
                 f"{warnings} warning{'s' * (warnings != 1)}"
                 + (f", {ignored} ignored by policy" if ignored else ""))

@@ -19,7 +19,7 @@ from rich.text import Text
 from ddp_doctor.categories import Category
 from ddp_doctor.model import Code, Family
 from ddp_doctor.registry import Catalogue
-from ddp_doctor.report.blocks import indent, print_block
+from ddp_doctor.report.blocks import Wrapped, indent, print_block
 from ddp_doctor.report.glyphs import area_title
 from ddp_doctor.wording import count
 
@@ -92,6 +92,23 @@ def render_codes(codes: Iterable[Code], console: Console, *, empty: str = "no co
     _print_codes(listed, console, category=True)
     print_block(console, Text(f"{count(len(listed), 'code')} · "
                               "`ddp-doctor explain CODE` explains one", style="dim"))
+
+
+def render_code(code: Code, console: Console) -> None:
+    """``explain CODE``: the sections of ``codes.render_code_text``, each wrapped between
+    words at the console's width (80 in a pipe), so no line is left for the terminal to
+    break mid-word; commands in `backticks` stay whole (see ``blocks.wrap``)."""
+    print_block(console, Text(f"{code.id}: {code.summary}", style="bold"))
+    print_block(console, Text(f"category: {code.category.value}    default severity: "
+                              f"{code.severity.value}    family: {code.family.value}"))
+    for title, body in (("What it means", code.what), ("Why it matters", code.why),
+                        ("How to fix", code.fix)):
+        print_block(console, Text(""))
+        print_block(console, Text(title, style="bold"))
+        print_block(console, Wrapped(Text(body), 2))
+    if code.docs_url:
+        print_block(console, Text(""))
+        print_block(console, Text(f"Reference: {code.docs_url}"))
 
 
 def render_category(category: Category, codes: Iterable[Code], console: Console) -> None:

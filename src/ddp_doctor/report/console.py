@@ -106,7 +106,8 @@ class _CheckRow:
 def _check_row(result: CheckResult, verbose: bool, title_width: int) -> _CheckRow:
     summary = Text(result.summary, style="dim" if result.status is Status.SKIP else "")
     if verbose:
-        timing = "" if result.status is Status.SKIP else f", {result.duration_s * 1000:.0f} ms"
+        # "12ms", one word: the wrap never leaves "12" on one line and "ms]" on the next.
+        timing = "" if result.status is Status.SKIP else f", {result.duration_s * 1000:.0f}ms"
         summary.append(f"  [{result.check_id}{timing}]", style="dim")
     return _CheckRow(Text(STATUS_GLYPH[result.status], style=STATUS_STYLE[result.status]),
                      Text(result.title, style="bold" if result.status is not Status.PASS else ""),
@@ -160,7 +161,8 @@ def render_console(
         for item in _checks_section(report, verbose):
             print_block(console, item)
         console.print()
-        if report.smoke is not None:
+        # A skipped smoke job is already its row above, with the reason: no second section.
+        if report.smoke is not None and not report.smoke.get("skipped"):
             console.print(Text("Smoke training", style="bold underline"))
             print_block(console, smoke_table(report.smoke, indent=2))
             console.print()

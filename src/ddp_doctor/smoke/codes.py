@@ -33,7 +33,7 @@ RANK_STALLED = declare(
         "points at DataLoader workers and /dev/shm.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
 DEADLINE = declare(
-    "SMK003", Category.UNKNOWN, "The smoke job did not finish within its deadline",
+    "SMK003", Category.PERFORMANCE_DEGRADED, "The smoke job did not finish within its deadline",
     what="Every rank kept making progress but the whole job ran past the wall-clock "
          "deadline (--timeout) and was stopped.",
     why="The smoke job is sized to finish in about a minute; far slower means the machine "
