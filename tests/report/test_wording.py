@@ -56,7 +56,8 @@ QUOTES_THREADS = {"DIAG008", "DIAG009"}
 
 def _texts(finding: Finding) -> Iterator[tuple[str, str]]:
     yield "title", finding.title
-    quoting = finding.code.id in QUOTES_THREADS
+    # ...and the fallback's low-confidence leads (DIAG101...) quote the log's error lines.
+    quoting = finding.code.id in QUOTES_THREADS or finding.code.id.startswith("DIAG1")
     for e in finding.evidence:
         if quoting or _quotes_a_log(e.label):
             yield f"evidence {e.label!r}", f"{e.label} ({e.source})"

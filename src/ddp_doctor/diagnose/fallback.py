@@ -53,11 +53,14 @@ def _lead_code(number: int, category: Category) -> Code:
         severity=Severity.WARNING)
 
 
-# One code per category, numbered in the enum's order (new categories are appended, so a
-# released number keeps its meaning).
+# Categories that name how ddp-doctor's own run or policy ended, never a log's root cause:
+# no solved thread has them, so no lead can.
+NOT_A_LOG_CAUSE = (Category.UNKNOWN, Category.COMMAND_FAILED, Category.REQUIREMENT_UNCHECKED)
+# One code per category a log can show, numbered in the enum's order (new categories are
+# appended, so a released number keeps its meaning).
 LEAD_CODES: dict[str, Code] = {
     category.value: _lead_code(101 + i, category)
-    for i, category in enumerate(c for c in Category if c is not Category.UNKNOWN)}
+    for i, category in enumerate(c for c in Category if c not in NOT_A_LOG_CAUSE)}
 # Each also as a module constant (LEAD_GPU_OUT_OF_MEMORY, ...), as every other code is, so
 # the registry's tests and a reader find them by name.
 globals().update({f"LEAD_{code.category.name}": code for code in LEAD_CODES.values()})
