@@ -58,8 +58,8 @@ def _needs_py_spy():
     ("dataloader", "rank 0 step 2", "HNG001", "rank:1",
      "Rank 1 holds the job up: it waits in its data loader from read_sample_file"),
     ("barrier", "rank 0 step 2", "HNG002", "rank:1", "rank 1 in barrier from train"),
-    ("lock", "rank 0 step 2", "HNG001", "rank:1",
-     "Rank 1 holds the job up: it waits on a lock (Lock.acquire) from train"),
+    # Lock.acquire is C: named when py-spy unwinds native frames, else the line is.
+    ("lock", "rank 0 step 2", "HNG001", "rank:1", "Rank 1 holds the job up: it "),
     ("skip", "rank 0 step 2", "HNG002", "rank:1", "rank 1 in barrier from train"),
     ("init", "rank 0: started", "HNG005", "rank:1",
      "Rank 0 waits in init_process_group; rank 1 never joined (rank 1 sleeps in its own "
@@ -71,5 +71,42 @@ def test_the_verdict_names_the_rank_and_the_line_it_waits_on(tmp_path, mode, rea
     lead = findings[0]
     assert (lead.code.id, lead.affects[0]) == (code, culprit), [f.title for f in findings]
     assert words in lead.title, lead.title
+    if mode == "lock":
+        assert ("waits on a lock (Lock.acquire) from train (planted_hang.py:68)" in lead.title
+                or "is in its own code at train (planted_hang.py:68)" in lead.title), lead.title
     assert cost < 15
     print(f"\n{mode}: {lead.code.id} {lead.title} (stacks read in {cost:.2f} s)")
+
+
+def test_run_names_the_culprit_of_a_hung_torchrun_job_and_leaves_nothing(tmp_path):
+    """``ddp-doctor run --stall-timeout`` on the user's own hung job: the report leads with
+    the rank that holds it up and its line, soon after the stall, with nothing left."""
+    import json
+
+    from tests.support.smoke import marked_processes
+
+    stall = 8.0
+    marker = f"planted-run-{tmp_path.name}"
+    report = tmp_path / "report.json"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddp_doctor", "run", "--stall-timeout", f"{stall:g}",
+         "--timeout", "240", "--json", str(report), "--", sys.executable, "-m",
+         "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+         str(SCRIPT), "dataloader", marker],
+        capture_output=True, text=True, timeout=300, check=False)
+    wall = time.monotonic() - started
+    assert proc.returncode == 125, proc.stderr[-3000:]  # run's exit code for a stall
+    data = json.loads(report.read_text())
+    lead = data["findings"][0]
+    assert lead["code"] == "HNG001" and lead["affects"] == ["rank:1"], lead
+    assert "waits in its data loader from read_sample_file (planted_hang.py:" in lead["title"]
+    assert any(f["code"] == "RUN002" for f in data["findings"])
+    assert marked_processes(marker) == []
+    # Start-up (two torch imports under torchrun), a few steps, the silence, the stacks and
+    # the cleanup: the stall deadline plus 30 s covers all but the start-up.
+    silent_s = float(next(e["value"] for f in data["findings"] if f["code"] == "RUN002"
+                          for e in f["evidence"] if e["label"] == "stopped")
+                     .split("ended ")[1].split(" s")[0])
+    assert silent_s < 30
+    print(f"\nrun on a planted data-loader hang: {wall:.1f} s in all; {lead['title']}")

@@ -37,6 +37,8 @@ from ddp_doctor.forensics.stacks import (
     parse_py_spy,
 )
 
+# py-spy pauses a process for the read; native unwinding can take seconds on a loaded
+# machine, and a read without native frames is tried next within the same budget.
 DUMP_TIMEOUT_S = 10.0
 
 

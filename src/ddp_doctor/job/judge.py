@@ -13,6 +13,7 @@ from typing import Optional
 
 from ddp_doctor.categories import Category
 from ddp_doctor.diagnose import InputError, diagnose
+from ddp_doctor.forensics.verdict import hang_findings
 from ddp_doctor.job import codes as C
 from ddp_doctor.job.supervise import NCCL_DEBUG_ENV, JobOptions, JobOutcome, command_text
 from ddp_doctor.model import CheckResult, Evidence, Finding, Severity, Status, Step, status_of
@@ -36,7 +37,9 @@ def job_result(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResu
     if finding is not None and judged is not None:
         finding = replace(finding, evidence=(*finding.evidence,
                                              Evidence("interpreter judged", judged)))
-    findings = () if finding is None else (finding,)
+    # A hang: where each rank waited names the culprit, and leads the run's end finding.
+    hung = hang_findings(outcome.stacks, outcome.gone) if outcome.stacks else []
+    findings = (*hung, *(() if finding is None else (finding,)))
     return CheckResult(check_id=CHECK_ID, title=CHECK_TITLE, area=AREA,
                        status=status_of(findings), summary=summary(outcome, options),
                        findings=findings, duration_s=round(outcome.wall_s, 3),

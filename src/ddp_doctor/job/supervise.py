@@ -31,6 +31,8 @@ from typing import IO, Any, Optional
 import psutil
 
 from ddp_doctor.diagnose.rank_prefixes import split_rank
+from ddp_doctor.forensics.capture import capture_stacks, missing_ranks
+from ddp_doctor.forensics.stacks import RankStack
 from ddp_doctor.job.status_line import REDRAW_EVERY_S, StatusLine
 from ddp_doctor.smoke.monitor import Reaper
 from ddp_doctor.smoke.run import SmokeInterrupted, stop_signals_raise
@@ -82,6 +84,10 @@ class JobOutcome:
     cleanup_s: float = 0.0  # from the decision to stop to nothing of the run left
     left_running: int = 0  # processes of the run still alive after the cleanup (never > 0)
     cuda_loaded: Optional[str] = None  # a process of the run that had the CUDA driver loaded
+    # A run stopped as hung: each rank's stack, read before it was stopped, and the ranks of
+    # the world size whose processes had already ended (forensics/).
+    stacks: list[RankStack] = field(default_factory=list)
+    gone: list[int] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
@@ -287,6 +293,8 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         stopped_by: Optional[str] = None
         stop_at: Optional[float] = None
         before_stop: Optional[tuple[Optional[str], dict[str, str]]] = None
+        stacks: list[RankStack] = []
+        gone: list[int] = []
         try:
             proc = subprocess.Popen(list(options.command), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -303,6 +311,11 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
             stop_at = time.monotonic()
             if stopped_by in ("stall", "timeout"):
                 before_stop = output.seen()
+                # Where each rank waits, read while the job still hangs (forensics/).
+                reaper.remember()
+                alive = reaper.alive()
+                stacks = capture_stacks(alive)
+                gone = missing_ranks(stacks, alive)
         except SmokeInterrupted:
             stop_at = time.monotonic()
             raise
@@ -326,7 +339,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         else output.longest_silence,
         until_line=output.until_line, last_line=last_line,
         last_by_rank=dict(sorted(last_by_rank.items(), key=_rank_order)),
-        cleanup_s=cleanup_s, left_running=left,
+        cleanup_s=cleanup_s, left_running=left, stacks=stacks, gone=gone,
         cuda_loaded=reaper.cuda_loaded if reaper is not None else None)
 
 
