@@ -17,6 +17,7 @@ from ddp_doctor.diagnose.rank_prefixes import group_label
 from ddp_doctor.diagnose.scan import CodeHits, Quote, ScanResult
 from ddp_doctor.logrules import is_fatal_line, is_warning_line
 from ddp_doctor.model import Evidence, Finding, Severity, Step
+from ddp_doctor.wording import count
 
 NOTHING_MATCHED = declare(
     "DIAG001", Category.UNKNOWN, "No known failure signature in the log",
@@ -196,8 +197,8 @@ def summary_only(scan: ScanResult) -> bool:
 def nothing_matched(scan: ScanResult) -> Finding:
     """The ``unknown`` finding: what was read, the last failure lines, what to attach."""
     many = len(scan.documents) > 1
-    evidence = [Evidence("read", f"{scan.lines} lines in {len(scan.documents)} "
-                                 f"{'files' if many else 'input'}")]
+    evidence = [Evidence("read", f"{count(scan.lines, 'line')} in "
+                                 f"{count(len(scan.documents), 'file') if many else '1 input'}")]
     evidence += [Evidence(_where(q, many), q.text, q.document) for q in scan.exceptions]
     steps = RANK_OUTPUT_STEPS if summary_only(scan) else ATTACH_STEPS
     return Finding(NOTHING_MATCHED, NOTHING_MATCHED.summary, evidence=tuple(evidence),
