@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ddp_doctor.facts.snapshot import Facts, load_facts
+# Keep the compiled test modules between runs, even where PYTHONDONTWRITEBYTECODE is set
+# (it is on the shared development machines): pytest rewrites the asserts of each of the
+# ~120 test modules before it can import them, and without the cache (__pycache__, ignored
+# by git) every run repeats that, about 10 s of CPU, most of a quick loop's collection.
+sys.dont_write_bytecode = False
+
+from ddp_doctor.facts.snapshot import Facts, load_facts  # noqa: E402  (after the line above)
+
+# The quick loop's budget: an unmarked test over quick_test_limit_s fails (the module says
+# why and how it is timed); pytester runs it on planted tests in tests/core/test_quick_budget.py.
+pytest_plugins = ["tests.support.quick_budget", "pytester"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FACTS_DIR = FIXTURES / "facts"
@@ -25,20 +37,48 @@ def fixture_facts():
     return load_fixture_facts
 
 
+ULTRALYTICS_GROUP = "ultralytics-venv"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist with ``--dist loadgroup`` (.ci/run), the tests that need the
+    Ultralytics venv all go to one worker: that worker builds it once and the other worker
+    keeps running the rest of the suite instead of waiting for the build."""
+    for item in items:
+        if "ultralytics_python" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(ULTRALYTICS_GROUP))
+
+
 @pytest.fixture(scope="session")
 def ultralytics_python(tmp_path_factory) -> str:
     """A venv with the registry's torch build (a CUDA build of the same torch version as this
     venv's +cpu one), torchvision and Ultralytics (~80 s, 5 GB), built once per session for
     the Ultralytics tests and the two-node smoke whose nodes differ in their torch build.
 
+    Once per session means once for all pytest-xdist workers too: it is built in the folder
+    the workers' temporary folders share, under a lock, and a worker that finds it built
+    (the ``ready`` file, written last) uses it. The xdist group above normally keeps it to one
+    worker; the lock makes a second build impossible even when it does not.
+
     DDP_DOCTOR_ULTRALYTICS_PYTHON names such an interpreter already built (a developer's
     quick loop); CI leaves it unset and builds a fresh one."""
     given = os.environ.get("DDP_DOCTOR_ULTRALYTICS_PYTHON")
     if given:
         return given
-    venv = tmp_path_factory.mktemp("ultralytics") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    base = tmp_path_factory.getbasetemp()
+    # An xdist worker's base folder is <session folder>/popen-gwN; the session's is shared.
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "ultralytics"
+    folder.mkdir(exist_ok=True)
+    venv = folder / "venv"
     python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "torch===2.13.0", "torchvision",
-                    "ultralytics"], check=True, timeout=1200)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "ready").exists():
+            shutil.rmtree(venv, ignore_errors=True)  # a build that failed half-way
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
+                           timeout=120)
+            subprocess.run([python, "-m", "pip", "install", "-q", "torch===2.13.0",
+                            "torchvision", "ultralytics"], check=True, timeout=1200)
+            (folder / "ready").write_text(python + "\n")
     return python

@@ -274,6 +274,7 @@ def _never(*args, **kwargs):
     raise AssertionError("no work may start on bad input")
 
 
+@pytest.mark.spawns  # ddp-doctor as a command: a fresh interpreter each, about 3 s loaded
 @pytest.mark.parametrize("args", [("smoke", "--steps", "abc"), ("check", "--probe-timeout", "0"),
                                   ("check", "--jsn", "-"), ("chek",)])
 def test_the_installed_entry_point_prints_the_same_one_line(args):

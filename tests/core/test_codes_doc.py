@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ddp_doctor.codes import declared_codes, render_code_text, render_codes_markdown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,6 +19,7 @@ def test_codes_md_is_current():
     assert actual == expected, "docs/codes.md is stale: run python -m ddp_doctor.codes"
 
 
+@pytest.mark.spawns  # a fresh interpreter that imports every ddp_doctor module
 def test_the_generator_writes_what_the_registry_holds(tmp_path):
     """``python -m ddp_doctor.codes`` runs the module as __main__, a second copy with an empty
     registry of its own; it must still write every code."""

@@ -126,6 +126,7 @@ def test_no_module_makes_a_code_except_through_declare():
     assert offenders == []
 
 
+@pytest.mark.spawns  # a fresh interpreter that imports every ddp_doctor module
 def test_loading_the_registry_imports_every_module_that_declares():
     """In a fresh interpreter, so modules other tests imported cannot hide a gap."""
     declaring = sorted(_module_name(p) for p in SOURCES

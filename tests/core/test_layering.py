@@ -19,6 +19,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.9/3.10
@@ -274,14 +276,21 @@ def violations(modules: dict[str, Path], edges: list[Import]) -> list[str]:
 
 # --- the rules --------------------------------------------------------------------------------
 
-def test_no_import_cycles_between_modules():
-    modules, edges = import_graph()
+@pytest.fixture(scope="module")
+def graph() -> tuple[dict[str, Path], list[Import]]:
+    """The distribution's import graph, read once (every module parsed: about a second of
+    CPU) for the tests below, which only read it."""
+    return import_graph()
+
+
+def test_no_import_cycles_between_modules(graph):
+    modules, edges = graph
     found = cycles(modules, edges)
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
-def test_every_import_respects_the_layers():
-    modules, edges = import_graph()
+def test_every_import_respects_the_layers(graph):
+    modules, edges = graph
     problems = violations(modules, edges)
     assert not problems, "layering broken:\n" + "\n".join(problems)
 
@@ -374,8 +383,8 @@ def test_each_kind_of_layer_break_is_caught():
     assert not broken("ddp_doctor.model", "ddp_doctor")  # the root package: __version__
 
 
-def test_the_graph_covers_every_module_of_the_distribution():
-    modules, edges = import_graph()
+def test_the_graph_covers_every_module_of_the_distribution(graph):
+    modules, edges = graph
     assert {"ddp_doctor.cli", "ddp_doctor.checks", "ddp_doctor.checks._util",
             "ddp_doctor.train_smoke.worker", "ddp_doctor.facts.gather"} <= set(modules)
     assert modules["ddp_doctor.checks.host"] == REPO / "checks" / "host.py"

@@ -13,8 +13,7 @@ from functools import cache
 import pytest
 
 from ddp_doctor.categories import Category
-from ddp_doctor.diagnose import diagnose
-from tests.support.corpus import LOGS, confusion, read_cases
+from tests.support.corpus import LOGS, confusion, corpus_report, read_cases
 
 THRESHOLD = 0.95
 
@@ -28,7 +27,7 @@ def cases() -> tuple[dict, ...]:
 def outcomes() -> tuple[tuple[dict, str, object], ...]:
     out = []
     for case in cases():
-        report = diagnose(str(LOGS / case["file"])).report
+        report = corpus_report(case["file"])
         lead = report.results[0].findings[0]
         out.append((case, lead.code.category.value, report))
     return tuple(out)

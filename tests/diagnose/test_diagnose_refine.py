@@ -61,6 +61,7 @@ def _corpus_lines() -> list[str]:
     return lines
 
 
+@pytest.mark.slow  # every rule over every corpus line: ~3 s of CPU on an idle machine
 def test_every_line_a_rule_matches_holds_its_literal_and_a_gate() -> None:
     """Over every corpus line and rule example: a match implies the prefilters pass."""
     misses = []

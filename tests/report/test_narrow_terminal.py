@@ -22,7 +22,6 @@ import pytest
 from rich.console import Console
 
 from ddp_doctor.cli import app, normalize_argv
-from ddp_doctor.diagnose import diagnose
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import Report
 from ddp_doctor.registry import load_catalogue
@@ -34,11 +33,11 @@ from tests.conftest import FACTS_DIR
 from tests.report.test_render_golden import full_report, smoke_report
 from tests.support import smoke_reports
 from tests.support.cli import runner
+from tests.support.corpus import corpus_reports
 
 WIDTHS = (60, 80, 120)
 LOGS_DIR = Path(__file__).parents[1] / "data" / "logs"
 FACT_FILES = sorted(FACTS_DIR.glob("*.json"))
-LOG_FILES = sorted(LOGS_DIR.glob("*.log"))
 # Recorded logs whose findings carry long paths, URLs and commands, run through the CLI.
 CLI_LOGS = ["pytorch-119072", "wsl-13027", "nccl-2013", "llama-699", "ultralytics-18979"]
 SMOKE_RUNS = ["passing_run", "failing_run", "short_run", "stalled_run"]
@@ -157,11 +156,12 @@ def test_every_fixture_machine_keeps_paths_codes_and_commands_whole(path, width)
         assert_readable(output, data, width, verbose)
 
 
+@pytest.mark.slow  # the whole corpus's diagnoses (computed once: corpus_reports), rendered
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_recorded_log_diagnosis_keeps_them_whole(width):
-    assert len(LOG_FILES) > 100
-    for path in LOG_FILES:
-        report = diagnose(str(path)).report
+    reports = corpus_reports()
+    assert len(reports) > 100
+    for _path, report in reports:
         output = console_output(render_console, report, width)
         assert_readable(output, report_data(report), width, verbose=False)
 

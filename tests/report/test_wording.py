@@ -28,6 +28,7 @@ from ddp_doctor.runner import build_report
 from ddp_doctor.smoke.run import SmokeResult
 from tests.conftest import FACTS_DIR
 from tests.support import smoke_reports
+from tests.support.corpus import corpus_reports
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 MACHINES = sorted(FACTS_DIR.glob("*.json"))
@@ -107,13 +108,10 @@ def test_every_finding_of_every_recorded_machine_reads_right(path):
     assert _problems(report) + _category_labels(report, text) == []
 
 
-LOG_FILES = sorted(LOGS.glob("*.log"))
-
-
+@pytest.mark.slow  # diagnoses the whole corpus (shared with the corpus tests: corpus_reports)
 def test_every_finding_of_every_corpus_log_reads_right():
     problems = []
-    for path in LOG_FILES:
-        report = diagnose(str(path)).report
+    for path, report in corpus_reports():
         problems += [f"{path.name}: {p}" for p in _problems(report)]
         problems += [f"{path.name}: {p}" for p in
                      _category_labels(report, _rendered(report))]

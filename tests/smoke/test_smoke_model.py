@@ -140,6 +140,7 @@ def test_loss_reads_strides_through_a_wrapper():
 # ---- fingerprint -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the first optimizer of a process imports torch._dynamo: ~2.5 s of CPU
 def test_fingerprint_equal_for_identical_models_and_changes_after_a_step():
     torch.manual_seed(7)
     a = build_model("n")

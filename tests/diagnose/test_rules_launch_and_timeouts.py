@@ -1,5 +1,9 @@
-"""Rules from the training cases collected on 2026-11-25 (tests/data/logs/cases_J.toml):
-each on the stable core of its error, with the look-alikes it must leave alone."""
+"""Launch and timeout readings: a script run without a launcher, two nodes that both take
+the same ranks, a progress bar that ran for the whole collective timeout; and three errors
+other tools print in their own words (NVML's mismatch from nvidia-docker 1.0, NCCL's
+'invalid device function', bitsandbytes' CUDA setup). Each is tested on the stable core of
+its error, with the look-alikes it must leave alone; the cases come from the training split
+collected on 2026-11-25 (tests/data/logs/cases_J.toml)."""
 
 from __future__ import annotations
 
