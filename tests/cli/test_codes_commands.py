@@ -209,11 +209,12 @@ def test_codes_json_filtered():
 
 @pytest.mark.parametrize(("args", "line"), [
     (("--family", "smok"), "--family 'smok': choose one of check, plan, smoke, log, diagnose, "
-                           "policy, run, nodes; did you mean smoke?"),
+                           "policy, run, nodes, hang; did you mean smoke?"),
     (("--family", "gpu"), "--family 'gpu': choose one of check, plan, smoke, log, diagnose, "
-                          "policy, run, nodes"),
+                          "policy, run, nodes, hang"),
     (("--json", "--family", "checks"), "--family 'checks': choose one of check, plan, smoke, "
-                                       "log, diagnose, policy, run, nodes; did you mean check?"),
+                                       "log, diagnose, policy, run, nodes, hang; did you mean "
+                                       "check?"),
     (("--category", "nccl"), "--category 'nccl': not a failure category; did you mean "
                              "nccl_shared_memory, nccl_p2p, nccl_network? (categories: "
                              + ", ".join(c.value for c in Category) + ")"),
