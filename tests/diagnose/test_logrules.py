@@ -89,8 +89,10 @@ def test_every_category_seen_in_logs_has_an_error_rule():
     covered = {r.code.category for r in RULES if r.code.severity is Severity.ERROR}
     # node_mismatch is judged across hosts (nodes/), never from one line.
     # performance_degraded is judged from facts (links, clocks, copies), never from one line.
+    # command_failed and requirement_unchecked name how ddp-doctor's own run or policy ended.
     assert set(Category) - covered <= {Category.UNKNOWN, Category.NODE_MISMATCH,
-                                       Category.PERFORMANCE_DEGRADED}
+                                       Category.PERFORMANCE_DEGRADED, Category.COMMAND_FAILED,
+                                       Category.REQUIREMENT_UNCHECKED}
     assert set(CATEGORY_PRECEDENCE) == set(Category)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from rich.console import Console
 
 from ddp_doctor.app.catalogue import run_explain
@@ -29,6 +30,7 @@ def too_wide(text: str, width: int = 80) -> list[str]:
             if len(line) > width and len(line.strip().split()) > 1]
 
 
+@pytest.mark.slow  # every code's explanation, over 260 codes
 def test_explain_wraps_every_code_between_words(capsys):
     """Before: `explain DRV001` printed lines of 171-311 characters."""
     for code in sorted(all_codes(load_catalogue())):
