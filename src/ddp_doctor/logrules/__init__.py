@@ -84,7 +84,10 @@ CATEGORY_PRECEDENCE: tuple[Category, ...] = (
     Category.HOST_OUT_OF_MEMORY, Category.GPU_OUT_OF_MEMORY, Category.NCCL_SHARED_MEMORY,
     Category.CUDNN_FAILURE, Category.RENDEZVOUS_PORT_IN_USE, Category.RENDEZVOUS_FAILURE,
     Category.DDP_USAGE_ERROR, Category.NCCL_P2P, Category.NCCL_NETWORK,
-    Category.COLLECTIVE_TIMEOUT, Category.PERFORMANCE_DEGRADED, Category.UNKNOWN,
+    Category.COLLECTIVE_TIMEOUT, Category.PERFORMANCE_DEGRADED,
+    # ddp-doctor's own outcomes (a command that failed, a requirement left unchecked) come
+    # after every cause a log can show.
+    Category.COMMAND_FAILED, Category.REQUIREMENT_UNCHECKED, Category.UNKNOWN,
 )
 """The order findings of equal severity are ranked in, a cause before its effects; the one
 order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
