@@ -41,7 +41,7 @@ ULTRALYTICS_GROUP = "ultralytics-venv"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist with ``--dist loadgroup`` (.ci/run), the tests that need the
+    """Under pytest-xdist with ``--dist loadgroup`` (CONTRIBUTING.md), the tests that need the
     Ultralytics venv all go to one worker: that worker builds it once and the other worker
     keeps running the rest of the suite instead of waiting for the build."""
     for item in items:
