@@ -140,3 +140,16 @@ def test_diagnose_leads_with_where_the_ranks_wait(tmp_path):
                    + (STACKS / "py-spy-dataloader.txt").read_text())
     findings = diagnose(str(log)).report.results[0].findings
     assert findings[0].code.id == "HNG001" and findings[0].affects == ("rank:1",)
+
+
+def test_a_users_pasted_dump_names_their_own_line_not_a_librarys():
+    """A real paste (accelerate#3104, DeepSpeed ZeRO-3): py-spy prints library files relative
+    to site-packages, so deepspeed/ and accelerate/ frames are library code, and the job's
+    own line is its training loop."""
+    [stack] = parse_py_spy((STACKS / "py-spy-accelerate-3104.txt").read_text(), rank=0)
+    assert [t.name for t in stack.threads][:2] == ["MainThread", "Thread-1"]
+    assert len(stack.threads) == 6  # four threads py-spy printed without a name or frames
+    wait = wait_of(stack)
+    assert (wait.kind, wait.call) == ("collective", "backward (the gradient sync inside "
+                                                    "backward)")
+    assert wait.user.where() == "training_loop (fine_tune_accelerate.py:410)"

@@ -33,9 +33,15 @@ RENDEZVOUS = frozenset(("init_process_group", "_store_based_barrier", "rendezvou
                         "init_device_mesh", "new_group"))
 _DISTRIBUTED = re.compile(r"torch/distributed/|distributed_c10d\.py|c10d_logger\.py")
 _DATA = re.compile(r"torch/utils/data/")
-_LIBRARY = re.compile(r"(^|/)(torch|torchvision|numpy|threading|queue|selectors|socket|"
-                      r"multiprocessing|concurrent|asyncio|contextlib|runpy|importlib)(/|\.py)|"
-                      r"site-packages/|dist-packages/|<frozen |^<")
+# Library code, not the job's own: py-spy prints a package's files relative to site-packages
+# ("deepspeed/runtime/engine.py"), so the training libraries are named by their packages.
+_LIBRARY = re.compile(
+    r"(^|/)(torch|torchvision|torchaudio|numpy|threading|queue|selectors|socket|"
+    r"multiprocessing|concurrent|asyncio|contextlib|runpy|importlib|deepspeed|accelerate|"
+    r"transformers|lightning|pytorch_lightning|lightning_fabric|ultralytics|timm|apex|"
+    r"megatron|fairscale|tqdm|datasets|pandas|PIL|cv2|mmcv|mmengine|detectron2|hydra|"
+    r"omegaconf|wandb|tensorboard|triton|peft|trl|sentencepiece|tokenizers)(/|\.py)|"
+    r"site-packages/|dist-packages/|<frozen |^<")
 _LOCKS = frozenset(("acquire", "wait", "join", "_wait_for_tstate_lock", "get", "__enter__"))
 
 
@@ -104,7 +110,8 @@ def wait_of(stack: RankStack) -> Wait:
         if name in COLLECTIVES and _DISTRIBUTED.search(file):
             return Wait("collective", name, user, path)
         if name in ("backward", "_engine_run_backward", "run_backward") and "torch/" in file:
-            return Wait("collective", "backward (DDP's gradient all-reduce)", user, path)
+            return Wait("collective", "backward (the gradient sync inside backward)", user,
+                        path)
         if _DATA.search(file) or name == "__getitem__":
             return Wait("data", "DataLoader", user, path)
         if name in _LOCKS and re.search(r"(^|/)(threading|queue)\.py$", file):
