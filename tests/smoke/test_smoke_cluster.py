@@ -45,12 +45,15 @@ CLUSTER_SHELL = {
     # started from inside a torchrun job inherits.
     "RANK": "5", "LOCAL_RANK": "3", "WORLD_SIZE": "9", "LOCAL_WORLD_SIZE": "4",
     "GROUP_RANK": "1", "TORCHELASTIC_USE_AGENT_STORE": "True",
-    "TORCHELASTIC_RESTART_COUNT": "0", "PET_NNODES": "3", "PET_NPROC_PER_NODE": "4",
+    "TORCHELASTIC_RESTART_COUNT": "0", "PET_NPROC_PER_NODE": "4",
 }
+# (PET_NNODES and PET_NODE_RANK are left out of the shell above: they lay out the nodes on
+# purpose, as torchrun would, see test_smoke_options.py.)
 
 
 def test_the_childrens_environment_drops_every_inherited_rendezvous_value(tmp_path):
-    inherited = {**CLUSTER_SHELL, "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29400",
+    inherited = {**CLUSTER_SHELL, "PET_NNODES": "3", "MASTER_ADDR": "10.0.0.7",
+                 "MASTER_PORT": "29400",
                  "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "10.0.0.7:29400",
                  "NCCL_DEBUG": "WARN", "CUDA_VISIBLE_DEVICES": "2,3", "HOME": "/root"}
     kept = without_rendezvous(inherited)
