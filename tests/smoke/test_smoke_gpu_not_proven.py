@@ -139,7 +139,8 @@ def test_auto_on_this_cpu_machine_trains_but_is_not_ready(monkeypatch):
     assert "CPU-only build" in evidence["why no GPU"]  # this sandbox's torch is +cpu
     assert result.data["proved"] == {
         "gpu_training": False, "device": "cpu", "backend": "gloo", "launcher": "torchrun",
-        "world_size": 2, "mixed_precision": False, "cpu_fallback": True}
+        "world_size": 2, "mixed_precision": False, "cpu_fallback": True,
+        "nccl_across_gpus": False, "gpus_shared": None}
     assert result.check_result().status.value == "warn"
 
 
