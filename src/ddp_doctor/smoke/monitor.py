@@ -115,6 +115,11 @@ class RankState:
             index += 1  # finished that phase: further than a rank still inside it
         return (index * 2, self.steps_done)
 
+    @property
+    def startup(self) -> dict[str, Any]:
+        """The rank's first event (its pid, GPU, world size), empty before it wrote one."""
+        return next((e for e in self.events if e.get("phase") == "startup"), {})
+
     def ended(self, phase: str) -> dict[str, Any] | None:
         for event in self.events:
             if event.get("kind") == "end" and event.get("phase") == phase:

@@ -423,7 +423,7 @@ def _read_stacks(outcome: Outcome, reaper: Reaper, ranks: list[RankState],
     pids: dict[int, int] = {}
     files: dict[int, Path] = {}
     for local, state in enumerate(ranks):
-        start = next((e for e in state.events if e.get("phase") == "startup"), {})
+        start = state.startup
         if isinstance(start.get("pid"), int):
             pids[start["pid"]] = state.rank
             files[start["pid"]] = Path(stacks_path(str(run_dir), local))

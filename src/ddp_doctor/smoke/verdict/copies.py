@@ -28,10 +28,6 @@ from ddp_doctor.smoke.monitor import RankState
 METRICS = (("h2d", "host-to-device"), ("d2h", "device-to-host"))
 
 
-def _startup(state: RankState) -> dict[str, Any]:
-    return next((e for e in state.events if e.get("phase") == "startup"), {})
-
-
 def expected_copy_rate(gpu_name: str | None, metric: str, view: FactsView | None,
                        index: int | None) -> dict[str, Any] | None:
     """The rate a copy should reach, with its basis and source; None when nothing says."""
@@ -62,7 +58,7 @@ def copy_rates(ranks: list[RankState], view: FactsView | None,
         measured = state.ended("host_copy")
         if not measured:
             continue
-        name = _startup(state).get("gpu_name")
+        name = state.startup.get("gpu_name")
         index = gpus.get(state.rank)
         row: dict[str, Any] = {"rank": state.rank, "gpu": index, "gpu_name": name}
         slow = []

@@ -85,8 +85,7 @@ def rank_gpus(ranks: list[RankState], nccl: NcclTransports | None,
     by_bus = {pci_key(g.get("pci_bus_id")): g.get("index")
               for g in (view.nvml_gpus() if view else [])}
     for state in ranks:
-        start = next((e for e in state.events if e.get("phase") == "startup"), {})
-        key = pci_key(start.get("pci_bus_id"))
+        key = pci_key(state.startup.get("pci_bus_id"))
         if key is not None and by_bus.get(key) is not None:
             out[state.rank] = int(by_bus[key] or 0)
     for rank, info in (nccl.gpus.items() if nccl else []):
