@@ -1,7 +1,8 @@
 """GPU hardware faults that NVML reports: uncorrectable ECC errors, memory pages or rows
 waiting for a reset to be retired or remapped, a failed remap, and a GPU that is lost; the
 Xid and SXid errors of this boot's kernel log; and what slows a healthy GPU down: a PCIe
-link narrower or slower than it should be, and clocks held down by heat or power.
+link narrower or slower than it should be, clocks held down by heat or power, and a GPU at
+its maximum operating temperature.
 
 PCIe generation is judged only from NVML read while the interpreter probe kept the GPU busy:
 an idle GPU lowers its link generation to save power, so an idle Gen1 link is normal. The
@@ -552,6 +553,55 @@ THROTTLED = declare(
     docs_url=NVML_CLOCK_REASONS,
 )
 
+NVML_THRESHOLDS = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html"
+AT_MAX_TEMPERATURE = declare(
+    id="HWF013",
+    category=Category.PERFORMANCE_DEGRADED,
+    summary="A GPU is at its maximum operating temperature",
+    what=(
+        "The GPU's temperature has reached its \"GPU Max Operating Temp\" (NVML's "
+        "NVML_TEMPERATURE_THRESHOLD_GPU_MAX): the limit its own thermal control holds it "
+        "under by lowering the clocks, below the slowdown and shutdown temperatures."
+    ),
+    why=(
+        "At that limit the GPU trades clock speed for temperature, so it computes slower than "
+        "its peers; in DDP every rank then waits for it at each all-reduce."
+    ),
+    fix=(
+        "Improve cooling (fans, airflow, inlet temperature, dust); if the limit itself is set "
+        "unusually low, find what lowered it (a vendor or OS thermal tool)."
+    ),
+    severity=Severity.WARNING,
+    docs_url=NVML_THRESHOLDS,
+)
+
+
+def _hot_finding(gpu: NvmlGpu) -> Finding | None:
+    """The GPU at or over its max operating temperature (one snapshot's reading)."""
+    margin = gpu.get("temperature_margin")
+    if margin is None or margin > 0:
+        return None
+    index = gpu.get("index")
+    temp, limit = gpu.get("temperature"), gpu.get("temperature_max_operating")
+    reading = (f"{temp} C / {limit} C" if temp is not None and limit else
+               f"{margin} C left below the limit (T.Limit)")
+    return Finding(
+        code=AT_MAX_TEMPERATURE,
+        title=f"{_name(gpu)} is at its maximum operating temperature ({reading})",
+        evidence=(Evidence("temperature (current / max operating)", reading,
+                           "nvmlDeviceGetTemperature / GetTemperatureThreshold (GPU_MAX)"),
+                  Evidence("slowdown temperature",
+                           f"{gpu.get('temperature_slowdown') or 'unknown'} C",
+                           "nvmlDeviceGetTemperatureThreshold (SLOWDOWN)")),
+        remediation=(
+            Step("Watch temperature, clocks and their event reasons while a job runs.",
+                 command=f"nvidia-smi -q -i {index} -d TEMPERATURE,PERFORMANCE"),
+            Step("Check fans, airflow, inlet temperature and dust; on a laptop or "
+                 "workstation, check what sets the GPU's temperature limit."),
+        ),
+        affects=(f"gpu:{index}",),
+    )
+
 
 def _reading_for(facts: FactsView, gpu: NvmlGpu) -> GpuUnderLoad | None:
     """The torch probe's under-load reading of this NVML GPU (matched by UUID)."""
@@ -649,7 +699,7 @@ def gpu_pcie_link(facts: FactsView) -> Iterator[Finding | Summary]:
     title="GPU clocks and temperature",
     area="driver",
     requires=("nvml",),
-    codes=(THROTTLED,),
+    codes=(THROTTLED, AT_MAX_TEMPERATURE),
     blocked_by=("driver.present",),
 )
 def gpu_throttle(facts: FactsView) -> Iterator[Finding | Summary]:
@@ -666,6 +716,9 @@ def gpu_throttle(facts: FactsView) -> Iterator[Finding | Summary]:
             sources.append(("NVML query", gpu.get("clock_event_reasons"), gpu.get("temperature")))
         if gpu.get("temperature") is not None:
             temps.append(f"{gpu['temperature']} C")
+        hot = _hot_finding(gpu)
+        if hot is not None:
+            yield hot
         if not sources:
             continue
         seen += 1

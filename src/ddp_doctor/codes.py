@@ -53,7 +53,8 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.SMOKE: ("ddp_doctor.smoke.codes",),
     Family.LOG: ("ddp_doctor.logrules",),  # imports every area module of the rules
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context",
-                      "ddp_doctor.diagnose.similar", "ddp_doctor.diagnose.fallback"),
+                      "ddp_doctor.diagnose.similar", "ddp_doctor.diagnose.fallback",
+                      "ddp_doctor.diagnose.transport"),
     Family.POLICY: ("ddp_doctor.policy.codes",),
     Family.RUN: ("ddp_doctor.job.codes",),
     Family.NODES: ("ddp_doctor.nodes.codes",),

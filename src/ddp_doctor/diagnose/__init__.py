@@ -147,6 +147,10 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
             ordered = [(capped_by_passed_run(f, recorded[0]), i) for f, i in ordered]
     nodes = scan.nodes.judge()  # the hosts of a multi-node log against each other
     between = list(nodes.findings) if nodes is not None else []
+    # The path NCCL's data took, host by host, and nccl-tests' verdict on a pasted run.
+    from ddp_doctor.diagnose.transport import nccl_tests_findings, transport_findings
+
+    between += transport_findings(scan.nodes) + nccl_tests_findings(scan.nodes)
     # Stacks of a hung job's ranks pasted with the log: where each rank waits leads the
     # watchdog's timeout, which says only that the ranks waited.
     from ddp_doctor.forensics.verdict import hang_findings

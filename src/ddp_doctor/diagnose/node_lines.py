@@ -15,6 +15,18 @@ plugin found (libnccl-net.so), using internal implementation" or "No plugin foun
 channel lines' "via NET/IB/0", param.cc ("NCCL_X set by environment to Y"), and nccl-tests'
 device table ("#  Rank  0 Group  0 Pid ... on HOST device 0 [0x..] MODEL"); see
 https://github.com/NVIDIA/nccl and https://github.com/NVIDIA/nccl-tests.
+
+Per host, also what its InfiniBand transport said (``transports``, judged host by host in
+``diagnose.transport``, so a single-host paste counts too): the HCAs NCCL listed or failed
+to open (net_ib.cc: "NET/IB : Using [0]mlx5_0:1/IB ...", "NET/IB : Unable to open device
+mlx5_0"), "NET/IB : No device found", the network it chose, and "NET/IB : GPU Direct RDMA
+Disabled for HCA 0 'mlx5_0'", which ncclIbGetProperties prints (with " (no module)" in the
+2.1x sources) when neither nv_peer_mem nor nvidia_peermem is loaded. Users often paste these
+lines with the ``host:pid:tid [dev]`` prefix cut off; they then count for one unnamed host.
+
+And each nccl-tests run pasted (``nccl_runs``): from its "nThread" line, the lines after it
+in the same chunk go to ``textfacts.nccl_tests`` (a run cut by a chunk boundary is read as
+far as it goes), so its table and verdict are judged without a section marker of its own.
 """
 
 from __future__ import annotations
@@ -23,13 +35,17 @@ import re
 from typing import Any, Optional
 
 from ddp_doctor.nodes import Comparison, NodeSummary, compare_nodes
+from ddp_doctor.textfacts import nccl_tests
 
 MAX_HOSTS = 512  # beyond this a log is not one job's; stop collecting
 MAX_CHANNEL_LINES = 4096  # "via NET/" channel lines read in all: they only confirm a network
 # What a line must hold to say anything here; each is one bytes.find per chunk of the log.
 MARKERS = (b"NCCL INFO NCCL version", b"NCCL INFO NET/Plugin", b"NCCL INFO Plugin Path",
            b"NCCL INFO Using network",
-           b" set by environment to ", b" via NET/", b" Group ")
+           b" set by environment to ", b" via NET/", b" Group ", b"NET/IB : ")
+UNNAMED = ""  # the host of NCCL lines pasted without their host:pid:tid prefix
+NCCL_TESTS_MARKER = b"nThread "  # the first line of an nccl-tests run
+MAX_RUNS = 64  # nccl-tests runs read from one log
 _PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL INFO (?P<msg>.*)$")
 _VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
 _PLUGIN = re.compile(r"^NET/Plugin\s*:\s*Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*$")
@@ -39,6 +55,11 @@ _INTERNAL = re.compile(r"^NET/Plugin\s*:\s*(?:Could not find: \S+|No plugin foun
 _NETWORK = re.compile(r"^Using network (?P<net>\S+)")
 _VIA = re.compile(r"\bvia NET/(?P<net>[A-Za-z][\w]*)/")
 _ENV = re.compile(r"^(?P<var>NCCL_[A-Z0-9_]+) set by environment to (?P<val>.*?)\.?\s*$")
+_HOST = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
+_IB_USING = re.compile(r"NET/IB : Using (?P<devs>[^;]*)")
+_IB_DEV = re.compile(r"\[\d+\](?P<dev>[A-Za-z][\w.-]*):\d+/(?:IB|RoCE)")
+_IB_UNABLE = re.compile(r"NET/IB : Unable to open device (?P<dev>[A-Za-z][\w.-]*)")
+_GDR_OFF = re.compile(r"NET/IB : GPU Direct RDMA Disabled for HCA \d+ '(?P<dev>[^']+)'")
 _DEVICE = re.compile(r"^#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<host>\S+)\s+"
                      r"device\s+\d+\s+\[[^\]]*\]\s+(?P<model>.+?)\s*$")
 
@@ -49,10 +70,14 @@ class NodeLines:
     def __init__(self) -> None:
         self.hosts: dict[str, dict[str, Any]] = {}
         self.channel_lines = 0
+        # host -> {"hcas": [...], "no_ib": bool, "network": str, "gdr_off": [...]}
+        self.transports: dict[str, dict[str, Any]] = {}
+        self.nccl_runs: list[dict[str, Any]] = []  # textfacts.nccl_tests' reading of each run
 
     def feed_chunk(self, chunk: bytes) -> None:
         """The lines of one chunk of raw log (whole lines) that hold a marker: a few passes
         of ``bytes.find``, so a log without NCCL output costs next to nothing."""
+        self._nccl_tests(chunk)
         for marker in MARKERS:
             at = chunk.find(marker)
             while at != -1:
@@ -66,8 +91,20 @@ class NodeLines:
                 self.feed(chunk[start:end].decode("utf-8", "replace").rstrip("\r"))
                 at = chunk.find(marker, end)
 
+    def _nccl_tests(self, chunk: bytes) -> None:
+        at = chunk.find(NCCL_TESTS_MARKER)
+        while at != -1 and len(self.nccl_runs) < MAX_RUNS:
+            start = chunk.rfind(b"\n", 0, at) + 1
+            lines = chunk[start:].decode("utf-8", "replace").splitlines()[:nccl_tests.MAX_LINES]
+            parsed = nccl_tests.parse(lines)
+            if parsed is not None:
+                self.nccl_runs += parsed.facts["nccl_tests"]["runs"]
+            at = chunk.find(NCCL_TESTS_MARKER, at + len(NCCL_TESTS_MARKER))
+
     def feed(self, line: str) -> None:
         """One clean log line (rank prefixes may still be on it)."""
+        if "NET/" in line or "Using network" in line:
+            self._transport(line)
         if "NCCL INFO" in line:
             found = _PREFIX.search(line)
             if found is not None:
@@ -102,6 +139,30 @@ class NodeLines:
             node.setdefault("env", {})[m.group("var")] = m.group("val")
         elif "via NET/" in msg and (m := _VIA.search(msg)) is not None:
             node.setdefault("nccl_network", m.group("net"))  # channel lines name it too
+
+    def _transport(self, line: str) -> None:
+        """What one NCCL line says about its host's network transport."""
+        found = _HOST.search(line)
+        host = found.group("host") if found is not None else UNNAMED
+        if host not in self.transports and len(self.transports) >= MAX_HOSTS:
+            return
+        net = self.transports.setdefault(host, {"hcas": [], "gdr_off": []})
+        if (m := _GDR_OFF.search(line)) is not None:
+            if m.group("dev") not in net["gdr_off"]:
+                net["gdr_off"].append(m.group("dev"))
+        elif (m := _IB_USING.search(line)) is not None:
+            for dev in _IB_DEV.findall(m.group("devs")):
+                if dev not in net["hcas"]:
+                    net["hcas"].append(dev)
+        elif (m := _IB_UNABLE.search(line)) is not None:
+            if m.group("dev") not in net["hcas"]:
+                net["hcas"].append(m.group("dev"))
+        elif "NET/IB : No device found" in line:
+            net["no_ib"] = True
+        elif (m := _NETWORK.search(line[line.find("Using network"):])) is not None:
+            net["network"] = m.group("net")
+        elif (m := _VIA.search(line)) is not None:
+            net.setdefault("network", m.group("net"))
 
     def summaries(self) -> tuple[list[str], list[NodeSummary]]:
         """The hosts that said anything to compare, and what each said.

@@ -89,6 +89,8 @@ class NvmlGpu(TypedDict, total=False):
     clock_event_reasons: Optional[int]  # nvmlClocksEventReasons bit mask, at idle
     temperature: Optional[int]  # degrees C
     temperature_slowdown: Optional[int]  # degrees C at which the GPU slows itself down
+    temperature_max_operating: Optional[int]  # degrees C the GPU holds itself under
+    temperature_margin: Optional[int]  # degrees C left below that limit (T.Limit)
     error: str
     error_type: str
 

@@ -15,8 +15,11 @@ Errors" > "Volatile" > "DRAM Uncorrectable"); each value is one NVML query
 - name, UUID, bus id, memory, MIG, compute and persistence mode, and "Processes : None";
 - "GPU Link Info": "PCIe Generation" and "Link Width" (Max / Current, "16x") and "Replays
   Since Reset"; "Clocks Event Reasons" ("Clocks Throttle Reasons" before R535), each reason
-  "Active" or "Not Active", into NVML's bit mask; "Temperature": "GPU Current Temp" and
-  "GPU Slowdown Temp" ("34 C"). A pasted report is a snapshot of an unknown moment, so
+  "Active" or "Not Active", into NVML's bit mask; "Temperature": "GPU Current Temp",
+  "GPU Slowdown Temp" and "GPU Max Operating Temp" ("34 C"; the last is the temperature the
+  GPU's own control keeps it under by lowering its clocks, NVML's
+  NVML_TEMPERATURE_THRESHOLD_GPU_MAX; R580-era drivers print "T.Limit" figures instead,
+  degrees left below it, see ``_margin``). A pasted report is a snapshot of an unknown moment, so
   like the NVML probe's reading it is taken as idle: the link's width and the slowdown
   reasons are judged, its generation is not.
 
@@ -186,6 +189,9 @@ def _gpu(block: dict[Path, str], position: int) -> dict[str, Any]:
     gpu["clock_event_reasons"] = _clock_reasons(block)
     gpu["temperature"] = _celsius(_get(block, "Temperature", "GPU Current Temp"))
     gpu["temperature_slowdown"] = _celsius(_get(block, "Temperature", "GPU Slowdown Temp"))
+    gpu["temperature_max_operating"] = _celsius(_get(block, "Temperature",
+                                                      "GPU Max Operating Temp"))
+    gpu["temperature_margin"] = _margin(block, gpu)
     return {k: v for k, v in gpu.items() if v is not None}
 
 
@@ -213,6 +219,18 @@ def _clock_reasons(block: dict[Path, str]) -> int | None:
                 and len(path) >= 2 and known(value):
             names[path[-1]] = value.strip().lower() == "active"
     return reasons_mask(names) if names else None
+
+
+def _margin(block: dict[Path, str], gpu: dict[str, Any]) -> int | None:
+    """Degrees C left below the max operating temperature. R580+ drivers print T.Limit
+    figures instead of absolute ones: "GPU T.Limit Temp" (the margin NVML reports) against
+    "GPU Max Operating T.Limit Temp" (the limit on that scale, usually 0 C)."""
+    current, limit = gpu.get("temperature"), gpu.get("temperature_max_operating")
+    if current is not None and limit:
+        return int(limit - current)
+    margin = _celsius(_get(block, "Temperature", "GPU T.Limit Temp"))
+    floor = _celsius(_get(block, "Temperature", "GPU Max Operating T.Limit Temp"))
+    return margin - floor if margin is not None and floor is not None else None
 
 
 def _celsius(value: str | None) -> int | None:
@@ -282,6 +300,8 @@ def _problems(gpu: dict[str, Any]) -> list[str]:
     if link.get("width_current") and link.get("width_max") \
             and link["width_current"] < link["width_max"]:
         problems.append(f"PCIe link x{link['width_current']} of x{link['width_max']}")
+    if gpu.get("temperature_margin") is not None and gpu["temperature_margin"] <= 0:
+        problems.append("at its max operating temperature")
     slowed = [r.name for r in active_reasons(gpu.get("clock_event_reasons")) if r.slows]
     if slowed:
         problems.append(", ".join(slowed))

@@ -1,0 +1,76 @@
+"""``diagnose`` on pasted health and multi-node output (issue 23, point 4): NCCL's transport
+lines host by host, nccl-tests' results, and nvidia-smi -q's temperature limit.
+
+The fixtures are real pastes (tests/fixtures/pasted/SOURCES.md, tests/fixtures/captures/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.diagnose import diagnose
+from ddp_doctor.model import Severity
+from ddp_doctor.textfacts import facts_from_text
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PASTED = FIXTURES / "pasted"
+CAPTURES = FIXTURES / "captures"
+
+
+def _codes(path: Path) -> list[str]:
+    return [f.code.id for f in diagnose(str(path)).report.results[0].findings]
+
+
+def test_sockets_next_to_a_listed_hca_is_a_slow_transport() -> None:
+    # NVIDIA/nccl#451: NCCL could not open mlx5_bond_0 in the container and chose sockets.
+    findings = diagnose(str(PASTED / "nccl-451-ib-unable-socket.txt")).report.results[0].findings
+    found = next(f for f in findings if f.code.id == "DIAG020")
+    assert found.code.category.value == "performance_degraded"
+    assert any("mlx5_bond_0" in e.value for e in found.evidence)
+
+
+def test_sockets_without_any_hca_are_not_judged_slow() -> None:
+    # NVIDIA/nccl#1637: a workstation with no InfiniBand device; sockets are all there is.
+    assert "DIAG020" not in _codes(PASTED / "nccl-debug-nccl-1637-2x5090.txt")
+
+
+def test_gpu_direct_rdma_disabled_leads_with_the_missing_module() -> None:
+    # NVIDIA/nccl#1537: "Using network IB", then GDR disabled for both HCAs.
+    result = diagnose(str(PASTED / "nccl-1537-gdr-disabled.txt")).report.results[0]
+    lead = result.findings[0]
+    assert lead.code.id == "DIAG021" and lead.effective_severity is Severity.WARNING
+    assert "hostname1" in lead.title
+    assert any(e.value == "mlx5_0, mlx5_1" for e in lead.evidence)
+
+
+def test_an_nccl_tests_table_is_read_row_by_row() -> None:
+    # NVIDIA/nccl-tests#287: one size, in-place #wrong "N/A", "Out of bounds values : 0 OK".
+    (run,) = diagnose(str(PASTED / "nccl-tests-287-alltoall-5090.txt")).scan.nodes.nccl_runs
+    assert run["ranks"] == [{"host": "GENOA-01", "model": "NVIDIA GeForce RTX 5090"}]
+    assert run["rows"] == [{"bytes": 33554432, "type": "float", "busbw_oop": 0.0,
+                            "wrong_oop": 0.0, "busbw_ip": 0.0, "wrong_ip": None}]
+    assert run["out_of_bounds"] == 0 and run["failed"] is False
+    codes = _codes(PASTED / "nccl-tests-287-alltoall-5090.txt")
+    assert not {"DIAG022", "DIAG023", "DIAG024"} & set(codes)
+
+
+def test_an_nccl_tests_run_that_failed_validation_is_wrong_data() -> None:
+    # NVIDIA/nccl-tests#7: the 2018 format, "Out of bounds values : 248 FAILED".
+    result = diagnose(str(PASTED / "nccl-tests-7-out-of-bounds.txt")).report.results[0]
+    lead = result.findings[0]
+    assert lead.code.id == "DIAG022" and lead.effective_severity is Severity.ERROR
+    assert any(e.value == "248 FAILED" for e in lead.evidence)
+
+
+@pytest.mark.parametrize("name", ["nvidia-smi-q-bsyonline-v100.txt",
+                                  "nvidia-smi-q-h200-live.txt"])
+def test_the_max_operating_temperature_is_read_and_a_cool_gpu_passes(name: str) -> None:
+    parsed = facts_from_text((CAPTURES / name).read_text())
+    assert parsed is not None
+    gpus = parsed.facts.get("nvml")["gpus"]
+    # The V100 (R470) prints absolute limits, the H200 (R580) T.Limit margins.
+    assert all(g.get("temperature_margin") for g in gpus), gpus
+    assert all(g["temperature_margin"] > 0 for g in gpus)
+    assert "HWF013" not in _codes(CAPTURES / name)
