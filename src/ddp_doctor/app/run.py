@@ -60,9 +60,10 @@ class RunRequest:
     nccl_debug: bool = False
     status: bool = True
     facts: Optional[Path] = None
+    flight_recorder: bool = False
 
 
-def job_options(request: RunRequest) -> JobOptions:
+def job_options(request: RunRequest, flight_dir: Optional[str] = None) -> JobOptions:
     """The request judged: a command, numbers in range, a regex that compiles."""
     if not request.command:
         raise UsageError("run: give the command to supervise after `--`, e.g. "
@@ -80,13 +81,15 @@ def job_options(request: RunRequest) -> JobOptions:
             raise UsageError(f"--until {request.until!r}: not a regular expression: "
                              f"{exc}") from None
     return JobOptions(command=tuple(request.command), timeout_s=timeout, stall_s=stall,
-                      until=until, nccl_debug=request.nccl_debug)
+                      until=until, nccl_debug=request.nccl_debug, flight_dir=flight_dir)
 
 
 def run_job(common: Common, request: RunRequest) -> int:
     """Run the command to its end; 0 when it succeeded (or --until matched), else the
     command's own exit code (``exit_code``)."""
     options = job_options(request)
+    if request.flight_recorder:  # the ranks' Flight Recorder dumps go here (forensics/)
+        options = replace(options, flight_dir=tempfile.mkdtemp(prefix="ddp-doctor-fr-"))
     if request.log == "-":
         raise UsageError("--log -: the output is already shown live; give a file to keep "
                          "it in")
@@ -107,6 +110,7 @@ def run_job(common: Common, request: RunRequest) -> int:
                             err_sink=sys.stderr.buffer)
     except OSError as exc:
         _remove(temp_dir)
+        _remove(options.flight_dir)
         raise UsageError(f"run: cannot start {options.command[0]!r}: "
                          f"{exc.strerror or exc}") from None
     except SystemExit:  # interrupted: the run is stopped; its output stays for the user
@@ -119,6 +123,7 @@ def run_job(common: Common, request: RunRequest) -> int:
                          outcome=established(outcome, options))
         emit(report, common, run_log=log_path)
         _remove(temp_dir)
+        _remove(options.flight_dir)
         return report.exit_code(common.strict)
     if not common.quiet:
         sys.stderr.write(f"ddp-doctor: the command's output is kept in {log_path}\n")
@@ -127,8 +132,26 @@ def run_job(common: Common, request: RunRequest) -> int:
     if policy is not None and facts is not None:
         report = apply_policy(report, policy, facts)
     report = replace(report, exit_status=exit_code(outcome))
-    emit(report, common, facts=facts, run_log=log_path)
+    kept = keep_forensics(outcome, options.flight_dir)
+    if kept is not None and not common.quiet:
+        sys.stderr.write(f"ddp-doctor: the ranks' stacks and Flight Recorder dumps are kept "
+                         f"in {kept}\n")
+    emit(report, common, facts=facts, run_log=log_path, run_files=kept)
     return exit_code(outcome)
+
+
+def keep_forensics(outcome: JobOutcome, flight_dir: Optional[str]) -> Optional[str]:
+    """The folder of a hung run's evidence for the user and the bundle: each rank's stack
+    (``stack-rank<R>.txt``) and Flight Recorder dump (``fr-rank<R>.json``); None if none."""
+    from ddp_doctor.forensics.flight import keep_records
+    from ddp_doctor.forensics.stacks import keep_stacks
+
+    if not outcome.stacks and not outcome.flight:
+        return None
+    folder = Path(flight_dir or tempfile.mkdtemp(prefix="ddp-doctor-fr-"))
+    keep_stacks(outcome.stacks, folder)
+    keep_records(outcome.flight, folder)
+    return str(folder)
 
 
 STALL_EXIT = 125

@@ -13,6 +13,7 @@ from typing import Optional
 
 from ddp_doctor.categories import Category
 from ddp_doctor.diagnose import InputError, diagnose
+from ddp_doctor.forensics.flight_verdict import flight_findings
 from ddp_doctor.forensics.verdict import hang_findings
 from ddp_doctor.job import codes as C
 from ddp_doctor.job.supervise import NCCL_DEBUG_ENV, JobOptions, JobOutcome, command_text
@@ -39,6 +40,9 @@ def job_result(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResu
                                              Evidence("interpreter judged", judged)))
     # A hang: where each rank waited names the culprit, and leads the run's end finding.
     hung = hang_findings(outcome.stacks, outcome.gone) if outcome.stacks else []
+    # --flight-recorder: the collective each rank reached, after the lines they wait on.
+    if outcome.stopped_by in ("stall", "timeout") and options.flight_dir is not None:
+        hung += flight_findings(outcome.flight, outcome.gone)
     findings = (*hung, *(() if finding is None else (finding,)))
     return CheckResult(check_id=CHECK_ID, title=CHECK_TITLE, area=AREA,
                        status=status_of(findings), summary=summary(outcome, options),
