@@ -218,7 +218,7 @@ def read_dump(name: str, data: bytes) -> RankRecord:
 
 def read_folder(folder: Path) -> list[RankRecord]:
     """Every dump in a folder (ours and NCCL's), one record per rank (ours first)."""
-    found: dict[int | None, RankRecord] = {}
+    dumps: list[tuple[str, bytes]] = []
     try:
         paths = sorted(p for p in folder.iterdir() if p.is_file())
     except OSError:
@@ -230,13 +230,9 @@ def read_folder(folder: Path) -> list[RankRecord]:
             data = path.read_bytes()
         except OSError:
             continue
-        if not looks_like_dump(path.name, data):
-            continue
-        record = read_dump(path.name, data)
-        kept = found.get(record.rank)
-        if kept is None or (kept.why is not None and record.why is None):
-            found[record.rank] = record
-    return sorted(found.values(), key=lambda r: (r.rank is None, r.rank or 0))
+        if looks_like_dump(path.name, data):
+            dumps.append((path.name, data))
+    return read_dumps(dumps)
 
 
 def request_dumps(folder: Path, ranks: int, wait_s: float = DUMP_WAIT_S
@@ -290,3 +286,14 @@ def keep_records(records: list[RankRecord], folder: Path) -> None:
                 continue
     with contextlib.suppress(OSError):
         (folder / REQUEST).unlink(missing_ok=True)
+
+
+def read_dumps(dumps: list[tuple[str, bytes]]) -> list[RankRecord]:
+    """Dumps given by name and bytes (``diagnose``'s input), one record per rank."""
+    found: dict[int | None, RankRecord] = {}
+    for name, data in dumps:
+        record = read_dump(name.replace("\\", "/").rsplit("/", 1)[-1], data)
+        kept = found.get(record.rank)
+        if kept is None or (kept.why is not None and record.why is None):
+            found[record.rank] = record
+    return sorted(found.values(), key=lambda r: (r.rank is None, r.rank or 0))
