@@ -61,6 +61,11 @@ def _needs_py_spy():
     # Lock.acquire is C: named when py-spy unwinds native frames, else the line is.
     ("lock", "rank 0 step 2", "HNG001", "rank:1", "Rank 1 holds the job up: it "),
     ("skip", "rank 0 step 2", "HNG002", "rank:1", "rank 1 in barrier from train"),
+    # Its main function returned; a thread that is not a daemon keeps its process (and its
+    # gloo connections) alive, so rank 0 waits instead of failing.
+    ("exit", "rank 1: left training early", "HNG004", "rank:1",
+     "Rank 1 left the job while rank 0 waits in all_reduce from sync_gradients "
+     "(planted_hang.py:"),
     ("init", "rank 0: started", "HNG005", "rank:1",
      "Rank 0 waits in init_process_group; rank 1 never joined (rank 1 sleeps in its own "
      "code at main"),
@@ -72,8 +77,11 @@ def test_the_verdict_names_the_rank_and_the_line_it_waits_on(tmp_path, mode, rea
     assert (lead.code.id, lead.affects[0]) == (code, culprit), [f.title for f in findings]
     assert words in lead.title, lead.title
     if mode == "lock":
-        assert ("waits on a lock (Lock.acquire) from train (planted_hang.py:68)" in lead.title
-                or "is in its own code at train (planted_hang.py:68)" in lead.title), lead.title
+        assert ("waits on a lock (Lock.acquire) from train (planted_hang.py:" in lead.title
+                or "is in its own code at train (planted_hang.py:" in lead.title), lead.title
+    if mode == "exit":
+        assert ("has left its main function; Python waits at exit for its thread "
+                "'metrics-uploader' in upload_metrics (planted_hang.py:") in lead.title
     assert cost < 15
     print(f"\n{mode}: {lead.code.id} {lead.title} (stacks read in {cost:.2f} s)")
 
@@ -110,3 +118,76 @@ def test_run_names_the_culprit_of_a_hung_torchrun_job_and_leaves_nothing(tmp_pat
                      .split("ended ")[1].split(" s")[0])
     assert silent_s < 30
     print(f"\nrun on a planted data-loader hang: {wall:.1f} s in all; {lead['title']}")
+
+
+# Each planted hang under ``ddp-doctor run --flight-recorder``: (mode, the code and words of
+# the stacks' verdict, the code and words of the Flight Recorder's).
+RUN_CASES = [
+    ("dataloader", "HNG001", "Rank 1 holds the job up: it waits in its data loader from "
+     "read_sample_file (planted_hang.py:", "HNG008", "Rank 1 never called collective #"),
+    ("barrier", "HNG002", "rank 1 in barrier from train (planted_hang.py:",
+     "HNG007", "against rank 1 #"),
+    ("lock", "HNG001", "Rank 1 holds the job up: it ", "HNG008",
+     "Rank 1 never called collective #"),
+    ("exit", "HNG004", "Rank 1 left the job while rank 0 waits in all_reduce",
+     "HNG008", "Rank 1 never called collective #"),
+    ("skip", "HNG002", "rank 1 in barrier from train (planted_hang.py:",
+     "HNG007", "against rank 1 #"),
+    ("init", "HNG005", "Rank 0 waits in init_process_group; rank 1 never joined", "HNG010",
+     "had not joined a process group"),
+]
+
+
+@pytest.mark.parametrize(("mode", "code", "words", "fr_code", "fr_words"), RUN_CASES,
+                         ids=[c[0] for c in RUN_CASES])
+def test_run_names_the_culprit_of_each_planted_hang(tmp_path, mode, code, words, fr_code,
+                                                    fr_words):
+    """``ddp-doctor run --flight-recorder --stall-timeout``: the report leads with the rank
+    that holds the job up and its function, the Flight Recorder's finding names the
+    collective, the support bundle carries both, within the stall deadline plus 30 s,
+    with nothing left running."""
+    import json
+    import zipfile
+
+    from tests.support.smoke import marked_processes
+
+    stall = 8.0
+    marker = f"planted-{mode}-{tmp_path.name}"
+    report, bundle = tmp_path / "report.json", tmp_path / "bundle.zip"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddp_doctor", "run", "--flight-recorder", "--stall-timeout",
+         f"{stall:g}", "--timeout", "240", "--json", str(report), "--bundle", str(bundle),
+         "--no-status", "--", sys.executable, "-m", "torch.distributed.run",
+         "--nproc-per-node", "2", "--master-port", str(free_port()), str(SCRIPT), mode,
+         marker], capture_output=True, text=True, timeout=300, check=False)
+    wall = time.monotonic() - started
+    assert proc.returncode == 125, proc.stderr[-3000:]
+    assert marked_processes(marker) == []
+    data = json.loads(report.read_text())
+    findings = data["findings"]
+    lead = findings[0]
+    assert (lead["code"], lead["affects"][0]) == (code, "rank:1"), \
+        [f["title"] for f in findings]
+    assert words in lead["title"], lead["title"]
+    recorded = next(f for f in findings if f["code"].startswith("HNG") and
+                    f["code"] >= "HNG007")
+    assert recorded["code"] == fr_code and fr_words in recorded["title"], recorded
+    if fr_code != "HNG010":
+        assert recorded["affects"] == ["rank:1"], recorded
+    # From the stall to the report: the run's own duration says when it decided to stop.
+    result = next(r for r in data["checks"] if r["id"] == "run.job")
+    stopped = next(e["value"] for f in findings if f["code"] == "RUN002"
+                   for e in f["evidence"] if e["label"] == "stopped")
+    cleanup = float(stopped.split("ended ")[1].split(" s")[0])
+    stall_to_report = wall - (result["duration_s"] - cleanup)
+    assert stall_to_report < stall + 30, stall_to_report
+    with zipfile.ZipFile(bundle) as archive:
+        names = set(archive.namelist())
+        assert {"ddp-doctor-bundle/run/stack-rank0.txt",
+                "ddp-doctor-bundle/run/fr-rank0.json"} <= names, names
+        if mode != "exit":
+            assert "ddp-doctor-bundle/run/stack-rank1.txt" in names
+    print(f"\n{mode}: {lead['code']} {lead['title']}\n  {recorded['code']} "
+          f"{recorded['title']}\n  stall to report {stall_to_report:.1f} s (cleanup, with "
+          f"stacks and dumps, {cleanup:.1f} s); {wall:.1f} s in all")
