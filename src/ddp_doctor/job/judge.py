@@ -117,6 +117,10 @@ def end_finding(outcome: JobOutcome, options: JobOptions, log: Optional[CheckRes
                        f"the deadline (SIGTERM, then SIGKILL after {options.grace_s:g} s)"
             if outcome.left_running == 0 else
             f"{outcome.left_running} of its processes were still alive after SIGKILL"))
+    if outcome.stacks or outcome.flight:
+        read = "the ranks' stacks" + (" and Flight Recorder dumps" if outcome.flight else "")
+        evidence.append(Evidence("read before the stop",
+                                 f"{read}, in {outcome.capture_s:.1f} s"))
     if options.nccl_debug:
         evidence.append(Evidence("--nccl-debug", f"set for the run: {_debug_env()}"))
     steps = [Step(f"read the whole output: {outcome.log_path}")]

@@ -94,6 +94,7 @@ class JobOutcome:
     stacks: list[RankStack] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
     flight: list[RankRecord] = field(default_factory=list)  # --flight-recorder's dumps
+    capture_s: float = 0.0  # reading the stacks and dumps, before anything was stopped
 
     @property
     def succeeded(self) -> bool:
@@ -302,6 +303,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         stacks: list[RankStack] = []
         gone: list[int] = []
         flight: list[RankRecord] = []
+        captured = 0.0
         try:
             proc = subprocess.Popen(list(options.command), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -325,6 +327,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
                 gone = missing_ranks(stacks, alive)
                 if options.flight_dir is not None:
                     flight = request_dumps(Path(options.flight_dir), len(stacks))
+                captured = time.monotonic() - stop_at
         except SmokeInterrupted:
             stop_at = time.monotonic()
             raise
@@ -349,6 +352,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         until_line=output.until_line, last_line=last_line,
         last_by_rank=dict(sorted(last_by_rank.items(), key=_rank_order)),
         cleanup_s=cleanup_s, left_running=left, stacks=stacks, gone=gone, flight=flight,
+        capture_s=captured,
         cuda_loaded=reaper.cuda_loaded if reaper is not None else None)
 
 
