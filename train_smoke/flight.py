@@ -66,11 +66,36 @@ def _is_rank() -> bool:
     return "RANK" in os.environ
 
 
+def _write(path: str, data: bytes) -> bool:
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temp, "wb") as out:
+            out.write(data)
+        os.replace(temp, path)
+    except OSError:
+        return False
+    return True
+
+
 def dump_now(folder: str) -> str | None:
-    """Write this rank's Flight Recorder dump (or why there is none) to ``folder``."""
+    """Write this rank's Flight Recorder dump (or why there is none) to ``folder``: the
+    pickle (``fr-trace-rank<R>``, the name torch's analyser reads with ``--prefix
+    fr-trace-rank``), then the JSON (``fr-rank<R>.json``), which tells the supervisor this
+    rank has answered.
+
+    Without the collectives' stack traces: in torch 2.13, ``_dump_fr_trace(True, True,
+    False)`` never returns while the rank's main thread is blocked in a gloo collective
+    (tried on the planted barrier hang), which is exactly when the dump is wanted."""
     rank = _rank()
     path = os.path.join(folder, f"fr-rank{rank}.json")
     dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            from torch._C._distributed_c10d import _dump_fr_trace
+
+            _write(os.path.join(folder, f"fr-trace-rank{rank}"), _dump_fr_trace(True, False, False))
+    except Exception:  # the JSON below still answers
+        pass
     try:
         if dist is None or not dist.is_available() or not dist.is_initialized():
             data = json.dumps({"ddp_doctor_no_dump": "this rank had not joined a process "
@@ -85,14 +110,7 @@ def dump_now(folder: str) -> str | None:
     except Exception as exc:  # say why, never break the job
         data = json.dumps({"ddp_doctor_no_dump": f"the dump failed: {exc}"[:300],
                            "rank": rank}).encode()
-    temp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(temp, "wb") as out:
-            out.write(data)
-        os.replace(temp, path)
-    except OSError:
-        return None
-    return path
+    return path if _write(path, data) else None
 
 
 def _answer(folder: str) -> None:

@@ -171,3 +171,25 @@ def test_diagnose_reads_dumps_in_a_zip_pickled_or_json(tmp_path):
     # refused as a member that is not text.
     findings = diagnose(str(single)).report.results[0].findings
     assert [f.code.id for f in findings] == ["DIAG001"], [f.title for f in findings]
+
+
+def test_pickled_and_json_dumps_of_one_hang_read_the_same():
+    pickled = read_dump("fr-trace-rank1", (FLIGHT / "barrier" / "fr-trace-rank1").read_bytes())
+    as_text = read_dump("fr-rank1.json", (FLIGHT / "barrier" / "fr-rank1.json").read_bytes())
+    assert pickled.why is None and pickled.rank == 1
+    assert [(o.seq, o.name, o.sizes, o.completed) for o in pickled.ops] == \
+        [(o.seq, o.name, o.sizes, o.completed) for o in as_text.ops]
+    assert pickled.groups == [""]  # gloo names no group in torch 2.13
+
+
+def test_torchs_analyser_is_not_started_on_dumps_it_cannot_key(monkeypatch):
+    """Torch 2.13's analyser fails on gloo's unnamed groups (SOURCES.md): no child, no
+    words, and the verdict stands on ddp-doctor's own reading."""
+    from ddp_doctor.forensics import flight_analyser
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the analyser was started: {args}")
+
+    monkeypatch.setattr(flight_analyser.subprocess, "run", refuse)
+    assert flight_analyser.torch_analysis(FLIGHT / "barrier", sys.executable) is None
+    assert flight_analyser.torch_analysis(FLIGHT / "dataloader", sys.executable) is None

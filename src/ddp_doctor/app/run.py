@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,7 @@ from ddp_doctor.app.outputs import emit, phase
 from ddp_doctor.app.requests import Common, MachineRequest, check_common, load_policy
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+from ddp_doctor.forensics.flight_analyser import torch_analysis
 from ddp_doctor.job import (
     JobOptions,
     JobOutcome,
@@ -197,16 +199,21 @@ def _diagnosed(outcome: JobOutcome, options: JobOptions, common: Common,
     """
     log = diagnose_log(outcome.log_path)
     judged = find_interpreter(options.command) if saved is None else None
+    machine = MachineRequest(facts=saved)
+    python = judged.path if judged is not None else sys.executable
+    # Torch's own analyser reads the ranks' pickled dumps while the facts are gathered.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        analysis = (pool.submit(torch_analysis, Path(options.flight_dir), python)
+                    if options.flight_dir is not None and outcome.flight else None)
+        with phase(common, f"gathering facts (driver, CUDA, torch of {python}, host)",
+                   live=saved is None):
+            facts, source = gather_facts(machine, python, TORCH_PROBE_TIMEOUT_S,
+                                         keep_smi_text=common.bundle is not None)
+        outcome.fr_analysis = analysis.result() if analysis is not None else None
     results: list[CheckResult] = [job_result(
         outcome, options, log, judged.describe() if judged is not None else None)]
     if log is not None:
         results.append(replace(log, check_id="run.log", title="The command's output"))
-    machine = MachineRequest(facts=saved)
-    python = judged.path if judged is not None else sys.executable
-    with phase(common, f"gathering facts (driver, CUDA, torch of {python}, host)",
-               live=saved is None):
-        facts, source = gather_facts(machine, python, TORCH_PROBE_TIMEOUT_S,
-                                     keep_smi_text=common.bundle is not None)
     checks = runner.build_report(load_catalogue(), facts, facts_source=source)
     used = gpu_use(outcome, options, log)
     machine_results = list(checks.results)

@@ -44,6 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddp_doctor.forensics.stacks import Frame
+from ddp_doctor.forensics.waits import is_user_frame
+
 REQUEST = "fr-dump-request"  # ddp_doctor.train_smoke.flight.REQUEST
 DIR_VARIABLE = "DDP_DOCTOR_FR_DIR"
 HOOK_VARIABLE = "DDP_DOCTOR_FR_HOOK"
@@ -96,12 +99,14 @@ class Op:
     sizes: tuple[Any, ...] = ()
     dtypes: tuple[str, ...] = ()
     p2p: bool = False
+    where: str = ""  # the job's own line that called it (pickled dumps keep call sites)
 
     def describe(self) -> str:
         shape = "" if not self.sizes else " " + "×".join(
             str(list(s)) if isinstance(s, (list, tuple)) else str(s) for s in self.sizes)
         dtypes = f" {'/'.join(self.dtypes)}" if self.dtypes else ""
-        return f"#{self.seq} {self.name}{shape}{dtypes}"
+        where = f" from {self.where}" if self.where else ""
+        return f"#{self.seq} {self.name}{shape}{dtypes}{where}"
 
 
 @dataclass
@@ -112,8 +117,14 @@ class RankRecord:
     source: str
     ops: list[Op] = field(default_factory=list)
     world: list[int] = field(default_factory=list)  # the default group's ranks
+    groups: list[str] = field(default_factory=list)  # pg_config's keys, as the dump names them
     why: str | None = None
     raw: bytes = b""
+
+    @property
+    def framed(self) -> bool:
+        """Its collectives carry their call sites (a pickled dump with stack traces)."""
+        return any(op.where for op in self.ops)
 
     def in_group(self, group: str) -> list[Op]:
         return sorted((o for o in self.ops if o.group == group and not o.p2p),
@@ -178,7 +189,23 @@ def _op(entry: Mapping[str, Any]) -> Op | None:
               completed=state == "completed" or bool(entry.get("retired")),
               sizes=tuple(tuple(s) if isinstance(s, list) else s
                           for s in entry.get("input_sizes") or ()),
-              dtypes=tuple(_text(d) for d in entry.get("input_dtypes") or ()), p2p=p2p)
+              dtypes=tuple(_text(d) for d in entry.get("input_dtypes") or ()), p2p=p2p,
+              where=_call_site(entry.get("frames")))
+
+
+def _call_site(frames: Any) -> str:
+    """The innermost of the job's own frames (not torch's, not a library's)."""
+    if not isinstance(frames, list):
+        return ""
+    for raw in frames:
+        if not isinstance(raw, Mapping):
+            continue
+        line = raw.get("line")
+        frame = Frame(_text(raw.get("name", "")), _text(raw.get("filename", "")),
+                      int(line) if isinstance(line, int) else None)
+        if frame.function and is_user_frame(frame):
+            return frame.where()
+    return ""
 
 
 def _world(config: Any) -> list[int]:
@@ -213,7 +240,9 @@ def read_dump(name: str, data: bytes) -> RankRecord:
                           why=_text(value["ddp_doctor_no_dump"]), raw=data)
     entries = value.get("entries") or []
     ops = [op for op in (_op(e) for e in entries if isinstance(e, Mapping)) if op is not None]
-    return RankRecord(rank, name, ops, _world(value.get("pg_config")), raw=data)
+    config = value.get("pg_config")
+    groups = [_text(key) for key in config] if isinstance(config, Mapping) else []
+    return RankRecord(rank, name, ops, _world(config), groups=groups, raw=data)
 
 
 def read_folder(folder: Path) -> list[RankRecord]:
@@ -270,13 +299,14 @@ def as_json(record: RankRecord) -> str | None:
 
 
 def keep_records(records: list[RankRecord], folder: Path) -> None:
-    """Each rank's dump as ``fr-rank<R>.json`` in ``folder`` (a JSON dump already there is
-    left as the rank wrote it); the request file is removed."""
+    """Each rank's dump as ``fr-rank<R>.json`` in ``folder``, from the record read (a
+    pickle, with its call sites, replaces the rank's JSON without them); the request file
+    is removed."""
     for record in records:
         if record.rank is None or not record.raw:
             continue
         path = folder / f"fr-rank{record.rank}.json"
-        if path.exists():
+        if record.source == path.name:
             continue
         text = as_json(record)
         if text is not None:
@@ -294,6 +324,8 @@ def read_dumps(dumps: list[tuple[str, bytes]]) -> list[RankRecord]:
     for name, data in dumps:
         record = read_dump(name.replace("\\", "/").rsplit("/", 1)[-1], data)
         kept = found.get(record.rank)
-        if kept is None or (kept.why is not None and record.why is None):
+        # One record a rank: a readable one, with call sites when a dump has them.
+        if kept is None or (kept.why is not None and record.why is None) or (
+                record.why is None and record.framed and not kept.framed):
             found[record.rank] = record
     return sorted(found.values(), key=lambda r: (r.rank is None, r.rank or 0))

@@ -16,6 +16,7 @@ Each rank's evidence line gives its last completed, started and scheduled collec
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ddp_doctor.forensics import codes as H
 from ddp_doctor.forensics.flight import Op, RankRecord
@@ -70,8 +71,19 @@ def _key(op: Op) -> tuple[str, tuple[object, ...], tuple[str, ...]]:
     return (op.name, op.sizes, op.dtypes)
 
 
-def flight_findings(records: list[RankRecord], gone: Iterable[int] = ()) -> list[Finding]:
-    """The verdict of the ranks' Flight Recorder dumps (and the ranks known gone)."""
+def flight_findings(records: list[RankRecord], gone: Iterable[int] = (),
+                    analysis: str | None = None) -> list[Finding]:
+    """The verdict of the ranks' Flight Recorder dumps (and the ranks known gone); torch's
+    own analyser's words (``flight_analyser``), when it ran, are evidence on the first."""
+    found = _flight_findings(records, gone)
+    if analysis and found:
+        first = found[0]
+        found[0] = replace(first, evidence=(*first.evidence, Evidence(
+            "torch's analyser (fr_trace)", analysis, "torch.distributed.flight_recorder")))
+    return found
+
+
+def _flight_findings(records: list[RankRecord], gone: Iterable[int]) -> list[Finding]:
     gone_set = set(gone)
     if not records:
         return [Finding(H.FR_UNAVAILABLE, "No rank wrote a Flight Recorder dump when asked",

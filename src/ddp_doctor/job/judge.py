@@ -42,7 +42,7 @@ def job_result(outcome: JobOutcome, options: JobOptions, log: Optional[CheckResu
     hung = hang_findings(outcome.stacks, outcome.gone) if outcome.stacks else []
     # --flight-recorder: the collective each rank reached, after the lines they wait on.
     if outcome.stopped_by in ("stall", "timeout") and options.flight_dir is not None:
-        hung += flight_findings(outcome.flight, outcome.gone)
+        hung += flight_findings(outcome.flight, outcome.gone, outcome.fr_analysis)
     findings = (*hung, *(() if finding is None else (finding,)))
     return CheckResult(check_id=CHECK_ID, title=CHECK_TITLE, area=AREA,
                        status=status_of(findings), summary=summary(outcome, options),

@@ -95,6 +95,7 @@ class JobOutcome:
     gone: list[int] = field(default_factory=list)
     flight: list[RankRecord] = field(default_factory=list)  # --flight-recorder's dumps
     capture_s: float = 0.0  # reading the stacks and dumps, before anything was stopped
+    fr_analysis: Optional[str] = None  # torch's analyser on the dumps (forensics/)
 
     @property
     def succeeded(self) -> bool:
