@@ -132,12 +132,15 @@ def wait_of(stack: RankStack) -> Wait:
         user.function if user else (frames[0].function if frames else "")), user, path)
 
 
+OWN_THREADS = "ddp-doctor-"  # the Flight Recorder hook's thread (a daemon) in a rank
+
+
 def _exiting(stack: RankStack, main: Thread) -> Wait:
     """The main thread in ``threading._shutdown``: the first other thread running the
     job's own code is the one Python waits for (daemon threads are not waited for, and
     py-spy does not say which are; the job's own thread is the likely one)."""
     for thread in stack.threads:
-        if thread is main:
+        if thread is main or thread.name.startswith(OWN_THREADS):
             continue
         own = [f for f in thread.python_frames if is_user_frame(f)]
         if own:
