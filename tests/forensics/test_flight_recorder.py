@@ -193,3 +193,36 @@ def test_torchs_analyser_is_not_started_on_dumps_it_cannot_key(monkeypatch):
     monkeypatch.setattr(flight_analyser.subprocess, "run", refuse)
     assert flight_analyser.torch_analysis(FLIGHT / "barrier", sys.executable) is None
     assert flight_analyser.torch_analysis(FLIGHT / "dataloader", sys.executable) is None
+
+
+def test_runs_bundle_carries_the_stacks_and_dumps_redacted(tmp_path):
+    """``run --bundle``: the hung ranks' stacks and Flight Recorder dumps go in under
+    run/, through the same redactor as every other file (a token in a thread's command
+    line, a home path with --anonymize)."""
+    from datetime import datetime, timezone
+
+    from ddp_doctor import __version__
+    from ddp_doctor.bundle.write import bundle_members
+    from ddp_doctor.model import Report
+    from ddp_doctor.redact.redactor import Redactor
+
+    token = "hf_" + "Q8rTzLm3VbNx7KpWc2YdHs9JfGa4UeRi6Oq1"
+    (tmp_path / "stack-rank1.txt").write_text(
+        f"rank 1 (pid 42): read before the job was stopped (py-spy)\nProcess 42: python "
+        f"train.py --hub-token {token}\nThread 42 (idle): \"MainThread\"\n"
+        "    read_sample_file (/home/alice/planted_hang.py:49)\n")
+    (tmp_path / "fr-rank1.json").write_bytes((FLIGHT / "dataloader" / "fr-rank1.json")
+                                             .read_bytes())
+    (tmp_path / REQUEST).write_text("1\n")
+    report = Report(tool_version=__version__, results=(),
+                    created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    members = {m.name: m for m in bundle_members(report, None, Redactor(anonymize=True),
+                                                 run_files=str(tmp_path))}
+    assert {"run/stack-rank1.txt", "run/fr-rank1.json"} <= set(members), set(members)
+    assert REQUEST not in " ".join(members)
+    stack = members["run/stack-rank1.txt"].data.decode()
+    assert token not in stack and "/home/alice" not in stack
+    assert "read_sample_file" in stack
+    dump = json.loads(members["run/fr-rank1.json"].data)
+    assert dump["entries"][-1]["profiling_name"] == "gloo:all_reduce"
+    assert "Flight Recorder dump" in members["run/fr-rank1.json"].about

@@ -136,8 +136,8 @@ def run_job(common: Common, request: RunRequest) -> int:
     report = replace(report, exit_status=exit_code(outcome))
     kept = keep_forensics(outcome, options.flight_dir)
     if kept is not None and not common.quiet:
-        sys.stderr.write(f"ddp-doctor: the ranks' stacks and Flight Recorder dumps are kept "
-                         f"in {kept}\n")
+        what = "stacks and Flight Recorder dumps" if outcome.flight else "stacks"
+        sys.stderr.write(f"ddp-doctor: the hung ranks' {what} are kept in {kept}\n")
     emit(report, common, facts=facts, run_log=log_path, run_files=kept)
     return exit_code(outcome)
 
@@ -150,7 +150,7 @@ def keep_forensics(outcome: JobOutcome, flight_dir: Optional[str]) -> Optional[s
 
     if not outcome.stacks and not outcome.flight:
         return None
-    folder = Path(flight_dir or tempfile.mkdtemp(prefix="ddp-doctor-fr-"))
+    folder = Path(flight_dir or tempfile.mkdtemp(prefix="ddp-doctor-hang-"))
     keep_stacks(outcome.stacks, folder)
     keep_records(outcome.flight, folder)
     return str(folder)
