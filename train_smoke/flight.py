@@ -36,12 +36,17 @@ BUFFER_ENTRIES = "2000"
 POLL_S = 0.2
 
 
-def enable_buffer() -> None:
+def enable_buffer(folder: str) -> None:
     """Switch the recorder on for this process (before ``init_process_group``), unless the
-    job chose a size itself."""
+    job chose a size itself, and let NCCL's watchdog dump it into ``folder`` on a timeout
+    (``nccl_trace_rank_<R>``; TORCH_NCCL_DEBUG_INFO_TEMP_FILE is the older name)."""
     if not os.environ.get("TORCH_FR_BUFFER_SIZE") and not os.environ.get(
             "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         os.environ["TORCH_FR_BUFFER_SIZE"] = BUFFER_ENTRIES
+    prefix = os.path.join(folder, "nccl_trace_rank_")
+    os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", prefix)
+    os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix)
 
 
 def _rank() -> str:
@@ -134,7 +139,7 @@ def start(folder: str | None = None) -> bool:
     folder = folder or os.environ.get(DIR_VARIABLE)
     if not folder or not os.path.isdir(folder):
         return False
-    enable_buffer()
+    enable_buffer(folder)
     threading.Thread(target=_answer, args=(folder,), daemon=True,
                      name="ddp-doctor-flight-recorder").start()
     return True
