@@ -2,7 +2,7 @@
 
 Torch records each rank's collectives (sequence id, op, sizes, dtypes, whether it
 completed) in a ring buffer when ``TORCH_FR_BUFFER_SIZE`` is set before the first process
-group is made, for NCCL and, since torch 2.6, for gloo too. NCCL jobs dump it by themselves
+group is made, for NCCL and (torch 2.13, tried here) for gloo too. NCCL jobs dump it themselves
 when the watchdog fires (``TORCH_NCCL_DUMP_ON_TIMEOUT``); gloo has no watchdog, and torch
 2.13 offers no way to ask a rank for its dump from outside unless the job itself started
 torch's worker server (``torch.distributed.elastic.control_plane.worker_main``). So this
@@ -11,7 +11,7 @@ when the job hangs and answers it with ``torch._C._distributed_c10d._dump_fr_tra
 written as ``fr-rank<R>.json`` in the same folder. The rank's main thread may be blocked in
 a collective: gloo's wait releases the GIL, so the thread runs.
 
-Sources: https://docs.pytorch.org/tutorials/prototype/flight_recorder_tutorial.html (the
+Sources: https://pytorch.org/tutorials/prototype/flight_recorder_tutorial.html (the
 variables and the dump's fields), torch/distributed/elastic/control_plane.py (the worker
 server needs the job's own code), torch/distributed/flight_recorder/components/loader.py
 (the analyser's reader).

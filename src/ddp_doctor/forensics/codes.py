@@ -87,10 +87,10 @@ STACKS_UNREADABLE = declare(
     severity=Severity.INFO, docs_url=PY_SPY_DOCKER)
 
 # Flight Recorder (forensics/flight.py, flight_verdict.py): each rank's own record of the
-# collectives it called (https://docs.pytorch.org/tutorials/prototype/
+# collectives it called (https://pytorch.org/tutorials/prototype/
 # flight_recorder_tutorial.html: sequence ids, states, sizes; its analyser's checks are
 # missing ranks and mismatched sizes and types).
-FR_DOCS = "https://docs.pytorch.org/tutorials/prototype/flight_recorder_tutorial.html"
+FR_DOCS = "https://pytorch.org/tutorials/prototype/flight_recorder_tutorial.html"
 FR_MISMATCH = declare(
     "HNG007", Category.DDP_USAGE_ERROR, "The ranks called different collectives at one step",
     what="The Flight Recorder dumps show, at the same sequence number of the same process "

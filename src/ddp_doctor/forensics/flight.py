@@ -9,9 +9,10 @@ ops or sizes.
 
 Where the dumps come from:
 
-- gloo (and NCCL): the rank writes ``fr-rank<R>.json`` when asked through a request file
-  (``ddp_doctor.train_smoke.flight``; the smoke worker runs it, ``run --flight-recorder``
-  loads it through ``fr_hook/sitecustomize.py``);
+- gloo (and NCCL): the rank writes ``fr-rank<R>.json`` (and the pickle
+  ``fr-trace-rank<R>`` for torch's analyser, ``flight_analyser``) when asked through a
+  request file (``ddp_doctor.train_smoke.flight``; the smoke worker runs it, ``run
+  --flight-recorder`` loads it through ``fr_hook/sitecustomize.py``);
 - NCCL: its watchdog also writes a pickle per rank on a timeout
   (``TORCH_NCCL_DUMP_ON_TIMEOUT``, to ``TORCH_FR_DUMP_TEMP_FILE`` + rank; older torch reads
   ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``), which is what users attach to tickets.
@@ -20,10 +21,11 @@ Reading: the JSON dump with ``json``; the pickled one with an unpickler that ref
 class, so a dump from a ticket is read as the plain dicts, lists, strings and numbers torch
 writes and can run no code. Neither needs torch: ``diagnose`` reads attached dumps where
 torch is absent. Torch's own analyser (``torch.distributed.flight_recorder``) reads only the
-pickles, with ``pickle.load`` (unsafe on a stranger's file) and needs torch; its checks that
-matter here (missing ranks, mismatched sizes and types) are done on the same fields below.
+pickles, with ``pickle.load`` (unsafe on a stranger's file), needs torch, and fails on
+gloo's dumps in torch 2.13; its checks that matter here (missing ranks, mismatched sizes
+and types) are done on the same fields by ``flight_verdict``.
 
-Sources: https://docs.pytorch.org/tutorials/prototype/flight_recorder_tutorial.html (the
+Sources: https://pytorch.org/tutorials/prototype/flight_recorder_tutorial.html (the
 variables, the dump's fields and states); torch 2.13's
 torch/distributed/flight_recorder/components/loader.py (the pickle format is plain data)
 and libtorch_cpu's variable names (TORCH_FR_BUFFER_SIZE, TORCH_FR_DUMP_TEMP_FILE).
