@@ -46,7 +46,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
-from . import compat, spawn_layout
+from . import compat, flight, spawn_layout
 from .collectives import checked_all_reduce, measure_all_reduce, measure_host_copies
 from .data import SyntheticDetection, collate
 from .detector import build_model, build_optimizer, parameter_fingerprint
@@ -200,6 +200,8 @@ def run_rank(args: argparse.Namespace, rank: int, local_rank: int, world: int,
     """
     _redirect_stderr(stderr_path(args.run_dir, local_rank))
     _dump_stacks_on_sigusr1(stacks_path(args.run_dir, local_rank))
+    # Torch's Flight Recorder on (before init_process_group), its dump written on request.
+    flight.start(args.run_dir)
     ev = EventWriter(event_path(args.run_dir, local_rank), rank)
     distributed = args.mode == "ddp"
     if args.device == "cuda":

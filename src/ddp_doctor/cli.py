@@ -343,6 +343,11 @@ def run(
     nccl_debug: bool = typer.Option(
         False, "--nccl-debug",
         help="Set NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL for the run."),
+    flight_recorder: bool = typer.Option(
+        False, "--flight-recorder",
+        help="Turn on torch's Flight Recorder in the job (TORCH_FR_BUFFER_SIZE, NCCL's "
+             "dump on timeout, a start-up hook on PYTHONPATH that dumps gloo's on request); "
+             "on a stall each rank's dump is read: the collective each rank reached."),
     status: bool = typer.Option(
         True, "--status/--no-status",
         help="On a terminal, a status line under the output: run time, silence, last "
@@ -361,7 +366,8 @@ def run(
     """
     return flows.run_job(common, flows.RunRequest(
         command=tuple(command or ()), timeout=timeout, stall_timeout=stall_timeout,
-        until=until, log=log, nccl_debug=nccl_debug, status=status, facts=facts))
+        until=until, log=log, nccl_debug=nccl_debug, status=status, facts=facts,
+        flight_recorder=flight_recorder))
 
 
 @app.command("checks", cls=DoctorCommand,

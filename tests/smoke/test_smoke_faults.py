@@ -75,6 +75,13 @@ def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
     # The dumps stay with the run (and go into a support bundle).
     for rank in (0, 1):
         assert "MainThread" in (tmp_path / "run" / f"stack-rank{rank}.txt").read_text()
+    # The smoke job always runs with torch's Flight Recorder: each rank's dump, asked for
+    # before the stop, says which collective rank 1 never called.
+    recorded = only(result, "HNG008")
+    assert recorded.affects == ("rank:1",), recorded.title
+    assert recorded.title.startswith("Rank 1 never called collective #"), recorded.title
+    for rank in (0, 1):
+        assert '"entries"' in (tmp_path / "run" / f"fr-rank{rank}.json").read_text()
     # Located by the stall deadline, long before the process-group timeout and the wall.
     assert result.data["wall_s"] < 200
     assert_nothing_left(run_tag(result.data["command"]))

@@ -48,6 +48,7 @@ class ConsoleView(Protocol):
 
 def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
          smoke_dir: Optional[str] = None, run_log: Optional[str] = None,
+         run_files: Optional[str] = None,
          view: ConsoleView = render_console, identities: object = None) -> None:
     """Every output of one run, from one Report, after one redaction pass.
 
@@ -56,7 +57,8 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     (a full disk), and when it fails no report has been written that describes a run
     whose outputs are incomplete. ``smoke_dir`` is the smoke run's directory as it is on
     disk (the Report's copy of the path may be anonymized); ``run_log`` the output of the
-    command ``run`` supervised, which goes into the bundle, redacted. ``identities`` holds
+    command ``run`` supervised, which goes into the bundle, redacted, with the hung ranks'
+    stacks and Flight Recorder dumps in ``run_files``. ``identities`` holds
     more facts to learn host and user names from (``compare`` reports on several machines).
     """
     redactor = Redactor.for_run(facts, anonymize=outputs.anonymize)
@@ -67,7 +69,8 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     if outputs.bundle is not None:
         try:
             write_bundle(Path(outputs.bundle), report, facts, redactor, force=outputs.force,
-                         strict=strict, smoke_dir=smoke_dir, run_log=run_log)
+                         strict=strict, smoke_dir=smoke_dir, run_log=run_log,
+                         run_files=run_files)
         except BundleError as exc:
             raise UsageError(str(exc)) from None
         confirm(outputs, "support bundle", outputs.bundle)

@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +28,7 @@ from ddp_doctor.app.outputs import emit, phase
 from ddp_doctor.app.requests import Common, MachineRequest, check_common, load_policy
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+from ddp_doctor.forensics.flight_analyser import torch_analysis
 from ddp_doctor.job import (
     JobOptions,
     JobOutcome,
@@ -60,9 +62,10 @@ class RunRequest:
     nccl_debug: bool = False
     status: bool = True
     facts: Optional[Path] = None
+    flight_recorder: bool = False
 
 
-def job_options(request: RunRequest) -> JobOptions:
+def job_options(request: RunRequest, flight_dir: Optional[str] = None) -> JobOptions:
     """The request judged: a command, numbers in range, a regex that compiles."""
     if not request.command:
         raise UsageError("run: give the command to supervise after `--`, e.g. "
@@ -80,13 +83,15 @@ def job_options(request: RunRequest) -> JobOptions:
             raise UsageError(f"--until {request.until!r}: not a regular expression: "
                              f"{exc}") from None
     return JobOptions(command=tuple(request.command), timeout_s=timeout, stall_s=stall,
-                      until=until, nccl_debug=request.nccl_debug)
+                      until=until, nccl_debug=request.nccl_debug, flight_dir=flight_dir)
 
 
 def run_job(common: Common, request: RunRequest) -> int:
     """Run the command to its end; 0 when it succeeded (or --until matched), else the
     command's own exit code (``exit_code``)."""
     options = job_options(request)
+    if request.flight_recorder:  # the ranks' Flight Recorder dumps go here (forensics/)
+        options = replace(options, flight_dir=tempfile.mkdtemp(prefix="ddp-doctor-fr-"))
     if request.log == "-":
         raise UsageError("--log -: the output is already shown live; give a file to keep "
                          "it in")
@@ -107,6 +112,7 @@ def run_job(common: Common, request: RunRequest) -> int:
                             err_sink=sys.stderr.buffer)
     except OSError as exc:
         _remove(temp_dir)
+        _remove(options.flight_dir)
         raise UsageError(f"run: cannot start {options.command[0]!r}: "
                          f"{exc.strerror or exc}") from None
     except SystemExit:  # interrupted: the run is stopped; its output stays for the user
@@ -119,6 +125,7 @@ def run_job(common: Common, request: RunRequest) -> int:
                          outcome=established(outcome, options))
         emit(report, common, run_log=log_path)
         _remove(temp_dir)
+        _remove(options.flight_dir)
         return report.exit_code(common.strict)
     if not common.quiet:
         sys.stderr.write(f"ddp-doctor: the command's output is kept in {log_path}\n")
@@ -127,8 +134,26 @@ def run_job(common: Common, request: RunRequest) -> int:
     if policy is not None and facts is not None:
         report = apply_policy(report, policy, facts)
     report = replace(report, exit_status=exit_code(outcome))
-    emit(report, common, facts=facts, run_log=log_path)
+    kept = keep_forensics(outcome, options.flight_dir)
+    if kept is not None and not common.quiet:
+        what = "stacks and Flight Recorder dumps" if outcome.flight else "stacks"
+        sys.stderr.write(f"ddp-doctor: the hung ranks' {what} are kept in {kept}\n")
+    emit(report, common, facts=facts, run_log=log_path, run_files=kept)
     return exit_code(outcome)
+
+
+def keep_forensics(outcome: JobOutcome, flight_dir: Optional[str]) -> Optional[str]:
+    """The folder of a hung run's evidence for the user and the bundle: each rank's stack
+    (``stack-rank<R>.txt``) and Flight Recorder dump (``fr-rank<R>.json``); None if none."""
+    from ddp_doctor.forensics.flight import keep_records
+    from ddp_doctor.forensics.stacks import keep_stacks
+
+    if not outcome.stacks and not outcome.flight:
+        return None
+    folder = Path(flight_dir or tempfile.mkdtemp(prefix="ddp-doctor-hang-"))
+    keep_stacks(outcome.stacks, folder)
+    keep_records(outcome.flight, folder)
+    return str(folder)
 
 
 STALL_EXIT = 125
@@ -174,16 +199,21 @@ def _diagnosed(outcome: JobOutcome, options: JobOptions, common: Common,
     """
     log = diagnose_log(outcome.log_path)
     judged = find_interpreter(options.command) if saved is None else None
+    machine = MachineRequest(facts=saved)
+    python = judged.path if judged is not None else sys.executable
+    # Torch's own analyser reads the ranks' pickled dumps while the facts are gathered.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        analysis = (pool.submit(torch_analysis, Path(options.flight_dir), python)
+                    if options.flight_dir is not None and outcome.flight else None)
+        with phase(common, f"gathering facts (driver, CUDA, torch of {python}, host)",
+                   live=saved is None):
+            facts, source = gather_facts(machine, python, TORCH_PROBE_TIMEOUT_S,
+                                         keep_smi_text=common.bundle is not None)
+        outcome.fr_analysis = analysis.result() if analysis is not None else None
     results: list[CheckResult] = [job_result(
         outcome, options, log, judged.describe() if judged is not None else None)]
     if log is not None:
         results.append(replace(log, check_id="run.log", title="The command's output"))
-    machine = MachineRequest(facts=saved)
-    python = judged.path if judged is not None else sys.executable
-    with phase(common, f"gathering facts (driver, CUDA, torch of {python}, host)",
-               live=saved is None):
-        facts, source = gather_facts(machine, python, TORCH_PROBE_TIMEOUT_S,
-                                     keep_smi_text=common.bundle is not None)
     checks = runner.build_report(load_catalogue(), facts, facts_source=source)
     used = gpu_use(outcome, options, log)
     machine_results = list(checks.results)

@@ -45,13 +45,15 @@ _LAUNCHER_ABOUT = {
 
 def write_bundle(path: Path, report: Report, facts: Facts | None, redactor: Redactor,
                  force: bool = False, *, strict: bool = False,
-                 smoke_dir: str | None = None, run_log: str | None = None) -> None:
+                 smoke_dir: str | None = None, run_log: str | None = None,
+                 run_files: str | None = None) -> None:
     """Write the support bundle PATH (.zip or .tar.gz) from this run's Report and facts.
 
     ``report`` is the already-redacted Report; ``smoke_dir`` is the smoke run's directory
     as it is on disk (the Report's copy of the path may be anonymized), defaulting to
     ``report.smoke["run_dir"]``; ``run_log`` is the output of a command ``ddp-doctor run``
-    supervised. Raises BundleError (one line) when it cannot be written;
+    supervised, ``run_files`` the folder of its hung ranks' stacks and Flight Recorder
+    dumps. Raises BundleError (one line) when it cannot be written;
     then no file is left at PATH, and an existing one is replaced only with ``force``.
     """
     if archive_kind(path) is None:
@@ -59,13 +61,14 @@ def write_bundle(path: Path, report: Report, facts: Facts | None, redactor: Reda
     if path.exists() and not force:  # checked before the run too; a run takes minutes
         raise BundleError(f"--bundle {path}: already exists (add --force to overwrite it)")
     members = bundle_members(report, facts, redactor, strict=strict, smoke_dir=smoke_dir,
-                             run_log=run_log)
+                             run_log=run_log, run_files=run_files)
     write_archive(path, members, force=force)
 
 
 def bundle_members(report: Report, facts: Facts | None, redactor: Redactor, *,
                    strict: bool = False, smoke_dir: str | None = None,
-                   run_log: str | None = None) -> list[Member]:
+                   run_log: str | None = None, run_files: str | None = None
+                   ) -> list[Member]:
     """Every member of the bundle, MANIFEST first, each text passed through the redactor."""
     from ddp_doctor.report.json import render_json
     from ddp_doctor.report.markdown import render_markdown
@@ -98,6 +101,8 @@ def bundle_members(report: Report, facts: Facts | None, redactor: Redactor, *,
         text, cut = _tail(Path(run_log))
         add("run/output.log", text, "the supervised command's output, stdout and stderr as "
             "printed" + (f" (last {MAX_LOG_BYTES >> 20} MiB of {cut} B)" if cut else ""))
+    if run_files is not None:  # a hung run's stacks and Flight Recorder dumps (forensics/)
+        _forensics(Path(run_files), add, absent)
     manifest = _manifest(report, members, absent, redactor, withheld)
     return [Member("MANIFEST", manifest.encode("utf-8"), "this file"), *members]
 
@@ -229,7 +234,31 @@ def _smoke_about(name: str) -> str:
     if stem.startswith("stack-rank") and stem[10:].isdigit():
         return (f"where rank {stem[10:]} waited when the job hung (py-spy dump or faulthandler, "
                 "read before the job was stopped)")
+    if stem.startswith("fr-rank") and stem[7:].isdigit():
+        return (f"rank {stem[7:]}'s Flight Recorder dump (its collectives, with sequence ids "
+                "and states), asked for before the job was stopped")
     return "a file the smoke job wrote"
+
+
+def _forensics(folder: Path, add: Any, absent: list[tuple[str, str]]) -> None:
+    """``run``'s hung ranks: ``stack-rank<R>.txt`` and ``fr-rank<R>.json``, redacted as
+    text (an NCCL pickle was kept as JSON next to it: only text goes in, redacted)."""
+    try:
+        files = sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError as exc:
+        absent.append(("run/", f"the stacks folder cannot be read: {exc.strerror or exc}"))
+        return
+    for file in files:
+        stem = file.name.split(".")[0]
+        if stem.startswith("stack-rank") and file.suffix == ".txt":
+            about = (f"where rank {stem[10:]} waited when the job hung (py-spy dump or "
+                     "faulthandler, read before the job was stopped)")
+        elif stem.startswith("fr-rank") and file.suffix == ".json":
+            about = (f"rank {stem[7:]}'s Flight Recorder dump (its collectives, with sequence "
+                     "ids and states), asked for before the job was stopped")
+        else:
+            continue
+        add(f"run/{file.name}", _tail(file)[0], about)
 
 
 def _tail(file: Path) -> tuple[str, int]:

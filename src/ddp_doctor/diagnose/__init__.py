@@ -47,10 +47,12 @@ class Diagnosis:
 
 
 def scan_input(target: str, stdin: IO[bytes] | None = None, rules: Sequence[Any] | None = None
-               ) -> tuple[ScanResult, list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+               ) -> tuple[ScanResult, list[dict[str, Any]], list[str], list[dict[str, Any]],
+                          list[tuple[str, bytes]]]:
     """Scan every text document of the input.
 
-    Returns the scan, the facts snapshots, reading notes, and the reports a bundle recorded.
+    Returns the scan, the facts snapshots, reading notes, the reports a bundle recorded,
+    and the Flight Recorder dumps it holds (name, bytes).
     """
     from ddp_doctor.logrules import GATES, RULES
     from ddp_doctor.textfacts import SECTION_MARKERS
@@ -59,7 +61,8 @@ def scan_input(target: str, stdin: IO[bytes] | None = None, rules: Sequence[Any]
     scanner = Scanner(RULES if rules is None else rules, GATES, SECTION_MARKERS)
     for document in opened.documents:
         scanner.scan(document)
-    return scanner.result, opened.facts_snapshots, opened.notes, opened.recorded_reports
+    return (scanner.result, opened.facts_snapshots, opened.notes, opened.recorded_reports,
+            opened.flight_dumps)
 
 
 def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
@@ -124,8 +127,8 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable."""
     from ddp_doctor.runner import summarize_environment
 
-    scan, snapshots, notes, recorded = scan_input(target, stdin, rules)
-    if scan.blank and not snapshots and not recorded:
+    scan, snapshots, notes, recorded, dumps = scan_input(target, stdin, rules)
+    if scan.blank and not snapshots and not recorded and not dumps:
         why = f" ({'; '.join(notes)})" if notes else ""
         raise InputError(f"{'stdin' if target == '-' else target}: empty input, nothing to "
                          f"diagnose{why}")
@@ -157,6 +160,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
 
     pasted = scan.stacks.stacks()
     hung = hang_findings(pasted) if len(pasted) > 1 else []
+    if dumps:  # attached Flight Recorder dumps: the collective each rank reached
+        from ddp_doctor.forensics.flight import read_dumps
+        from ddp_doctor.forensics.flight_verdict import flight_findings
+
+        hung += flight_findings(read_dumps(dumps))
     ordered = [(f, -1000 + i) for i, f in enumerate(hung)] + list(ordered)
     ranked = rank([*ordered, *((f, 5_000 + i) for i, f in enumerate(between)),
                    *((f, 10_000 + i) for i, f in enumerate(env))])

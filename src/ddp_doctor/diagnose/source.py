@@ -3,8 +3,9 @@
 Everything is read as a stream of byte blocks so a 1 GB log never sits in memory. The
 kind of input is sniffed from its first bytes, not its name (tickets rename files):
 gzip, bzip2 and xz are decompressed on the fly, zip and tar archives (the support bundle)
-are opened member by member. Binary input, directories and missing paths are refused
-with one line (exit 2) instead of a traceback or a page of mojibake.
+are opened member by member; a folder holding torch Flight Recorder dumps or stack dumps
+is read file by file, the dumps as data. Binary input, other directories and missing paths
+are refused with one line (exit 2) instead of a traceback or a page of mojibake.
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
+from ddp_doctor.forensics.flight import looks_like_dump
+from ddp_doctor.forensics.stacks import STACK_MARKERS
+
 BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory flat
 SNIFF = 8192
 LONGEST_LINE = 64 << 20
 """More than this without a line break is not a log (``/dev/urandom`` through ``tr``, a
 binary without NUL bytes): refused with one line instead of growing without bound."""
 _RAW = 1 << 16  # compressed bytes read at a time
+_DUMP_CAP = 64 << 20  # a Flight Recorder dump of 2,000 entries is well under 1 MiB
+_FOLDER_FILES = 256  # files read from a folder a user attaches
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 27)) + bytes(range(28, 32)) + b"\x7f"
 
 # Files a support bundle carries that are outputs of a previous diagnosis, not evidence:
@@ -65,6 +71,9 @@ class Opened:
     notes: list[str] = field(default_factory=list)
     recorded_reports: list[dict[str, Any]] = field(default_factory=list)
     """JSON reports a bundle carries (its ``report.json``): what the machine itself judged."""
+    flight_dumps: list[tuple[str, bytes]] = field(default_factory=list)
+    """Torch Flight Recorder dumps (JSON or pickle; forensics/flight.py), by name: read as
+    data, never scanned as text."""
 
 
 def _blocks(stream: IO[bytes], first: bytes = b"") -> Iterator[bytes]:
@@ -255,14 +264,21 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
     if not path.exists():
         raise InputError(f"{target}: no such file")
     if path.is_dir():
-        raise InputError(f"{target}: is a directory; pass a log file, a .gz, or a support "
-                         f"bundle (.zip / .tar.gz)")
+        folder = _folder_opened(path)
+        if folder is None:
+            raise InputError(f"{target}: is a directory; pass a log file, a .gz, a support "
+                             f"bundle (.zip / .tar.gz), or a folder of Flight Recorder or "
+                             f"stack dumps")
+        return folder
     if path.is_file() and _starts_with(path, (b"PK\x03\x04", b"PK\x05\x06")) \
             and zipfile.is_zipfile(path):
         # (is_zipfile reads a whole non-regular file looking for the end: /dev/zero.)
         notes: list[str] = []
-        snapshots, reports = _zip_snapshots(path)
-        return Opened(str(path), _zip_documents(path, notes), snapshots, notes, reports)
+        dumps: list[tuple[str, bytes]] = []
+        snapshots, reports = _zip_snapshots(path, dumps)
+        taken = {name for name, _ in dumps}
+        return Opened(str(path), _zip_documents(path, notes, taken), snapshots, notes,
+                      reports, dumps)
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -411,13 +427,23 @@ def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | N
     return Document(name, _guarded(_blocks(handle, head), name, notes), encoding)
 
 
-def _zip_snapshots(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The facts snapshots and the recorded reports among a zip's JSON members."""
+def _zip_snapshots(path: Path, dumps: list[tuple[str, bytes]] | None = None
+                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The facts snapshots and the recorded reports among a zip's JSON members (and its
+    Flight Recorder dumps, JSON or pickled, into ``dumps``)."""
     found: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
+                if dumps is not None and not info.is_dir() and info.file_size < _DUMP_CAP:
+                    with archive.open(info) as handle:
+                        head = handle.read(8)
+                    if head[:1] in (b"{", b"\x80"):
+                        data = archive.read(info)
+                        if looks_like_dump(info.filename, data):
+                            dumps.append((info.filename, data))
+                            continue
                 if info.filename.endswith(".json") and info.file_size < 64 << 20:
                     data = archive.read(info)
                     snapshot = _snapshot(data)
@@ -431,10 +457,11 @@ def _zip_snapshots(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return found, reports
 
 
-def _zip_documents(path: Path, notes: list[str]) -> Iterator[Document]:
+def _zip_documents(path: Path, notes: list[str], taken: frozenset[str] | set[str] = frozenset()
+                   ) -> Iterator[Document]:
     with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
-            if info.is_dir() or not _member_wanted(info.filename):
+            if info.is_dir() or not _member_wanted(info.filename) or info.filename in taken:
                 continue
             if info.filename.endswith((".json", ".jsonl")):
                 continue  # snapshots are read as facts; event files are not prose
@@ -449,6 +476,7 @@ def _tar_opened(stream: IO[bytes], label: str) -> Opened:
     snapshots: list[dict[str, Any]] = []
     reports: list[dict[str, Any]] = []
     notes: list[str] = []
+    dumps: list[tuple[str, bytes]] = []
 
     def documents() -> Iterator[Document]:
         try:
@@ -463,6 +491,14 @@ def _tar_opened(stream: IO[bytes], label: str) -> Opened:
                     handle = archive.extractfile(member)
                     if handle is None:
                         continue
+                    if member.size < _DUMP_CAP:
+                        head = handle.peek(8)[:8] if hasattr(handle, "peek") else b""
+                        if head[:1] in (b"{", b"\x80"):
+                            data = handle.read()
+                            if looks_like_dump(member.name, data):
+                                dumps.append((member.name, data))
+                                continue
+                            handle = cast("IO[bytes]", io.BytesIO(data))
                     if member.name.endswith(".json"):
                         if member.size < 64 << 20:
                             data = handle.read()
@@ -481,4 +517,48 @@ def _tar_opened(stream: IO[bytes], label: str) -> Opened:
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise InputError(f"{label}: damaged tar archive: {exc}") from None
 
-    return Opened(label, documents(), snapshots, notes, reports)
+    return Opened(label, documents(), snapshots, notes, reports, dumps)
+
+
+def _folder_opened(folder: Path) -> Opened | None:
+    """A folder a user attaches: Flight Recorder dumps (read as data) and the text files
+    beside them (py-spy or faulthandler stacks, logs), in name order; None when it holds
+    neither a dump nor a stack dump, so a stray directory is still refused."""
+    try:
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()
+                       and _member_wanted(p.name))[:_FOLDER_FILES]
+    except OSError:
+        return None
+    dumps: list[tuple[str, bytes]] = []
+    texts: list[Path] = []
+    for file in files:
+        try:
+            with file.open("rb") as handle:
+                head = handle.read(1 << 16)
+        except OSError:
+            continue
+        name = str(file.relative_to(folder))
+        if head[:1] in (b"{", b"\x80") and file.stat().st_size < _DUMP_CAP:
+            data = file.read_bytes()
+            if looks_like_dump(name, data):
+                dumps.append((name, data))
+                continue
+        if _encoding(head) is not None:
+            texts.append(file)
+    stacks = [f for f in texts if any(m in f.read_bytes()[:1 << 20] for m in STACK_MARKERS)]
+    if not dumps and not stacks:
+        return None
+    notes: list[str] = []
+
+    def documents() -> Iterator[Document]:
+        for file in texts:
+            try:
+                handle = file.open("rb")
+            except OSError as exc:
+                notes.append(f"{file.name}: cannot read: {exc.strerror or exc}")
+                continue
+            document = _text_member(str(file.relative_to(folder)), handle, notes)
+            if document is not None:
+                yield document
+
+    return Opened(str(folder), documents(), [], notes, [], dumps)

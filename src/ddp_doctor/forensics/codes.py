@@ -85,3 +85,50 @@ STACKS_UNREADABLE = declare(
         "with `--cap-add SYS_PTRACE`; or dump the stacks yourself with `py-spy dump --pid "
         "PID` while the job hangs and give the output to `ddp-doctor diagnose`.",
     severity=Severity.INFO, docs_url=PY_SPY_DOCKER)
+
+# Flight Recorder (forensics/flight.py, flight_verdict.py): each rank's own record of the
+# collectives it called (https://pytorch.org/tutorials/prototype/
+# flight_recorder_tutorial.html: sequence ids, states, sizes; its analyser's checks are
+# missing ranks and mismatched sizes and types).
+FR_DOCS = "https://pytorch.org/tutorials/prototype/flight_recorder_tutorial.html"
+FR_MISMATCH = declare(
+    "HNG007", Category.DDP_USAGE_ERROR, "The ranks called different collectives at one step",
+    what="The Flight Recorder dumps show, at the same sequence number of the same process "
+         "group, different ops (a barrier against an all_reduce) or the same op on tensors "
+         "of different sizes or dtypes.",
+    why="A collective matches across ranks by its order alone: ranks that call different "
+        "ops, or one op on different shapes, wait for each other for ever (gloo) or until "
+        "the watchdog (NCCL), or exchange garbage.",
+    fix="Make every rank call the same collectives, in the same order, on tensors of the "
+        "same shape and dtype: look for a collective under a rank-dependent branch, or a "
+        "tensor whose size depends on the rank's data.",
+    docs_url=FR_DOCS)
+FR_MISSING = declare(
+    "HNG008", Category.COLLECTIVE_TIMEOUT, "A rank never called the collective the others "
+    "wait in",
+    what="The Flight Recorder dumps show some ranks waiting in collective #N of a process "
+         "group, and a rank whose last collective is earlier (or with no dump at all: it "
+         "ended, or never joined the group).",
+    why="That rank is elsewhere: in its data loader, on a lock, in its own code, or gone; "
+        "the collective cannot complete without it.",
+    fix="Look at where the named rank is (its stack, when it was read, names the line), or "
+        "at why it ended (its own output).",
+    docs_url=FR_DOCS)
+FR_ALL_WAITING = declare(
+    "HNG009", Category.COLLECTIVE_TIMEOUT, "Every rank waits in the same collective",
+    what="The Flight Recorder dumps show every rank at the same collective, with the same "
+         "op, sizes and dtypes, and none of them completed it.",
+    why="No rank is missing and the calls agree: the collective itself does not complete "
+        "(the transport between the ranks, a GPU that stopped, a network between nodes).",
+    fix="Rerun with NCCL_DEBUG=INFO (`ddp-doctor run --nccl-debug`); check `dmesg` for Xid "
+        "errors; try NCCL_P2P_DISABLE=1 on one node or NCCL_SOCKET_IFNAME between nodes.",
+    docs_url=FR_DOCS)
+FR_UNAVAILABLE = declare(
+    "HNG010", Category.UNKNOWN, "The Flight Recorder dumps are missing or unreadable",
+    what="Some ranks wrote no Flight Recorder dump, or one could not be read.",
+    why="Without a rank's dump its last collective is unknown; the rest of the verdict "
+        "stands on the dumps and stacks that were read.",
+    fix="The job must run with TORCH_FR_BUFFER_SIZE set before init_process_group "
+        "(`ddp-doctor run --flight-recorder` sets it); NCCL jobs also dump on the watchdog's "
+        "timeout with TORCH_NCCL_DUMP_ON_TIMEOUT=1 into TORCH_FR_DUMP_TEMP_FILE.",
+    severity=Severity.INFO, docs_url=FR_DOCS)

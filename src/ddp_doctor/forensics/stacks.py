@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -234,3 +235,18 @@ def _faulthandler_blocks(text: str) -> list[str]:
         if in_dump:
             blocks[-1].append(line)
     return ["\n".join(b) for b in blocks]
+
+
+def keep_stacks(stacks: list[RankStack], folder: Path) -> None:
+    """Each rank's stack as ``stack-rank<R>.txt``, headed by a ``rank R`` line right before
+    py-spy's ``Process`` line, so ``diagnose`` numbers it as that rank when read back."""
+    for stack in stacks:
+        if not stack.raw or stack.rank is None:
+            continue
+        head = (f"rank {stack.rank} (pid {stack.pid}): read before the job was stopped "
+                f"({stack.source})\n")
+        try:
+            (folder / f"stack-rank{stack.rank}.txt").write_text(head + stack.raw,
+                                                                encoding="utf-8")
+        except OSError:
+            continue

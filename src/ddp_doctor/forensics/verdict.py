@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ddp_doctor.forensics import codes as H
+from ddp_doctor.forensics.flight import RankRecord
+from ddp_doctor.forensics.flight_verdict import flight_findings
 from ddp_doctor.forensics.stacks import RankStack
 from ddp_doctor.forensics.waits import Wait, parted_at, wait_of
 from ddp_doctor.model import Evidence, Finding, Step
@@ -70,7 +72,25 @@ def hang_findings(stacks: list[RankStack], gone: Iterable[int] = ()) -> list[Fin
     evidence = _evidence(read, waits)
     rendezvous = [r for r, w in waits.items() if w.kind == "rendezvous"]
     in_collective = {r: w for r, w in waits.items() if w.kind == "collective"}
-    elsewhere = {r: w for r, w in waits.items() if w.kind not in ("collective", "rendezvous")}
+    # A rank whose main function returned, its process kept alive at exit by a thread: it
+    # left the job as a rank that ended did, but its open connections make the others wait.
+    exiting = {r: w for r, w in waits.items() if w.kind == "exiting"}
+    elsewhere = {r: w for r, w in waits.items()
+                 if w.kind not in ("collective", "rendezvous", "exiting")}
+    if exiting and in_collective:
+        holder = next(iter(in_collective.values()))
+        first = sorted(exiting)[0]
+        found.append(Finding(
+            H.RANK_GONE, f"{_ranks(exiting).capitalize()} left the job while "
+            f"{_ranks(in_collective)} wait{'s' if len(in_collective) == 1 else ''} in "
+            f"{holder.call}" + (f" from {holder.user.where()}" if holder.user else "")
+            + f": rank {first} {exiting[first].describe()}, which keeps its process and "
+            "its connections alive", tuple(evidence), (Step(H.RANK_GONE.fix), Step(
+                "Make the thread a daemon (threading.Thread(daemon=True)) or stop it before "
+                "main returns, and call dist.destroy_process_group() on every rank.")),
+            affects=tuple(f"rank:{r}" for r in sorted(exiting))))
+    elif exiting:
+        elsewhere.update(exiting)
     if rendezvous:
         held = sorted(set(elsewhere) | set(in_collective) | set(gone))
         title = (f"{_ranks(rendezvous).capitalize()} "
@@ -126,6 +146,16 @@ def hang_findings(stacks: list[RankStack], gone: Iterable[int] = ()) -> list[Fin
             tuple(evidence), (Step(H.ALL_IN_COLLECTIVE.fix),)))
     if unread:
         found.append(_unreadable(unread))
+    return found
+
+
+def hang_verdict(stacks: list[RankStack], gone: Iterable[int] = (),
+                 flight: list[RankRecord] | None = None) -> list[Finding]:
+    """The whole verdict on a hung job: where each rank waits (its stack), then, when the
+    job ran with the Flight Recorder, the collective each rank reached (flight_verdict)."""
+    found = hang_findings(stacks, gone) if stacks else []
+    if flight:
+        found += flight_findings(flight, gone)
     return found
 
 

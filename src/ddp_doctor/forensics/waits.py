@@ -7,7 +7,10 @@ Four kinds of wait tell hangs apart:
 - ``rendezvous``: inside ``init_process_group`` (or the store it waits on);
 - ``data``: inside a DataLoader or a Dataset's ``__getitem__`` (the input pipeline);
 - ``lock``: on a ``threading`` lock, condition, event or join;
-- ``code``: anywhere else in the job's own code (a sleep, a busy loop, a blocking call).
+- ``code``: anywhere else in the job's own code (a sleep, a busy loop, a blocking call);
+- ``exiting``: its main function has returned and Python waits, in ``threading._shutdown``,
+  for a thread that is not a daemon: the rank has left the job, but its process (and its
+  connections to the other ranks) live on, so they wait for it instead of failing.
 
 ``user`` is the innermost frame of the job's own code (not torch, not the standard
 library, not site-packages): the line a person would open. ``path`` is the job's own frames
@@ -19,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ddp_doctor.forensics.stacks import Frame, RankStack
+from ddp_doctor.forensics.stacks import Frame, RankStack, Thread
 
 COLLECTIVES = frozenset((
     "all_reduce", "all_reduce_coalesced", "barrier", "monitored_barrier", "broadcast",
@@ -49,7 +52,7 @@ _LOCKS = frozenset(("acquire", "wait", "join", "_wait_for_tstate_lock", "get", "
 class Wait:
     """Where a rank waits: the kind, the call (``all_reduce``), and the job's own line."""
 
-    kind: str  # collective | rendezvous | data | lock | code | unknown
+    kind: str  # collective | rendezvous | data | lock | code | exiting | unknown
     call: str  # the collective's name, "DataLoader", "Lock.acquire", or the user function
     user: Frame | None  # the innermost frame of the job's own code
     path: tuple[Frame, ...] = field(default=())  # the job's own frames, outermost first
@@ -64,6 +67,9 @@ class Wait:
             return f"waits in its data loader{where}"
         if self.kind == "lock":
             return f"waits on a lock ({self.call}){where}"
+        if self.kind == "exiting":
+            return (f"has left its main function; Python waits at exit for its thread "
+                    f"{self.call}" + (f" in {self.user.where()}" if self.user else ""))
         if self.kind == "code":
             at = self.user.where() if self.user else self.call
             return (f"sleeps in its own code at {at}" if self.call == "time.sleep" else
@@ -86,6 +92,10 @@ def wait_of(stack: RankStack) -> Wait:
     if thread is None:
         return Wait("unknown", "", None)
     frames = thread.python_frames
+    if frames and not any(is_user_frame(f) for f in frames) and any(
+            f.function == "_shutdown" and f.file.replace("\\", "/").endswith("threading.py")
+            for f in frames):
+        return _exiting(stack, thread)
     user_frames = [f for f in frames if is_user_frame(f)]
     user = user_frames[0] if user_frames else None
     path = tuple(reversed(user_frames))
@@ -120,6 +130,22 @@ def wait_of(stack: RankStack) -> Wait:
     # line is the acquire, so the source line cannot tell; call it the job's own code.
     return Wait("code", "time.sleep" if sleeping else (
         user.function if user else (frames[0].function if frames else "")), user, path)
+
+
+OWN_THREADS = "ddp-doctor-"  # the Flight Recorder hook's thread (a daemon) in a rank
+
+
+def _exiting(stack: RankStack, main: Thread) -> Wait:
+    """The main thread in ``threading._shutdown``: the first other thread running the
+    job's own code is the one Python waits for (daemon threads are not waited for, and
+    py-spy does not say which are; the job's own thread is the likely one)."""
+    for thread in stack.threads:
+        if thread is main or thread.name.startswith(OWN_THREADS):
+            continue
+        own = [f for f in thread.python_frames if is_user_frame(f)]
+        if own:
+            return Wait("exiting", repr(thread.name) if thread.name else "(unnamed)", own[0])
+    return Wait("exiting", "(a thread that is not a daemon)", None)
 
 
 def parted_at(a: Wait, b: Wait) -> tuple[Frame | None, Frame | None]:

@@ -26,12 +26,14 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Optional
 
 import psutil
 
 from ddp_doctor.diagnose.rank_prefixes import split_rank
 from ddp_doctor.forensics.capture import capture_stacks, missing_ranks
+from ddp_doctor.forensics.flight import RankRecord, flight_environment, request_dumps
 from ddp_doctor.forensics.stacks import RankStack
 from ddp_doctor.job.status_line import REDRAW_EVERY_S, StatusLine
 from ddp_doctor.smoke.monitor import Reaper
@@ -57,6 +59,7 @@ class JobOptions:
     until: Optional[re.Pattern[str]] = None
     nccl_debug: bool = False
     grace_s: float = GRACE_S
+    flight_dir: Optional[str] = None  # --flight-recorder: where the ranks' dumps go
 
     def environment(self, tag: str, base: Optional[Mapping[str, str]] = None
                     ) -> dict[str, str]:
@@ -64,6 +67,8 @@ class JobOptions:
         env = dict(os.environ if base is None else base)
         if self.nccl_debug:
             env.update(NCCL_DEBUG_ENV)
+        if self.flight_dir is not None:
+            env.update(flight_environment(self.flight_dir, env))
         env[TAG_VARIABLE] = tag
         return env
 
@@ -88,6 +93,9 @@ class JobOutcome:
     # the world size whose processes had already ended (forensics/).
     stacks: list[RankStack] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
+    flight: list[RankRecord] = field(default_factory=list)  # --flight-recorder's dumps
+    capture_s: float = 0.0  # reading the stacks and dumps, before anything was stopped
+    fr_analysis: Optional[str] = None  # torch's analyser on the dumps (forensics/)
 
     @property
     def succeeded(self) -> bool:
@@ -295,6 +303,8 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         before_stop: Optional[tuple[Optional[str], dict[str, str]]] = None
         stacks: list[RankStack] = []
         gone: list[int] = []
+        flight: list[RankRecord] = []
+        captured = 0.0
         try:
             proc = subprocess.Popen(list(options.command), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -316,6 +326,9 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
                 alive = reaper.alive()
                 stacks = capture_stacks(alive)
                 gone = missing_ranks(stacks, alive)
+                if options.flight_dir is not None:
+                    flight = request_dumps(Path(options.flight_dir), len(stacks))
+                captured = time.monotonic() - stop_at
         except SmokeInterrupted:
             stop_at = time.monotonic()
             raise
@@ -339,7 +352,8 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         else output.longest_silence,
         until_line=output.until_line, last_line=last_line,
         last_by_rank=dict(sorted(last_by_rank.items(), key=_rank_order)),
-        cleanup_s=cleanup_s, left_running=left, stacks=stacks, gone=gone,
+        cleanup_s=cleanup_s, left_running=left, stacks=stacks, gone=gone, flight=flight,
+        capture_s=captured,
         cuda_loaded=reaper.cuda_loaded if reaper is not None else None)
 
 

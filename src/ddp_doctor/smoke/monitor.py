@@ -145,6 +145,7 @@ class Outcome:
     # and the ranks whose processes had already ended (forensics/).
     stacks: list[Any] = field(default_factory=list)
     gone: list[int] = field(default_factory=list)
+    flight: list[Any] = field(default_factory=list)  # the ranks' Flight Recorder dumps
 
 
 def stall_deadline(ranks: list[RankState], stall_s: float) -> float:

@@ -36,6 +36,7 @@ from ddp_doctor.facts.seam import run_with_deadline
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.forensics.capture import capture_stacks, gone_ranks
+from ddp_doctor.forensics.flight import keep_records, request_dumps
 from ddp_doctor.model import CheckResult, Evidence, Finding, Status, Step, status_of
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.launch import (
@@ -430,6 +431,9 @@ def _read_stacks(outcome: Outcome, reaper: Reaper, ranks: list[RankState],
     alive = reaper.alive()
     outcome.stacks = capture_stacks(alive, pids, files)
     outcome.gone = gone_ranks({rank: pid for pid, rank in pids.items()}, alive)
+    # Each rank's Flight Recorder (train_smoke/flight.py), written beside its event file.
+    outcome.flight = request_dumps(run_dir, len(pids))
+    keep_records(outcome.flight, run_dir)
     for stack in outcome.stacks:  # kept with the run for the user and the support bundle
         if stack.raw and stack.rank is not None:
             with contextlib.suppress(OSError):

@@ -7,7 +7,11 @@ Every rank trains a linear model on a tiny data set through a DataLoader and pri
 - ``dataloader``: its dataset's ``__getitem__`` blocks (a stuck file read);
 - ``barrier``: it enters an extra ``dist.barrier()`` while rank 0 all-reduces;
 - ``lock``: it deadlocks on a lock it already holds;
-- ``exit``: it returns from training early, leaving rank 0 in the next collective;
+- ``exit``: it returns from training early and leaves ``main`` (no destroy_process_group);
+  a non-daemon thread it started (a metrics uploader) keeps its process alive at exit, so
+  its gloo connections stay open and rank 0 waits in the next collective for ever. (A
+  rank whose process ends closes its sockets: gloo then fails rank 0's collective with
+  "Connection closed by peer" instead of hanging.)
 - ``skip``: it skips the step's all-reduce and goes on to the final barrier;
 - ``init``: it never calls ``init_process_group`` (rank 0 waits in the rendezvous).
 """
@@ -51,6 +55,12 @@ def sync_gradients(model: torch.nn.Module) -> None:
             dist.all_reduce(param.grad)
 
 
+def upload_metrics(stop: threading.Event) -> None:
+    """Stands for a metrics or checkpoint-upload thread that is not a daemon."""
+    while not stop.wait(1.0):
+        pass
+
+
 def train(mode: str, rank: int) -> None:
     dataset = Samples(stuck=mode == "dataloader" and rank == 1)
     loader = iter(DataLoader(dataset, batch_size=2, num_workers=0))
@@ -84,6 +94,12 @@ def main() -> None:
         time.sleep(3600)
     dist.init_process_group("gloo")
     print(f"rank {rank}: joined", flush=True)
+    if mode == "exit" and rank == 1:
+        threading.Thread(target=upload_metrics, args=(threading.Event(),),
+                         name="metrics-uploader").start()
+        train(mode, rank)
+        print(f"rank {rank}: left training early", flush=True)
+        return  # Python now waits for the uploader thread before the process can exit
     train(mode, rank)
     dist.destroy_process_group()
 

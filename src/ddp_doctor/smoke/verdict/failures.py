@@ -13,7 +13,7 @@ import re
 import shlex
 import signal
 
-from ddp_doctor.forensics.verdict import hang_findings
+from ddp_doctor.forensics.verdict import hang_verdict
 from ddp_doctor.logrules import match_text
 from ddp_doctor.model import Evidence, Finding, Step
 from ddp_doctor.smoke import codes as C
@@ -160,7 +160,8 @@ def stall_findings(ctx: RunContext) -> list[Finding]:
         steps = (_rendezvous_step(ctx),)
     found = [Finding(code, title, tuple(evidence), steps,
                      affects=tuple(f"rank:{s.rank}" for s in behind))]
-    return found + hang_findings(ctx.outcome.stacks, ctx.outcome.gone) + _rule_findings(
+    return found + hang_verdict(ctx.outcome.stacks, ctx.outcome.gone,
+                                ctx.outcome.flight) + _rule_findings(
         ctx, [s.rank for s in behind], {})
 
 
@@ -222,7 +223,8 @@ def failure_findings(ctx: RunContext, node_first_rank: int = 0) -> list[Finding]
                            (Step("Give it more time or fewer steps.",
                                  command=ctx.rerun(timeout=max(600.0, ctx.wall_s * 2),
                                                    steps=min(ctx.steps, 10))),))
-        return [deadline, *hang_findings(ctx.outcome.stacks, ctx.outcome.gone)]
+        return [deadline, *hang_verdict(ctx.outcome.stacks, ctx.outcome.gone,
+                                        ctx.outcome.flight)]
     exits = rank_exit_codes(ctx.launcher_text, node_first_rank)
     if not any(s.events for s in ctx.ranks):
         return _launch_findings(ctx)
