@@ -3,8 +3,10 @@
 Everything is read as a stream of byte blocks so a 1 GB log never sits in memory. The
 kind of input is sniffed from its first bytes, not its name (tickets rename files):
 gzip, bzip2 and xz are decompressed on the fly, zip and tar archives (the support bundle)
-are opened member by member. Binary input, directories and missing paths are refused
-with one line (exit 2) instead of a traceback or a page of mojibake.
+are opened member by member. Whether bytes are a zip, a JSON report or a facts snapshot
+is the test every command shares (``ddp_doctor.inputs``). Binary input, directories and
+missing paths are refused with one line (exit 2) instead of a traceback or a page of
+mojibake.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
+
+from ddp_doctor.inputs import Kind, is_zip, json_kind
 
 BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory flat
 SNIFF = 8192
@@ -257,8 +261,7 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
     if path.is_dir():
         raise InputError(f"{target}: is a directory; pass a log file, a .gz, or a support "
                          f"bundle (.zip / .tar.gz)")
-    if path.is_file() and _starts_with(path, (b"PK\x03\x04", b"PK\x05\x06")) \
-            and zipfile.is_zipfile(path):
+    if path.is_file() and is_zip(_head(path)) and zipfile.is_zipfile(path):
         # (is_zipfile reads a whole non-regular file looking for the end: /dev/zero.)
         notes: list[str] = []
         snapshots, reports = _zip_snapshots(path)
@@ -270,12 +273,12 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
     return _open_stream(handle, str(path), path.name)
 
 
-def _starts_with(path: Path, magic: tuple[bytes, ...]) -> bool:
+def _head(path: Path) -> bytes:
     try:
         with path.open("rb") as handle:
-            return handle.read(4).startswith(magic)
+            return handle.read(4)
     except OSError:
-        return False
+        return b""
 
 
 def _own_json(head: bytes, stream: IO[bytes], label: str) -> tuple[Opened | None, bytes]:
@@ -290,10 +293,10 @@ def _own_json(head: bytes, stream: IO[bytes], label: str) -> tuple[Opened | None
         value = json.loads(raw.decode("utf-8-sig"))
     except (ValueError, UnicodeDecodeError):
         return None, raw
-    if isinstance(value, dict) and value.get("tool") == "ddp-doctor" \
-            and isinstance(value.get("findings"), list):
+    kind = json_kind(value)
+    if kind is Kind.REPORT:
         return Opened(label, iter([]), [], recorded_reports=[value]), raw
-    if isinstance(value, dict) and value.get("format") == "ddp-doctor-facts":
+    if kind is Kind.FACTS:
         return Opened(label, iter([]), [value]), raw
     return None, raw
 
@@ -378,9 +381,7 @@ def _snapshot(data: bytes) -> dict[str, Any] | None:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
-    if isinstance(value, dict) and value.get("format") == "ddp-doctor-facts":
-        return value
-    return None
+    return value if json_kind(value) is Kind.FACTS else None
 
 
 def _recorded_report(name: str, data: bytes) -> dict[str, Any] | None:
@@ -391,10 +392,7 @@ def _recorded_report(name: str, data: bytes) -> dict[str, Any] | None:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
-    if (isinstance(value, dict) and value.get("tool") == "ddp-doctor"
-            and isinstance(value.get("findings"), list)):
-        return value
-    return None
+    return value if json_kind(value) is Kind.REPORT else None
 
 
 def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | None:
