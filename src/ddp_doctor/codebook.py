@@ -32,7 +32,7 @@ from ddp_doctor.model import Code, Family
 from ddp_doctor.registry import Catalogue
 
 FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
-    Family.CHECK: tuple(m.__name__ for m in checklist.BUILTIN_MODULES),
+    Family.CHECK: tuple(m.__name__ for m in checklist.builtin_modules()),
     Family.PLAN: ("ddp_doctor.checks.launch",),
     Family.SMOKE: (ddp_doctor.smoke.codes.__name__,),
     Family.LOG: (ddp_doctor.logrules.__name__,),  # imports every area module of the rules

@@ -8,7 +8,7 @@ import re
 import typing
 from pathlib import Path
 
-from ddp_doctor.checklist import BUILTIN_MODULES, load_catalogue
+from ddp_doctor.checklist import builtin_modules, load_catalogue
 from ddp_doctor.facts import shapes
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.registry import load_catalogue as load_modules
@@ -27,7 +27,7 @@ def test_every_builtin_check_is_declared_to_take_the_facts_view():
 
 def test_each_module_holds_the_checks_of_its_area():
     by_module = {module.__name__.rsplit(".", 1)[1]: [s.id for s in load_modules(
-        [module], entry_points=[]).specs] for module in BUILTIN_MODULES}
+        [module], entry_points=[]).specs] for module in builtin_modules()}
     assert by_module["packages"] and all(i.startswith("packages.") for i in by_module["packages"])
     assert by_module["torch_build"] and all(i.startswith("torch.")
                                             for i in by_module["torch_build"])
@@ -106,7 +106,7 @@ def test_each_modules_ids_area_and_code_prefix_are_the_ones_contributing_maps():
             found.setdefault(module, set()).add(
                 (spec.id.split(".")[0], spec.area, code.id.rstrip("0123456789")))
     mapped = _names_map()
-    assert sorted(mapped) == sorted(m.__name__.rsplit(".", 1)[1] for m in BUILTIN_MODULES)
+    assert sorted(mapped) == sorted(m.__name__.rsplit(".", 1)[1] for m in builtin_modules())
     for module, names in found.items():
         assert names == {mapped[module]}, (module, names, mapped[module])
 
