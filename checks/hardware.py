@@ -4,6 +4,11 @@ Xid and SXid errors of this boot's kernel log; and what slows a healthy GPU down
 link narrower or slower than it should be, clocks held down by heat or power, and a GPU at
 its maximum operating temperature.
 
+Names: the checks are ``gpu.*``, shown in the ``driver`` area (the driver reports these
+faults), and their codes are ``HWF`` (hardware fault); the names predate one word per
+module and stay, as users' reports and policies hold them (CONTRIBUTING.md maps every
+module's names, and a test holds the map).
+
 PCIe generation is judged only from NVML read while the interpreter probe kept the GPU busy:
 an idle GPU lowers its link generation to save power, so an idle Gen1 link is normal. The
 width does not change at idle and is judged from the NVML probe. Without pynvml in the

@@ -1,67 +1,37 @@
-"""The code registry: every finding code is declared here once and found here.
+"""The code registry: every finding code is declared here once.
 
 A code is declared with ``declare(...)`` where it is used (a check module, a log-rule
 module, the smoke job's, the policy's and ``diagnose``'s code modules); a second
 declaration of an id with different text raises at import, so two parts of the tool can
-never give one code two meanings. The registry knows the modules of every family
-(``FAMILY_MODULES``), so ``all_codes()`` imports them and returns every code, plus the
-codes of third-party check plugins, which come through the check catalogue: nothing here
-lists codes by hand. ``ddp-doctor explain``, docs/codes.md (``python -m ddp_doctor.codes``;
-a test regenerates and compares) and the uniqueness test all read it.
+never give one code two meanings. This module knows no family: it sits under all of them
+and each family's module declares into it when imported. The book of every code, which
+imports each family by name so the dependency reads in its imports, is
+``ddp_doctor.codebook`` (``ddp-doctor explain``, docs/codes.md and the uniqueness test read
+it).
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ddp_doctor.categories import Category
 from ddp_doctor.model import Code, Family, Severity, family_of
 
-if TYPE_CHECKING:
-    from ddp_doctor.registry import Catalogue
-
 __all__ = [
-    "FAMILY_MODULES",
     "CodeRegistry",
     "DuplicateCode",
     "Family",
-    "all_codes",
-    "by_category",
-    "by_family",
     "category_named",
+    "closest_ids",
     "declare",
-    "declared_codes",
     "family_of",
     "foreign",
-    "get",
+    "registered",
     "render_code_text",
     "render_codes_markdown",
-    "suggest",
     "suggest_categories",
 ]
-
-_BUILTIN_CHECKS = "ddp_doctor.checks.BUILTIN_MODULES"
-"""Stands for the built-in check modules (read from ``ddp_doctor.checks`` when loading,
-so the run order of the checks stays written in one place)."""
-
-FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
-    Family.CHECK: (_BUILTIN_CHECKS,),
-    Family.PLAN: ("ddp_doctor.checks.launch",),
-    Family.SMOKE: ("ddp_doctor.smoke.codes",),
-    Family.LOG: ("ddp_doctor.logrules",),  # imports every area module of the rules
-    Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", "ddp_doctor.diagnose.context",
-                      "ddp_doctor.diagnose.similar", "ddp_doctor.diagnose.fallback",
-                      "ddp_doctor.diagnose.transport"),
-    Family.POLICY: ("ddp_doctor.policy.codes",),
-    Family.RUN: ("ddp_doctor.job.codes",),
-    Family.NODES: ("ddp_doctor.nodes.codes",),
-    Family.HANG: ("ddp_doctor.forensics.codes",),
-}
-"""Where each family's codes are declared: importing these declares every built-in code."""
-
 
 class DuplicateCode(ValueError):
     """Two declarations gave one code id different meanings."""
@@ -107,50 +77,17 @@ def declare(id: str, category: Category, summary: str, what: str, why: str, fix:
                               docs_url=docs_url))
 
 
-def _family_modules() -> list[str]:
-    # By name: checks/ installs as ddp_doctor.checks, a mapping mypy cannot follow.
-    builtin: tuple[str, ...] = importlib.import_module("ddp_doctor.checks").BUILTIN_MODULES
-    names: list[str] = []
-    for modules in FAMILY_MODULES.values():
-        for name in modules:
-            names += builtin if name == _BUILTIN_CHECKS else (name,)
-    return list(dict.fromkeys(names))
-
-
-def declared_codes() -> dict[str, Code]:
-    """Every code ddp-doctor itself declares (no plugins), by id, in id order."""
-    for name in _family_modules():
-        importlib.import_module(name)  # a no-op once imported; declaring happens on import
+def registered() -> dict[str, Code]:
+    """Every code declared so far, by id, in id order: complete only once every family's
+    module is imported, which is what ``ddp_doctor.codebook`` does (ask it, not this)."""
     return _REGISTRY.codes()
 
 
-def all_codes(catalogue: Catalogue | None = None) -> dict[str, Code]:
-    """Every code, by id: the declared ones plus the codes of the catalogue's checks.
-
-    The catalogue brings third-party plugins' codes (entry-point group
-    ``ddp_doctor.checks.v1``); without one, ``load_catalogue()`` loads the installed ones.
-    A plugin code whose id is already declared is left out: the built-in meaning stands.
-    """
-    if catalogue is None:
-        from ddp_doctor.registry import load_catalogue
-
-        catalogue = load_catalogue()
-    codes = declared_codes()
-    for code_id, code in catalogue.codes().items():
-        codes.setdefault(code_id, code)
-    return dict(sorted(codes.items()))
-
-
-def get(code_id: str, catalogue: Catalogue | None = None) -> Code | None:
-    """The code with this id (any case, surrounding blanks ignored), or None."""
-    return all_codes(catalogue).get(code_id.strip().upper())
-
-
-def suggest(text: str, catalogue: Catalogue | None = None, limit: int = 3) -> list[str]:
-    """The codes closest to TEXT, for "did you mean": a misspelt id ("DRV01", "drv0001")
-    first by shared prefix and length, then by similarity."""
+def closest_ids(text: str, ids: Iterable[str], limit: int = 3) -> list[str]:
+    """The ids among IDS closest to TEXT, for "did you mean": a misspelt id ("DRV01",
+    "drv0001") first by shared prefix and length, then by similarity."""
     wanted = text.strip().upper()
-    ids = list(all_codes(catalogue))
+    ids = list(ids)
     close = difflib.get_close_matches(wanted, ids, n=limit, cutoff=0.6)
     letters = wanted.rstrip("0123456789")
     digits = wanted[len(letters):]
@@ -200,19 +137,6 @@ def foreign(code_id: str, category: str | None, summary: str, severity: str | No
                 severity=known_severity)
 
 
-def by_family(catalogue: Catalogue | None = None) -> dict[Family, tuple[Code, ...]]:
-    """Every family, in ``Family`` order, with its codes in id order."""
-    codes = all_codes(catalogue).values()
-    return {family: tuple(c for c in codes if c.family is family) for family in Family}
-
-
-def by_category(catalogue: Catalogue | None = None) -> dict[Category, tuple[Code, ...]]:
-    """Every category, in ``Category`` order, with its codes in id order (maybe none)."""
-    codes = all_codes(catalogue).values()
-    return {category: tuple(c for c in codes if c.category is category)
-            for category in Category}
-
-
 def render_code_text(code: Code) -> str:
     """Plain text with fixed sections: what it means, why it matters, how to fix."""
     lines = [
@@ -257,9 +181,10 @@ def render_codes_markdown(codes: Iterable[Code]) -> str:
     lines = [
         "# Finding codes",
         "",
-        "Generated from the code registry (`ddp_doctor.codes`; `python -m ddp_doctor.codes`"
-        " rewrites this file, a test keeps it current). `ddp-doctor explain CODE` prints the"
-        " same text. Categories are described in [categories.md](categories.md).",
+        "Generated from the code registry (`ddp_doctor.codebook`; "
+        "`python -m ddp_doctor.codebook` rewrites this file, a test keeps it current). "
+        "`ddp-doctor explain CODE` prints the same text. Categories are described in "
+        "[categories.md](categories.md).",
         "",
         f"{len(codes)} codes, by the part of ddp-doctor that reports them:",
         "",
@@ -287,18 +212,3 @@ def render_codes_markdown(codes: Iterable[Code]) -> str:
         if c.docs_url:
             lines += ["", f"Reference: <{c.docs_url}>"]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-
-    # Run as a script this file is ``__main__``, a second copy with an empty registry: the
-    # code modules declare into ``ddp_doctor.codes``, so read that one.
-    from ddp_doctor import codes as registry
-
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/codes.md")
-    # Built-in codes only: a plugin installed on this machine is not part of the reference.
-    target.write_text(registry.render_codes_markdown(registry.declared_codes().values()),
-                      encoding="utf-8")
-    print(f"wrote {target}")

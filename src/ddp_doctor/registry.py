@@ -7,7 +7,9 @@ with the facts it needs and the codes it may emit. It receives them as a ``Facts
 ordered tuple of modules (``ddp_doctor.checks.BUILTIN_MODULES``); third-party checks
 register a module under the entry-point group ``ddp_doctor.checks.v1``. Both go through
 the same loader, and a module that fails to import becomes a recorded failure rather
-than a crash, so one broken plugin never hides the rest of the report.
+than a crash, so one broken plugin never hides the rest of the report. This module sits
+under the checks (they import ``@check`` from it), so it never names them: the built-in
+ones are handed to ``load_catalogue`` by ``ddp_doctor.checklist``, one floor above.
 """
 
 from __future__ import annotations
@@ -161,21 +163,28 @@ class Catalogue:
 
 
 def load_catalogue(
-    builtin_modules: Iterable[str] | None = None,
+    builtin_modules: Iterable[ModuleType | str],
     entry_points: Iterable[metadata.EntryPoint] | None = None,
 ) -> Catalogue:
-    """Load the built-in checks, then third-party plugins, through one loader."""
-    if builtin_modules is None:
-        # By name: checks/ installs as ddp_doctor.checks, a mapping mypy cannot follow.
-        builtin_modules = importlib.import_module("ddp_doctor.checks").BUILTIN_MODULES
+    """Load the given modules (imported ones, or names of modules to import: a plugin
+    under test), then third-party plugins, through one loader; the built-in checks come
+    from ``ddp_doctor.checklist.load_catalogue``."""
     if entry_points is None:
         entry_points = _entry_points()
     catalogue = Catalogue()
-    for name in builtin_modules:
-        catalogue.add_module(f"builtin {name}", functools.partial(importlib.import_module, name))
+    for module in builtin_modules:
+        if isinstance(module, ModuleType):
+            catalogue.add_module(f"builtin {module.__name__}", functools.partial(_given, module))
+        else:
+            catalogue.add_module(f"builtin {module}",
+                                 functools.partial(importlib.import_module, module))
     for ep in entry_points:
         catalogue.add_module(f"{ep.name} ({ep.value})", ep.load)
     return catalogue
+
+
+def _given(module: ModuleType) -> ModuleType:
+    return module
 
 
 def _entry_points() -> list[metadata.EntryPoint]:

@@ -25,10 +25,11 @@ import pytest
 from ddp_doctor.bundle import archive as bundle_archive
 from ddp_doctor.bundle.archive import TOP
 from ddp_doctor.bundle.write import BundleError, write_bundle
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.diagnose import scan_input
 from ddp_doctor.facts.snapshot import FactRecord, Facts, FactsFileError, load_facts
+from ddp_doctor.inputs import read_facts
 from ddp_doctor.redact.redactor import Redactor
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import build_report
 from ddp_doctor.smoke.launch import SmokeOptions
 from ddp_doctor.smoke.run import _base_data
@@ -460,7 +461,7 @@ def test_round_trip_through_tar_gz(tmp_path):
 def test_a_gzipped_snapshot_is_facts_too(tmp_path):
     packed = tmp_path / "facts.json.gz"
     packed.write_bytes(gzip.compress(SHM.read_bytes()))
-    assert load_facts(packed)["host"] == load_facts(SHM)["host"]
+    assert read_facts(packed)["host"] == load_facts(SHM)["host"]
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -473,7 +474,7 @@ def test_an_unusable_bundle_as_facts_is_one_line(tmp_path, content, message):
     path = tmp_path / "b.zip"
     path.write_bytes(content())
     with pytest.raises(FactsFileError, match=message):
-        load_facts(path)
+        read_facts(path)
     line = one_line_error(invoke("check", "--facts", str(path)))
     assert message in line
 

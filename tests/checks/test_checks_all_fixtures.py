@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import pytest
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.shapes import NvmlGpu, TorchCuda
 from ddp_doctor.model import Status
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import run_checks
 from tests.conftest import FACTS_DIR, load_fixture_facts
 from tests.support.checks import FIXTURES

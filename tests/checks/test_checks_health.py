@@ -24,6 +24,7 @@ from ddp_doctor.facts.kernel_log import probe_kernel_log
 from ddp_doctor.facts.nvml import collect_nvml
 from ddp_doctor.facts.seam import CommandResult
 from ddp_doctor.facts.snapshot import FactRecord, Facts
+from ddp_doctor.logrules import code_of_line
 from ddp_doctor.model import Severity, Status
 from ddp_doctor.textfacts import facts_from_text
 from tests.support.checks import commands, evidence, only_finding, run, variant
@@ -41,7 +42,8 @@ XID_BUSES = ["00000000:01:00.0", "00000000:10:1C.0", "00000000:00:16.0", "000000
 def kernel_log_fact(name: str | None, **env: Any) -> dict[str, Any]:
     commands_ = [] if name is None else [(JOURNAL, CommandResult(
         JOURNAL, 0, (LOGS / name).read_text(encoding="utf-8"), ""))]
-    return dict(probe_kernel_log(FakeEnv(commands=[*commands_, *env.pop("extra", [])], **env)))
+    return dict(probe_kernel_log(FakeEnv(commands=[*commands_, *env.pop("extra", [])], **env),
+                                 log_code_of=code_of_line))
 
 
 def with_kernel_log(facts: Facts, value: dict[str, Any]) -> Facts:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import typing
 from pathlib import Path
 
-from ddp_doctor.checks import BUILTIN_MODULES
-
+from ddp_doctor.checklist import builtin_modules, load_catalogue
 from ddp_doctor.facts import shapes
 from ddp_doctor.facts.view import FactsView
-from ddp_doctor.registry import load_catalogue
+from ddp_doctor.registry import load_catalogue as load_modules
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,8 +26,8 @@ def test_every_builtin_check_is_declared_to_take_the_facts_view():
 
 
 def test_each_module_holds_the_checks_of_its_area():
-    by_module = {name.rsplit(".", 1)[1]: [s.id for s in load_catalogue(
-        [name], entry_points=[]).specs] for name in BUILTIN_MODULES}
+    by_module = {module.__name__.rsplit(".", 1)[1]: [s.id for s in load_modules(
+        [module], entry_points=[]).specs] for module in builtin_modules()}
     assert by_module["packages"] and all(i.startswith("packages.") for i in by_module["packages"])
     assert by_module["torch_build"] and all(i.startswith("torch.")
                                             for i in by_module["torch_build"])
@@ -87,3 +87,33 @@ def test_every_key_a_check_reads_is_a_declared_fact_key():
                                  if k not in declared and not k.isupper())
                for path in readers}
     assert {name: keys for name, keys in unknown.items() if keys} == {}
+
+
+def _names_map() -> dict[str, tuple[str, str, str]]:
+    """CONTRIBUTING's map of the built-in checks' names: module -> (ids, area, prefix)."""
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `checks/(\w+)\.py` \| `(\w+)\.\*` \| `(\w+)` \| `([A-Z]{3})` \|",
+                      text, re.MULTILINE)
+    return {module: (ids, area, prefix) for module, ids, area, prefix in rows}
+
+
+def test_each_modules_ids_area_and_code_prefix_are_the_ones_contributing_maps():
+    """One name per check across id, area and code prefix, or the documented exception."""
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    for spec in load_catalogue(entry_points=[]).specs:
+        module = spec.plugin.rsplit(".", 1)[1]
+        for code in spec.codes:
+            found.setdefault(module, set()).add(
+                (spec.id.split(".")[0], spec.area, code.id.rstrip("0123456789")))
+    mapped = _names_map()
+    assert sorted(mapped) == sorted(m.__name__.rsplit(".", 1)[1] for m in builtin_modules())
+    for module, names in found.items():
+        assert names == {mapped[module]}, (module, names, mapped[module])
+
+
+def test_a_check_is_blocked_only_by_checks_that_run_before_it():
+    """The runner ignores a blocker that has not run yet: such a blocked_by is dead."""
+    earlier: set[str] = set()
+    for spec in load_catalogue(entry_points=[]).specs:
+        assert set(spec.blocked_by) <= earlier, (spec.id, set(spec.blocked_by) - earlier)
+        earlier.add(spec.id)

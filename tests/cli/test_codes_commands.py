@@ -15,10 +15,11 @@ import pytest
 from rich.console import Console
 
 from ddp_doctor.categories import Category
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.cli import app, normalize_argv
-from ddp_doctor.codes import all_codes, by_category, by_family, suggest
+from ddp_doctor.codebook import all_codes, by_category, by_family, suggest
 from ddp_doctor.model import Code, Family, Severity
-from ddp_doctor.registry import CheckSpec, PluginFailure, load_catalogue
+from ddp_doctor.registry import CheckSpec, PluginFailure
 from ddp_doctor.report.catalogue import render_category, render_codes
 from tests.support.cli import runner
 

@@ -105,8 +105,8 @@ def test_every_category_describes_itself_as_the_doc_table_does():
 def test_what_the_tool_knows_is_not_tagged_unknown():
     """Issue 24: a failed command, an unchecked requirement and a job past its deadline
     have categories of their own, not the one that says the cause is not known."""
-    from ddp_doctor.codes import all_codes
-    from ddp_doctor.registry import load_catalogue
+    from ddp_doctor.checklist import load_catalogue
+    from ddp_doctor.codebook import all_codes
 
     codes = all_codes(load_catalogue())
     assert codes["RUN001"].category is Category.COMMAND_FAILED

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.codes import declared_codes, render_code_text, render_codes_markdown
+from ddp_doctor.codebook import declared_codes
+from ddp_doctor.codes import render_code_text, render_codes_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,15 +17,15 @@ REPO = Path(__file__).resolve().parents[2]
 def test_codes_md_is_current():
     expected = render_codes_markdown(declared_codes().values())
     actual = (REPO / "docs" / "codes.md").read_text(encoding="utf-8")
-    assert actual == expected, "docs/codes.md is stale: run python -m ddp_doctor.codes"
+    assert actual == expected, "docs/codes.md is stale: run python -m ddp_doctor.codebook"
 
 
 @pytest.mark.spawns  # a fresh interpreter that imports every ddp_doctor module
 def test_the_generator_writes_what_the_registry_holds(tmp_path):
-    """``python -m ddp_doctor.codes`` runs the module as __main__, a second copy with an empty
-    registry of its own; it must still write every code."""
+    """``python -m ddp_doctor.codebook`` runs the module as __main__, a second copy of the
+    book; it must still write every code."""
     target = tmp_path / "codes.md"
-    subprocess.run([sys.executable, "-m", "ddp_doctor.codes", str(target)], check=True,
+    subprocess.run([sys.executable, "-m", "ddp_doctor.codebook", str(target)], check=True,
                    capture_output=True)
     assert target.read_text(encoding="utf-8") == render_codes_markdown(
         declared_codes().values())
@@ -46,7 +47,7 @@ def test_readme_counts_and_names_every_builtin_check():
     import re
     from pathlib import Path
 
-    from ddp_doctor.registry import load_catalogue
+    from ddp_doctor.checklist import load_catalogue
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     specs = load_catalogue(entry_points=()).specs  # built-ins only

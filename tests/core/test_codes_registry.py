@@ -19,19 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor import codes as registry
+from ddp_doctor import codebook as registry
 from ddp_doctor.categories import Category
-from ddp_doctor.codes import (
+from ddp_doctor.codebook import (
     FAMILY_MODULES,
-    CodeRegistry,
-    DuplicateCode,
     all_codes,
     by_category,
     by_family,
-    declare,
     declared_codes,
     get,
 )
+from ddp_doctor.codes import CodeRegistry, DuplicateCode, declare
 from ddp_doctor.model import Code, Family, Severity, family_of
 from ddp_doctor.registry import ENTRY_POINT_GROUP, Catalogue, load_catalogue
 
@@ -50,17 +48,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _builtin_modules() -> list[str]:
-    from ddp_doctor.checks import BUILTIN_MODULES
-
-    return list(BUILTIN_MODULES)
-
-
 def _listed_modules(family: Family) -> list[str]:
-    listed: list[str] = []
-    for name in FAMILY_MODULES[family]:
-        listed += _builtin_modules() if name == "ddp_doctor.checks.BUILTIN_MODULES" else [name]
-    return listed
+    return list(FAMILY_MODULES[family])
 
 
 def _code_constants(module_name: str) -> dict[str, Code]:
@@ -131,7 +120,7 @@ def test_loading_the_registry_imports_every_module_that_declares():
     """In a fresh interpreter, so modules other tests imported cannot hide a gap."""
     declaring = sorted(_module_name(p) for p in SOURCES
                        if re.search(r"^[A-Z_0-9]+ = declare\($", p.read_text(), re.MULTILINE))
-    script = ("import sys; from ddp_doctor.codes import declared_codes; declared_codes(); "
+    script = ("import sys; from ddp_doctor.codebook import declared_codes; declared_codes(); "
               "print(' '.join(sorted(sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             check=True).stdout.split()

@@ -107,7 +107,7 @@ def test_built_wheel_contains_and_imports_every_package(dist):
     assert f"Version: {ddp_doctor.__version__}\n" in metadata
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist")]
     assert not [r for r in requires if r.startswith("Requires-Dist: torch") and "extra" not in r]
-    code = ("from ddp_doctor.registry import load_catalogue; import ddp_doctor.checks as c; "
+    code = ("from ddp_doctor.checklist import load_catalogue; import ddp_doctor.checks as c; "
             "cat = load_catalogue(entry_points=[]); assert not cat.failures, cat.failures; "
             "from ddp_doctor.diagnose.similar import load_index; "
             "assert len(load_index()) > 100, len(load_index()); "

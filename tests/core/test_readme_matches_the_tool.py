@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.cli import app
-from ddp_doctor.codes import all_codes
-from ddp_doctor.registry import load_catalogue
+from ddp_doctor.codebook import all_codes
 from tests.support.cli import invoke, runner
 
 REPO = Path(__file__).resolve().parents[2]

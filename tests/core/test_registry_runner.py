@@ -9,6 +9,7 @@ from importlib import metadata
 import pytest
 
 from ddp_doctor.categories import Category
+from ddp_doctor.checklist import load_catalogue as load_builtin_catalogue
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 from ddp_doctor.model import Code, Finding, Severity, Status
 from ddp_doctor.registry import (
@@ -156,10 +157,10 @@ def test_builtin_catalogue_loads_cleanly_with_registered_unique_codes():
     """Every code a built-in check declares is the code registry's, under one id, and no
     two checks claim the same code (the registry's own uniqueness tests are in
     test_codes_registry.py)."""
-    from ddp_doctor.codes import declared_codes
+    from ddp_doctor.codebook import declared_codes
     from ddp_doctor.model import Family
 
-    catalogue = load_catalogue(entry_points=[])
+    catalogue = load_builtin_catalogue(entry_points=[])
     assert catalogue.failures == []
     registered = declared_codes()
     ids = [c.id for s in catalogue.specs for c in s.codes]
@@ -186,7 +187,7 @@ def test_real_installed_entry_point_plugin(tmp_path):
     (site / "gd_demo_plugin" / "__init__.py").write_text(PLUGIN_SOURCE)
     sys.path.insert(0, str(site))
     try:
-        catalogue = load_catalogue()
+        catalogue = load_builtin_catalogue()
         plugin_specs = [s for s in catalogue.specs if s.plugin.startswith("demo")]
         assert [s.id for s in plugin_specs][:2] == ["plugin.root", "plugin.child"]
         assert catalogue.specs[0].plugin.startswith("builtin")  # built-ins run first

@@ -92,7 +92,7 @@ def test_a_warning_whose_consequence_is_the_failure_keeps_the_lead(tmp_path: Pat
 
 
 def _finding(code_id: str, *evidence: tuple[str, str]) -> Finding:
-    from ddp_doctor.codes import declared_codes
+    from ddp_doctor.codebook import declared_codes
 
     code = declared_codes()[code_id]
     return Finding(code, code.summary, evidence=tuple(Evidence(*e) for e in evidence))

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 from ddp_doctor.bundle.archive import TOP
+from ddp_doctor.codebook import all_codes
 from ddp_doctor.diagnose import diagnose
 from tests.support.cli import invoke
 
@@ -44,7 +45,7 @@ def bundle(tmp_path: Path, report: dict, logs: dict[str, str]) -> Path:
 def test_the_harmless_numpy_warning_of_a_healthy_run_is_not_a_package_conflict(tmp_path):
     path = bundle(tmp_path, recorded("ready", 0, [], smoke_ok=True),
                   {"rank0.stderr": NUMPY_WARNING + "\n", "rank1.stderr": NUMPY_WARNING + "\n"})
-    report = diagnose(str(path)).report
+    report = diagnose(str(path), known_codes=all_codes).report
     assert [f.code.id for f in report.findings] == []
     assert report.exit_code() == 0
     assert "says 'ready'" in report.results[0].summary
@@ -58,7 +59,7 @@ def test_the_numpy_abi_break_is_still_a_package_conflict(tmp_path):
 
 def test_an_error_line_in_the_logs_of_a_passed_run_is_only_a_warning(tmp_path):
     path = bundle(tmp_path, recorded("ready", 0, [], smoke_ok=True), {"rank0.stderr": OOM})
-    report = diagnose(str(path)).report
+    report = diagnose(str(path), known_codes=all_codes).report
     finding, similar = report.findings  # the log's finding, then similar solved threads
     assert (finding.code.id, similar.code.id) == ("LOG005", "DIAG008")
     assert finding.effective_severity.value == "warning"
@@ -76,7 +77,7 @@ def test_the_recorded_findings_lead_and_log_rules_add_to_them(tmp_path):
            "affects": [], "docs_url": None}
     path = bundle(tmp_path, recorded("problems found", 1, [shm], smoke_ok=False),
                   {"rank1.stderr": OOM})
-    report = diagnose(str(path)).report
+    report = diagnose(str(path), known_codes=all_codes).report
     assert [f.code.id for f in report.findings] == ["HST001", "LOG005", "DIAG008"]
     lead = report.findings[0]
     assert lead.title == "/dev/shm is 64 MiB" and lead.category.value == "nccl_shared_memory"
@@ -91,7 +92,7 @@ def test_a_recorded_code_unknown_here_keeps_its_category(tmp_path):
     other = {"code": "ACME001", "category": "nccl_network", "severity": "warning",
              "title": "a plugin's finding", "evidence": [], "remediation": []}
     path = bundle(tmp_path, recorded("ready", 0, [other], smoke_ok=None), {})
-    [finding] = diagnose(str(path)).report.findings
+    [finding] = diagnose(str(path), known_codes=all_codes).report.findings
     assert (finding.code.id, finding.category.value, finding.effective_severity.value) == \
         ("ACME001", "nccl_network", "warning")
 

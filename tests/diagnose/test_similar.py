@@ -241,7 +241,7 @@ def test_the_suggestion_comes_only_after_dIAG001_and_leads_nothing(tmp_path):
 
 def test_findings_from_facts_alone_get_no_similar_threads(tmp_path):
     """A bundle made by ``check``: its text is ddp-doctor's own listing of the machine."""
-    from ddp_doctor.codes import all_codes
+    from ddp_doctor.codebook import all_codes
     from ddp_doctor.model import Finding
 
     index = SimilarIndex(MINI)

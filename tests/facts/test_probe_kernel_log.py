@@ -12,7 +12,7 @@ from pathlib import Path
 from ddp_doctor.facts import kernel_log
 from ddp_doctor.facts.kernel_log import KEEP_FIRST, KEEP_LAST, parse_events, probe_kernel_log
 from ddp_doctor.facts.seam import CommandResult
-from ddp_doctor.logrules import match_text
+from ddp_doctor.logrules import code_of_line, match_text
 from tests.support.fakes import FakeEnv
 
 LOGS = Path(__file__).parents[1] / "fixtures" / "kernel_log"
@@ -36,7 +36,7 @@ DENIED = "dmesg: read kernel buffer failed: Operation not permitted\n"
 
 def test_journal_events_with_bus_time_pid_and_what_diagnose_makes_of_each_line():
     env = FakeEnv(commands=[answer(JOURNAL, stdout=log("kernel-log-journal-xid.txt"))])
-    fact = probe_kernel_log(env)
+    fact = probe_kernel_log(env, log_code_of=code_of_line)
     assert fact["readable"] is True
     assert fact["source"] == " ".join(JOURNAL)
     assert fact["attempts"] == [] and fact["events_dropped"] == 0
@@ -61,7 +61,7 @@ def test_journal_events_with_bus_time_pid_and_what_diagnose_makes_of_each_line()
 def test_the_log_code_is_the_rule_engines_own_answer_for_the_line():
     """No pattern is repeated in the probe: each event's code is match_text's first match."""
     for line in log("kernel-log-journal-xid.txt").splitlines():
-        events = parse_events(line)
+        events = parse_events(line, code_of_line)
         if not events:
             continue
         matches = match_text(line)
@@ -70,14 +70,14 @@ def test_the_log_code_is_the_rule_engines_own_answer_for_the_line():
 
 def test_a_healthy_journal_is_read_with_no_events():
     env = FakeEnv(commands=[answer(JOURNAL, stdout=log("kernel-log-journal-healthy.txt"))])
-    fact = probe_kernel_log(env)
+    fact = probe_kernel_log(env, log_code_of=code_of_line)
     assert fact["readable"] is True and fact["events"] == []
 
 
 def test_no_journalctl_falls_back_to_dmesg_with_its_times_and_nvswitch_sxid():
     env = FakeEnv(commands=[answer(JOURNAL, **NOT_FOUND),  # type: ignore[arg-type]
                             answer(DMESG_T, stdout=log("kernel-log-dmesg-sxid.txt"))])
-    fact = probe_kernel_log(env)
+    fact = probe_kernel_log(env, log_code_of=code_of_line)
     assert fact["source"] == "dmesg -T"
     assert fact["attempts"] == ["journalctl -k -b --no-pager -o short-iso: journalctl: not found"]
     sxid, xid = fact["events"]
@@ -95,7 +95,7 @@ def test_plain_dmesg_keeps_seconds_since_boot_when_dash_t_is_not_supported():
         answer(JOURNAL, **NOT_FOUND),  # type: ignore[arg-type]
         answer(DMESG_T, rc=1, stderr="dmesg: unrecognized option: T\n"),
         answer(DMESG, stdout=line)])
-    fact = probe_kernel_log(env)
+    fact = probe_kernel_log(env, log_code_of=code_of_line)
     assert fact["source"] == "dmesg"
     assert [e["time"] for e in fact["events"]] == ["5123.404211"]
     assert fact["attempts"][1] == "dmesg -T: dmesg: exit code 1: dmesg: unrecognized option: T"
@@ -109,7 +109,7 @@ def test_no_permission_anywhere_is_unreadable_with_each_reason_and_dmesg_restric
                          stderr="Hint: You are currently not seeing messages from other users "
                                 "and the system.\n"),
                   answer(DMESG, rc=1, stderr=DENIED)])
-    fact = probe_kernel_log(env)
+    fact = probe_kernel_log(env, log_code_of=code_of_line)
     assert fact["readable"] is False and fact["source"] is None
     assert fact["dmesg_restrict"] is True
     assert fact["events"] == []
@@ -125,7 +125,7 @@ def test_no_permission_anywhere_is_unreadable_with_each_reason_and_dmesg_restric
 def test_every_command_runs_under_a_deadline_and_a_hung_one_is_an_attempt():
     env = FakeEnv(commands=[answer(JOURNAL, rc=-9, timed_out=True, duration_s=10.0),
                             answer(DMESG_T, stdout=log("kernel-log-journal-healthy.txt"))])
-    fact = probe_kernel_log(env, timeout=10.0)
+    fact = probe_kernel_log(env, timeout=10.0, log_code_of=code_of_line)
     assert fact["readable"] is True and fact["source"] == "dmesg -T"
     assert fact["attempts"] == ["journalctl -k -b --no-pager -o short-iso: journalctl: no "
                                 "answer within 10s, killed"]
@@ -135,7 +135,7 @@ def test_a_flood_keeps_the_first_and_the_latest_events_and_counts_the_rest():
     line = "[ {n}.000000] NVRM: Xid (PCI:0000:2a:00): 79, pid={n}, GPU has fallen off the bus\n"
     text = "".join(line.format(n=n) for n in range(1, KEEP_FIRST + KEEP_LAST + 51))
     env = FakeEnv(commands=[answer(JOURNAL, stdout=text)])
-    fact = probe_kernel_log(env)
+    fact = probe_kernel_log(env, log_code_of=code_of_line)
     pids = [e["pid"] for e in fact["events"]]
     assert len(pids) == KEEP_FIRST + KEEP_LAST and fact["events_dropped"] == 50
     assert pids[0] == 1 and pids[KEEP_FIRST - 1] == KEEP_FIRST
@@ -145,7 +145,7 @@ def test_a_flood_keeps_the_first_and_the_latest_events_and_counts_the_rest():
 def test_lines_that_only_mention_xid_are_not_events():
     text = ("kernel: some-daemon: checking for Xid errors\n"
             "kernel: NVRM: Xid (PCI:0000:2a:00): 79, pid=1, GPU has fallen off the bus\n")
-    assert [e["xid"] for e in parse_events(text)] == [79]
+    assert [e["xid"] for e in parse_events(text, code_of_line)] == [79]
 
 
 def test_the_three_commands_and_their_order():
@@ -156,11 +156,12 @@ def test_the_three_commands_and_their_order():
 # SOURCES.md): the variants the driver's format strings alone do not show.
 
 def _summary(name: str) -> list[tuple[int, str, str | None, int | None]]:
-    return [(e["xid"], e["pci_bus_id"], e["time"], e["pid"]) for e in parse_events(log(name))]
+    return [(e["xid"], e["pci_bus_id"], e["time"], e["pid"])
+            for e in parse_events(log(name), code_of_line)]
 
 
 def test_a_real_dmesg_of_an_h100_server_with_repeated_gsp_timeouts():
-    events = parse_events(log("real-dmesg-T-xid119-gsp-timeout.txt"))
+    events = parse_events(log("real-dmesg-T-xid119-gsp-timeout.txt"), code_of_line)
     assert [(e["xid"], e["pci_bus_id"], e["pid"]) for e in events] == [
         (119, "0000:9b:00", 2024380), (119, "0000:9b:00", 2024380),
         (119, "0000:9b:00", 2024380), (119, "0000:9b:00", 1263500),
@@ -174,7 +175,7 @@ def test_a_real_dmesg_of_an_h100_server_with_repeated_gsp_timeouts():
 
 def test_a_gpu_lost_without_an_xid_line_is_its_xid_79():
     """Recent drivers log the loss over three lines and no Xid when the GPU is gone at probe."""
-    events = parse_events(log("real-dmesg-fallen-off-bus-without-xid.txt"))
+    events = parse_events(log("real-dmesg-fallen-off-bus-without-xid.txt"), code_of_line)
     assert [(e["kind"], e["xid"], e["pci_bus_id"], e["time"]) for e in events] == [
         ("Xid", 79, "0000:b3:00", "1843.308145")]
     assert "without an Xid line" in events[0]["message"]
@@ -199,11 +200,11 @@ def test_seconds_since_boot_from_an_old_driver():
 
 
 def test_an_xid_that_names_its_cause_and_nvlink5_xids_that_say_their_fatality():
-    caused = parse_events(log("real-journal-xid45-caused-by-nvlink5.txt"))
+    caused = parse_events(log("real-journal-xid45-caused-by-nvlink5.txt"), code_of_line)
     assert [(e["xid"], e["caused_by"], e["pci_bus_id"]) for e in caused][:2] == [
         (45, 149, "0000:dc:00"), (45, 145, "0000:ed:00")]
     assert all(e["fatal"] is None and e["time"] is None for e in caused)
-    nvlink5 = parse_events(log("real-xid144-149-nvlink5-fatality.txt"))
+    nvlink5 = parse_events(log("real-xid144-149-nvlink5-fatality.txt"), code_of_line)
     assert [(e["xid"], e["fatal"], e["caused_by"]) for e in nvlink5] == [
         (144, False, None), (149, True, None), (149, True, None)]
 
@@ -211,7 +212,15 @@ def test_an_xid_that_names_its_cause_and_nvlink5_xids_that_say_their_fatality():
 def test_one_sxid_printed_over_three_lines_is_one_event():
     """A real SXid 20034 (Red Hat solution 6619941): the Fatal line, its Severity line and its
     Data line are one event of the NVSwitch at 0000:a9:00.0."""
-    events = parse_events(log("real-dmesg-sxid-20034-three-lines.txt"))
+    events = parse_events(log("real-dmesg-sxid-20034-three-lines.txt"), code_of_line)
     assert [(e["kind"], e["xid"], e["pci_bus_id"], e["time"], e["fatal"]) for e in events] == [
         ("SXid", 20034, "0000:a9:00.0", "131453.740743", True)]
     assert events[0]["message"] == "Fatal, Link 30 LTSSM Fault Up"
+
+
+def test_without_the_rule_engine_an_event_has_no_log_code():
+    """The rules lie above the facts: the probe names a line's code only with the engine
+    its caller hands in (the app passes ``logrules.code_of_line``)."""
+    text = log("real-dmesg-T-xid119-gsp-timeout.txt")
+    assert {e["log_code"] for e in parse_events(text)} == {None}
+    assert {e["log_code"] for e in parse_events(text, code_of_line)} != {None}

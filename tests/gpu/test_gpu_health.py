@@ -12,6 +12,7 @@ import pytest
 from ddp_doctor.facts import python_probe_script as script
 from ddp_doctor.facts.kernel_log import probe_kernel_log
 from ddp_doctor.facts.seam import RealEnv
+from ddp_doctor.logrules import code_of_line
 
 
 @pytest.fixture
@@ -60,7 +61,7 @@ def test_nvml_under_load_reads_the_link_and_the_clock_reasons(quiet):
 
 @pytest.mark.gpus(1)
 def test_the_kernel_log_is_read_or_says_why():
-    fact = probe_kernel_log(RealEnv())
+    fact = probe_kernel_log(RealEnv(), log_code_of=code_of_line)
     if fact["readable"]:
         assert fact["source"]
     else:

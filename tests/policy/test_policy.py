@@ -10,12 +10,17 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from ddp_doctor.codebook import all_codes
 from ddp_doctor.model import CheckResult, Report, Status
 from ddp_doctor.policy.apply import apply_policy
 from ddp_doctor.policy.load import Policy, PolicyError, find_policy, parse_policy
 from ddp_doctor.policy.requirements import requirement_findings
 from tests.conftest import FACTS_DIR, load_fixture_facts
 from tests.support.cli import invoke
+
+
+def every_code_id() -> set[str]:
+    return set(all_codes())
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = str(FACTS_DIR / "healthy_8x_h100_nvlink.json")  # 8 GPUs, driver 570.133.20, torch 2.11
@@ -49,7 +54,7 @@ def policy_check(report: dict) -> dict:
 
 def test_found_in_the_working_directory(tmp_path):
     path = write(tmp_path, "ddp-doctor.toml", "min-gpus = 2\n")
-    policy = find_policy(None, tmp_path)
+    policy = find_policy(None, tmp_path, every_code_id)
     assert policy is not None and policy.path == path and policy.min_gpus == 2
 
 
@@ -59,7 +64,7 @@ def test_found_in_a_parent_directory_through_a_pyproject_without_the_table(tmp_p
     write(tmp_path / "repo", "pyproject.toml",
           '[project]\nname = "x"\n[tool.ruff]\nline-length = 9\n')
     inner.mkdir()
-    policy = find_policy(None, inner)
+    policy = find_policy(None, inner, every_code_id)
     assert policy is not None
     assert policy.path == tmp_path / "pyproject.toml" and policy.min_gpus == 4
 
@@ -68,14 +73,14 @@ def test_nearest_wins_and_ddp_doctor_toml_before_pyproject(tmp_path):
     write(tmp_path, "ddp-doctor.toml", "min-gpus = 1\n")
     write(tmp_path / "a", "pyproject.toml", "[tool.ddp-doctor]\nmin-gpus = 2\n")
     write(tmp_path / "a", "ddp-doctor.toml", "min-gpus = 3\n")
-    assert find_policy(None, tmp_path / "a").min_gpus == 3
+    assert find_policy(None, tmp_path / "a", every_code_id).min_gpus == 3
     (tmp_path / "a" / "ddp-doctor.toml").unlink()
-    assert find_policy(None, tmp_path / "a").min_gpus == 2
+    assert find_policy(None, tmp_path / "a", every_code_id).min_gpus == 2
 
 
 def test_no_policy_anywhere(tmp_path):
     write(tmp_path, "pyproject.toml", '[project]\nname = "x"\n')
-    assert find_policy(None, tmp_path) is None
+    assert find_policy(None, tmp_path, every_code_id) is None
 
 
 def test_config_wins_over_a_found_file(tmp_path, monkeypatch):
@@ -434,7 +439,7 @@ def test_the_readme_example_is_a_valid_policy(tmp_path):
     example = re.search(r"### Policy file.*?```toml\n(.*?)```", readme, re.S)
     assert example, "README lost its policy example"
     write(tmp_path, "pyproject.toml", example.group(1))
-    policy = find_policy(None, tmp_path)
+    policy = find_policy(None, tmp_path, every_code_id)
     assert policy is not None and policy.requirements == 6  # every requirement key of the example
     assert policy.ignore and policy.fail_on_warnings
 

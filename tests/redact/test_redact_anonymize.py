@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.snapshot import FactRecord, Facts, load_facts, save_facts
 from ddp_doctor.model import CheckResult, Evidence, Finding, Report, Status, Step
 from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.redact.secrets import REDACTED
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR
 

@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 
 from ddp_doctor.app.catalogue import run_explain
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.cli import app
-from ddp_doctor.codes import all_codes
+from ddp_doctor.codebook import all_codes
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import CheckResult, Report, Status
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.console import render_console
 from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.cli import app, normalize_argv
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import Report
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.console import render_console
 from ddp_doctor.report.json import render_json
 from ddp_doctor.report.smoke import render_smoke_console, smoke_rows

@@ -29,6 +29,7 @@ import pytest
 from rich.console import Console
 
 from ddp_doctor.categories import Category
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import (
     CheckResult,
@@ -40,12 +41,12 @@ from ddp_doctor.model import (
     Status,
     Step,
 )
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.console import render_console
 from ddp_doctor.report.json import render_json
 from ddp_doctor.report.junit import render_junit
 from ddp_doctor.report.markdown import render_markdown
 from ddp_doctor.runner import build_report
+from ddp_doctor.smoke.junit_codes import SMOKE_CODES
 from tests.conftest import FACTS_DIR
 from tests.support.smoke_reports import failing_run
 
@@ -224,8 +225,8 @@ RENDERINGS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "console-quiet": ("txt", lambda r: console_text(r, quiet=True)),
     "json": ("json", render_json),
     "markdown": ("md", render_markdown),
-    "junit": ("xml", render_junit),
-    "junit-strict": ("xml", lambda r: render_junit(r, strict=True)),
+    "junit": ("xml", lambda r: render_junit(r, smoke_codes=SMOKE_CODES)),
+    "junit-strict": ("xml", lambda r: render_junit(r, strict=True, smoke_codes=SMOKE_CODES)),
 }
 REPORTS: dict[str, Callable[[], Report]] = {"sandbox": sandbox_report, "full": full_report,
                                             "smoke": smoke_report}

@@ -19,14 +19,15 @@ import pytest
 import xmlschema
 
 from ddp_doctor.categories import Category
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import CheckResult, Code, Evidence, Finding, Report, Status, Step
 from ddp_doctor.redact.redactor import Redactor
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.json import render_json
 from ddp_doctor.report.junit import render_junit
 from ddp_doctor.runner import build_report
+from ddp_doctor.smoke.junit_codes import SMOKE_CODES
 from ddp_doctor.smoke.run import skipped
 from tests.conftest import FACTS_DIR, FIXTURES
 from tests.report.test_render_golden import full_report, pinned, sandbox_report
@@ -82,7 +83,7 @@ def outcome(case: ET.Element) -> str:
 
 def assert_follows_report(report: Report, strict: bool) -> ET.Element:
     """One test case per check with the outcome its status and findings call for."""
-    root = parse(render_junit(report, strict))
+    root = parse(render_junit(report, strict, SMOKE_CODES))
     by_name = cases(root)
     for result in report.results:
         case = by_name[result.check_id]

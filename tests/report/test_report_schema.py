@@ -15,9 +15,10 @@ import jsonschema
 import pytest
 
 from ddp_doctor.categories import Category
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.snapshot import FactRecord, Facts, load_facts
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Status, Step
-from ddp_doctor.registry import Catalogue, CheckSpec, PluginFailure, Summary, load_catalogue
+from ddp_doctor.registry import Catalogue, CheckSpec, PluginFailure, Summary
 from ddp_doctor.report.json import render_json
 from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR

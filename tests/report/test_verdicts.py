@@ -16,9 +16,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import Report
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import build_report
 from tests.conftest import FACTS_DIR
 from tests.support.cli import invoke

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.facts.snapshot import load_facts
 from ddp_doctor.model import Finding, Report
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.console import render_console
 from ddp_doctor.report.markdown import render_markdown
 from ddp_doctor.runner import build_report

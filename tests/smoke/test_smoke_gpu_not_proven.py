@@ -15,8 +15,8 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.model import Report
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.report.console import render_console
 from ddp_doctor.runner import build_report
 from ddp_doctor.smoke.launch import SmokeOptions

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.cli import app
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import build_report
 from ddp_doctor.smoke.launch import (
     MODEL_STRIDES,

@@ -251,7 +251,7 @@ def test_criteria_flat_loss_nan_and_params_out_of_sync(tmp_path):
 
 
 def _report(fixture: str) -> Report:
-    from ddp_doctor.registry import load_catalogue
+    from ddp_doctor.checklist import load_catalogue
 
     return build_report(load_catalogue(entry_points=[]), load_fixture_facts(fixture))
 

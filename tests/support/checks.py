@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 from ddp_doctor.model import CheckResult, Finding
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.runner import run_checks
 from tests.conftest import FACTS_DIR, load_fixture_facts
 

@@ -13,14 +13,10 @@ from typing import Optional
 from rich.console import Console
 
 from ddp_doctor.categories import Category
-from ddp_doctor.codes import (
-    all_codes,
-    category_named,
-    suggest,
-    suggest_categories,
-)
+from ddp_doctor.checklist import load_catalogue
+from ddp_doctor.codes import category_named, suggest_categories
 from ddp_doctor.model import Family
-from ddp_doctor.registry import Catalogue, load_catalogue
+from ddp_doctor.registry import Catalogue
 from ddp_doctor.report.catalogue import (
     codes_json,
     render_category,
@@ -48,6 +44,8 @@ def run_codes(family: Optional[str], category: Optional[str], as_json: bool) -> 
     listed; 3 when a check plugin failed to load (its codes are missing from the list)."""
     wanted_family = _family(family)
     wanted_category = _category(category)
+    from ddp_doctor.codebook import all_codes  # every family: imported when asked for
+
     catalogue = load_catalogue()
     codes = [code for code in all_codes(catalogue).values()
              if wanted_family in (None, code.family)
@@ -67,6 +65,8 @@ def run_codes(family: Optional[str], category: Optional[str], as_json: bool) -> 
 def run_explain(topic: str) -> int:
     """Explain a code (``DRV001``, any case) or a failure category (``nccl_p2p``, any case,
     dashes or underscores); anything else is a UsageError with the closest of both."""
+    from ddp_doctor.codebook import all_codes  # every family: imported when asked for
+
     catalogue = load_catalogue()
     codes = all_codes(catalogue)
     code = codes.get(topic.strip().upper())
@@ -86,6 +86,8 @@ _CODE_SHAPED = re.compile(r"\s*[A-Za-z]+\d+\s*")
 def _unknown_topic(topic: str, catalogue: Catalogue) -> str:
     """One line for an unknown ``explain`` topic: the closest codes and categories, the
     kind the text looks like first (letters then digits: a code), and where to look."""
+    from ddp_doctor.codebook import suggest
+
     codes = suggest(topic, catalogue)
     categories = [c.value for c in suggest_categories(topic)]
     code_shaped = _CODE_SHAPED.fullmatch(topic) is not None

@@ -9,7 +9,6 @@ hurt DDP fail the run (exit 1); an unreadable input is a bad invocation (exit 2)
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,8 @@ from typing import Any
 from ddp_doctor import __version__
 from ddp_doctor.app.outputs import emit, now_iso
 from ddp_doctor.app.requests import Common, check_common
-from ddp_doctor.facts.snapshot import READABLE_FACTS_FORMATS, FactsFileError, load_facts
+from ddp_doctor.facts.snapshot import FactsFileError
+from ddp_doctor.inputs import Kind, UnreadableInput, facts_of, read_input
 from ddp_doctor.model import CheckResult, Report, Status, status_of
 from ddp_doctor.nodes import NodeSummary, compare_nodes, summary_from_facts, summary_from_report
 from ddp_doctor.nodes.agree import FIXED, Comparison
@@ -41,37 +41,33 @@ class LoadedNode:
     identities: Any  # what --anonymize learns host names from
 
 
+_UNREADABLE = {"missing": "no such file", "directory": "a directory, not a file",
+               "unreadable": "cannot read: {detail}", "empty": "the file is empty"}
+
+
 def load_node(path: Path) -> LoadedNode:
-    """One input as a node summary; every unusable input is a one-line UsageError."""
+    """One input, read once, as a node summary; every unusable input is a one-line
+    UsageError."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"compare: {path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"compare: {path}: a directory, not a file") from None
-    except OSError as exc:
-        raise UsageError(f"compare: {path}: cannot read: {exc.strerror or exc}") from None
-    if not raw.strip():
-        raise UsageError(f"compare: {path}: the file is empty")
-    data: Any = None
-    if not raw.startswith((b"PK\x03\x04", b"\x1f\x8b")):
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        item = read_input(path)
+    except UnreadableInput as exc:
+        raise UsageError(f"compare: {path}: "
+                         f"{_UNREADABLE[exc.why].format(detail=exc.detail)}") from None
+    if item.kind is Kind.LOG:
+        if not item.is_json:
             raise UsageError(f"compare: {path}: not JSON, and not a support bundle (.zip or "
-                             f".tar.gz)") from None
-        if not isinstance(data, dict):
+                             f".tar.gz)")
+        if not isinstance(item.data, dict):
             raise UsageError(f"compare: {path}: not a facts snapshot, JSON report or bundle")
-        if data.get("tool") == "ddp-doctor" and "checks" in data:
-            return LoadedNode(path, summary_from_report(data), "JSON report", None)
-        if data.get("format") not in READABLE_FACTS_FORMATS:
-            raise UsageError(f"compare: {path}: not a facts snapshot (--save-facts), JSON "
-                             f"report (--json) or support bundle (--bundle) of ddp-doctor")
+        raise UsageError(f"compare: {path}: not a facts snapshot (--save-facts), JSON "
+                         f"report (--json) or support bundle (--bundle) of ddp-doctor")
+    if item.kind is Kind.REPORT:
+        return LoadedNode(path, summary_from_report(item.data), Kind.REPORT.value, None)
     try:
-        facts = load_facts(path)
+        facts = facts_of(item)
     except FactsFileError as exc:
         raise UsageError(f"compare: {exc}") from None
-    return LoadedNode(path, summary_from_facts(facts), "facts snapshot", facts.to_dict())
+    return LoadedNode(path, summary_from_facts(facts), Kind.FACTS.value, facts.to_dict())
 
 
 def node_names(nodes: list[LoadedNode]) -> list[str]:

@@ -19,8 +19,10 @@ def run_diagnose(common: Common, source: str) -> int:
     if source == "-" and sys.stdin.isatty():
         raise UsageError("diagnose: give a log file, or pipe one in "
                          "(e.g. `ddp-doctor diagnose train.log`)")
+    from ddp_doctor.codebook import all_codes  # every family, for a bundle's recorded codes
+
     try:
-        diagnosis = diagnose(source)
+        diagnosis = diagnose(source, known_codes=all_codes)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     emit(diagnosis.report, common, facts=diagnosis.facts)

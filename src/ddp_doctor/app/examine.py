@@ -26,20 +26,20 @@ from ddp_doctor.app.requests import (
     interpreter,
     load_policy,
 )
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.gather import GatherOptions, gather
 from ddp_doctor.facts.plan import apply_plan, make_plan
 from ddp_doctor.facts.seam import RealEnv
 from ddp_doctor.facts.snapshot import (
     Facts,
     FactsFileError,
-    load_facts,
     save_facts,
 )
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+from ddp_doctor.inputs import read_facts
 from ddp_doctor.model import Finding, Report
 from ddp_doctor.policy.apply import apply_policy
 from ddp_doctor.redact.redactor import Redactor
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.smoke import plan as smoke_plan
 from ddp_doctor.smoke import run as smoke_run
 from ddp_doctor.smoke.launch import (
@@ -134,11 +134,14 @@ def gather_facts(machine: MachineRequest, python: str, probe_timeout: float, kee
     """This machine's facts (in ``--python``'s interpreter), or the saved ones replayed."""
     if machine.facts is not None:
         try:
-            return load_facts(machine.facts), str(machine.facts)
+            return read_facts(machine.facts), str(machine.facts)
         except FactsFileError as exc:
             raise UsageError(str(exc)) from None
+    from ddp_doctor.logrules import code_of_line
+
     facts = gather(RealEnv(), GatherOptions(python=python, torch_timeout_s=probe_timeout,
-                                            nvidia_smi_text=keep_smi_text))
+                                            nvidia_smi_text=keep_smi_text,
+                                            log_code_of=code_of_line))
     return facts, "live"
 
 

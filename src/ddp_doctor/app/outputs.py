@@ -32,6 +32,7 @@ from ddp_doctor.report.json import render_json
 from ddp_doctor.report.junit import render_junit
 from ddp_doctor.report.markdown import render_markdown
 from ddp_doctor.smoke import run as smoke_run
+from ddp_doctor.smoke.junit_codes import SMOKE_CODES
 from ddp_doctor.smoke.progress import LineProgress, RichProgress
 from ddp_doctor.usage import (
     UsageError,
@@ -77,7 +78,7 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     for target, render, option, what in (
             (outputs.json, render_json, "--json", "JSON report"),
             (outputs.markdown, render_markdown, "--markdown", "Markdown report"),
-            (outputs.junit, render_junit, "--junit", "JUnit report")):
+            (outputs.junit, _render_junit, "--junit", "JUnit report")):
         if target:
             write_output(target, render(report, strict), option)
             if target != "-":
@@ -89,6 +90,11 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     if not outputs.to_stdout:
         view(report, Console(highlight=False), verbose=outputs.verbose, quiet=outputs.quiet,
              strict=strict)
+
+
+def _render_junit(report: Report, strict: bool) -> str:
+    """The JUnit report, its smoke criteria judged by the smoke job's own codes."""
+    return render_junit(report, strict, SMOKE_CODES)
 
 
 @contextmanager

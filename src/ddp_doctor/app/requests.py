@@ -118,9 +118,16 @@ def check_common(common: Common, *more: OutputPath) -> None:
 def load_policy(config: Optional[Path]) -> Optional[Policy]:
     """The CI policy (--config, or the nearest ddp-doctor.toml / pyproject.toml), or None."""
     try:
-        return find_policy(config, Path.cwd())
+        return find_policy(config, Path.cwd(), _every_code_id)
     except PolicyError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _every_code_id() -> set[str]:
+    """Every code a policy may name: the built-in families' and the installed plugins'."""
+    from ddp_doctor.codebook import all_codes  # every family: imported only for a policy
+
+    return set(all_codes())
 
 
 def interpreter(python: str) -> str:

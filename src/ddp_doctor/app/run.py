@@ -26,6 +26,7 @@ from ddp_doctor import __version__, runner
 from ddp_doctor.app.examine import gather_facts
 from ddp_doctor.app.outputs import emit, phase
 from ddp_doctor.app.requests import Common, MachineRequest, check_common, load_policy
+from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.forensics.flight_analyser import torch_analysis
@@ -43,7 +44,6 @@ from ddp_doctor.job.status_line import StatusLine, wanted
 from ddp_doctor.job.supervise import command_text
 from ddp_doctor.model import CheckResult, Report
 from ddp_doctor.policy.apply import apply_policy
-from ddp_doctor.registry import load_catalogue
 from ddp_doctor.usage import Limit, OutputPath, UsageError
 
 TIMEOUT = Limit("--timeout", 1, whole=False, unit=" s")

@@ -139,18 +139,25 @@ def write_archive(path: Path, members: list[Member], force: bool = False) -> Non
             tmp.unlink()
 
 
-def read_bundle_facts(path: Path) -> bytes:
-    """The bytes of ``ddp-doctor-bundle/facts.json`` in a bundle (or of a gzipped snapshot)."""
+def read_bundle_facts(path: Path, raw: bytes | None = None) -> bytes:
+    """The bytes of ``ddp-doctor-bundle/facts.json`` in a bundle (or of a gzipped snapshot).
+
+    RAW is the file's bytes when the caller has read them already (``ddp_doctor.inputs``
+    reads each file once); PATH then only names it in messages.
+    """
+    def source() -> io.BytesIO | Path:
+        return io.BytesIO(raw) if raw is not None else path
+
     try:
-        if zipfile.is_zipfile(path):
-            return _zip_facts(path)
-        with path.open("rb") as raw:
+        if zipfile.is_zipfile(source()):
+            return _zip_facts(path, source())
+        with (io.BytesIO(raw) if raw is not None else path.open("rb")) as handle:
             try:
-                with tarfile.open(fileobj=raw, mode="r:gz") as archive:
+                with tarfile.open(fileobj=handle, mode="r:gz") as archive:
                     return _tar_facts(path, archive)
             except tarfile.ReadError:
                 pass
-        with gzip.open(path, "rb") as plain:  # `gzip facts.json`: a snapshot, compressed
+        with gzip.open(source(), "rb") as plain:  # `gzip facts.json`: a snapshot, compressed
             data = plain.read(MAX_MEMBER_READ + 1)
     except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as exc:
         raise BundleReadError(f"cannot read the bundle {path}: {exc}") from None
@@ -166,8 +173,8 @@ def _missing(path: Path) -> BundleReadError:
                            f"`doctor`)")
 
 
-def _zip_facts(path: Path) -> bytes:
-    with zipfile.ZipFile(path) as archive:
+def _zip_facts(path: Path, source: io.BytesIO | Path) -> bytes:
+    with zipfile.ZipFile(source) as archive:
         try:
             info = archive.getinfo(FACTS_MEMBER)
         except KeyError:

@@ -9,7 +9,7 @@ and the check plugins run on the facts read from the text. The result is an ordi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -96,7 +96,7 @@ def _environment(scan: ScanResult, snapshots: list[dict[str, Any]]
 
 
 def _env_findings(facts: Facts, where: str) -> list[Finding]:
-    from ddp_doctor.registry import load_catalogue
+    from ddp_doctor.checklist import load_catalogue
     from ddp_doctor.runner import run_checks
 
     found: list[Finding] = []
@@ -104,13 +104,6 @@ def _env_findings(facts: Facts, where: str) -> list[Finding]:
         if result.status in (Status.FAIL, Status.WARN):
             found += [env_evidence(f, where) for f in result.findings]
     return found
-
-
-def _known_codes() -> dict[str, Code]:
-    from ddp_doctor.codes import all_codes
-    from ddp_doctor.registry import load_catalogue
-
-    return all_codes(load_catalogue())
 
 
 def _recorded_summary(report: dict[str, Any], first: Finding | None) -> str:
@@ -123,8 +116,15 @@ def _recorded_summary(report: dict[str, Any], first: Finding | None) -> str:
 
 
 def diagnose(target: str, stdin: IO[bytes] | None = None,
-             rules: Sequence[Any] | None = None) -> Diagnosis:
-    """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable."""
+             rules: Sequence[Any] | None = None,
+             known_codes: Callable[[], Mapping[str, Code]] | None = None) -> Diagnosis:
+    """Diagnose a log file, ``-`` (stdin), a ``.gz`` or a bundle; raise InputError if unusable.
+
+    KNOWN_CODES gives every code by id (``ddp_doctor.codebook.all_codes``), to rebuild the
+    findings a bundle's recorded report names: the families lie above ``diagnose`` (the
+    smoke job and ``run`` call it), so its caller hands them in. Without it, a recorded
+    code is rebuilt from what the report itself says of it (``codes.foreign``).
+    """
     from ddp_doctor.runner import summarize_environment
 
     scan, snapshots, notes, recorded, dumps = scan_input(target, stdin, rules)
@@ -143,7 +143,7 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     lead: list[Finding] = []
     if recorded:
         # The machine's own verdict leads; the log rules and a newer catalogue add to it.
-        lead = recorded_findings(recorded[0], _known_codes())
+        lead = recorded_findings(recorded[0], known_codes() if known_codes else {})
         seen = {f.code.id for f in lead}
         env = [f for f in env if f.code.id not in seen]
         if recorded_run_passed(recorded[0]):

@@ -4,8 +4,10 @@ Everything is read as a stream of byte blocks so a 1 GB log never sits in memory
 kind of input is sniffed from its first bytes, not its name (tickets rename files):
 gzip, bzip2 and xz are decompressed on the fly, zip and tar archives (the support bundle)
 are opened member by member; a folder holding torch Flight Recorder dumps or stack dumps
-is read file by file, the dumps as data. Binary input, other directories and missing paths
-are refused with one line (exit 2) instead of a traceback or a page of mojibake.
+is read file by file, the dumps as data. Whether bytes are a zip, a JSON report or a facts
+snapshot is the test every command shares (``ddp_doctor.inputs``). Binary input, other
+directories and missing paths are refused with one line (exit 2) instead of a traceback or
+a page of mojibake.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import IO, Any, cast
 
 from ddp_doctor.forensics.flight import looks_like_dump
 from ddp_doctor.forensics.stacks import STACK_MARKERS
+from ddp_doctor.inputs import Kind, is_zip, json_kind
 
 BLOCK = 1 << 22  # 4 MiB: large enough to scan fast, small enough to keep memory flat
 SNIFF = 8192
@@ -270,8 +273,7 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
                              f"bundle (.zip / .tar.gz), or a folder of Flight Recorder or "
                              f"stack dumps")
         return folder
-    if path.is_file() and _starts_with(path, (b"PK\x03\x04", b"PK\x05\x06")) \
-            and zipfile.is_zipfile(path):
+    if path.is_file() and is_zip(_head(path)) and zipfile.is_zipfile(path):
         # (is_zipfile reads a whole non-regular file looking for the end: /dev/zero.)
         notes: list[str] = []
         dumps: list[tuple[str, bytes]] = []
@@ -286,12 +288,12 @@ def open_input(target: str, stdin: IO[bytes] | None = None) -> Opened:
     return _open_stream(handle, str(path), path.name)
 
 
-def _starts_with(path: Path, magic: tuple[bytes, ...]) -> bool:
+def _head(path: Path) -> bytes:
     try:
         with path.open("rb") as handle:
-            return handle.read(4).startswith(magic)
+            return handle.read(4)
     except OSError:
-        return False
+        return b""
 
 
 def _own_json(head: bytes, stream: IO[bytes], label: str) -> tuple[Opened | None, bytes]:
@@ -306,10 +308,10 @@ def _own_json(head: bytes, stream: IO[bytes], label: str) -> tuple[Opened | None
         value = json.loads(raw.decode("utf-8-sig"))
     except (ValueError, UnicodeDecodeError):
         return None, raw
-    if isinstance(value, dict) and value.get("tool") == "ddp-doctor" \
-            and isinstance(value.get("findings"), list):
+    kind = json_kind(value)
+    if kind is Kind.REPORT:
         return Opened(label, iter([]), [], recorded_reports=[value]), raw
-    if isinstance(value, dict) and value.get("format") == "ddp-doctor-facts":
+    if kind is Kind.FACTS:
         return Opened(label, iter([]), [value]), raw
     return None, raw
 
@@ -394,9 +396,7 @@ def _snapshot(data: bytes) -> dict[str, Any] | None:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
-    if isinstance(value, dict) and value.get("format") == "ddp-doctor-facts":
-        return value
-    return None
+    return value if json_kind(value) is Kind.FACTS else None
 
 
 def _recorded_report(name: str, data: bytes) -> dict[str, Any] | None:
@@ -407,10 +407,7 @@ def _recorded_report(name: str, data: bytes) -> dict[str, Any] | None:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
-    if (isinstance(value, dict) and value.get("tool") == "ddp-doctor"
-            and isinstance(value.get("findings"), list)):
-        return value
-    return None
+    return value if json_kind(value) is Kind.REPORT else None
 
 
 def _text_member(name: str, handle: IO[bytes], notes: list[str]) -> Document | None:

@@ -31,7 +31,7 @@ from ddp_doctor.facts.environment_variables import probe_environ
 from ddp_doctor.facts.host import probe_host
 from ddp_doctor.facts.interconnect import probe_interconnect
 from ddp_doctor.facts.kernel_log import COMMANDS as KERNEL_LOG_COMMANDS
-from ddp_doctor.facts.kernel_log import KERNEL_LOG_TIMEOUT_S, probe_kernel_log
+from ddp_doctor.facts.kernel_log import KERNEL_LOG_TIMEOUT_S, LogCodeOf, probe_kernel_log
 from ddp_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S, probe_nvidia_smi_text
 from ddp_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from ddp_doctor.facts.os_info import probe_os
@@ -55,6 +55,9 @@ class GatherOptions:
     # Keep the raw `nvidia-smi -q` / `topo -m` text (only --bundle needs it).
     nvidia_smi_text: bool = False
     nvidia_smi_timeout_s: float = NVIDIA_SMI_TEXT_TIMEOUT_S
+    # What diagnose's rules make of a kernel-log line (logrules.code_of_line): the rules
+    # lie above the facts, so the caller hands them in; without them the code is None.
+    log_code_of: LogCodeOf | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ def _in_process(name: str, fn: Callable[[], Any], deadline_s: float) -> _Job:
 def gather(env: Env, options: GatherOptions | None = None) -> Facts:
     options = options or GatherOptions()
     quick = options.in_process_timeout_s
+    log_code_of = options.log_code_of or (lambda line: None)
     jobs = [
         _Job(("python", "torch"),
              lambda: _guarded(("python", "torch"),
@@ -123,7 +127,7 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         _in_process("interconnect", lambda: probe_interconnect(env), quick),
         _in_process("wsl", lambda: probe_wsl(env), quick),
         # Up to three commands in turn, each under its own deadline.
-        _in_process("kernel_log", lambda: probe_kernel_log(env),
+        _in_process("kernel_log", lambda: probe_kernel_log(env, log_code_of=log_code_of),
                     len(KERNEL_LOG_COMMANDS) * KERNEL_LOG_TIMEOUT_S + CHILD_SLACK_S),
     ]
     if options.nvidia_smi_text:

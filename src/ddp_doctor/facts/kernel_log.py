@@ -16,11 +16,12 @@ Which lines are events: the driver's own format strings, ``"NVRM: Xid (" attr ")
 (``kernel_rc.c``; ``attr`` is ``PCI:dddd:bb:dd``, with `` GPU-I:nn`` for a MIG instance) and
 ``"nvidia-%s: SXid (PCI:%04x:%02x:%02x.%x): %05d, "`` (``common_nvswitch.h``), both in
 https://github.com/NVIDIA/open-gpu-kernel-modules. Each event's line is also run through the
-rule engine that ``diagnose`` uses (``logrules.match_text``), so the event records the log
-code ``diagnose`` would give the same line (LOG017 for a hardware Xid, for instance); the
-rules' patterns are not repeated here. Mapping a bus id to the GPU's index and UUID needs
-the NVML fact, gathered in parallel, so that join is done where the facts are read
-(``facts/view.py``).
+rule engine that ``diagnose`` uses, handed in by the caller as ``log_code_of``
+(``logrules.code_of_line``, one floor above the facts), so the event records the log code
+``diagnose`` would give the same line (LOG017 for a hardware Xid, for instance); the rules'
+patterns are not repeated here, and without the engine the code is None. Mapping a bus id
+to the GPU's index and UUID needs the NVML fact, gathered in parallel, so that join is done
+where the facts are read (``facts/view.py``).
 
 Real logs vary more than the format strings suggest, and each variant below was seen in a
 captured log (tests/fixtures/kernel_log/SOURCES.md):
@@ -41,10 +42,9 @@ captured log (tests/fixtures/kernel_log/SOURCES.md):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ddp_doctor.facts.seam import CommandResult, Env
-from ddp_doctor.logrules import match_text
 
 if TYPE_CHECKING:
     from ddp_doctor.facts.shapes import KernelLogFact, XidEvent
@@ -75,6 +75,12 @@ _ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d{2
 _BRACKET_TIME = re.compile(r"^\[\s*([^\]]+?)\s*\]\s")
 _SYSLOG_TIME = re.compile(r"^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s")
 _NO_ENTRIES = ("-- No entries --",)
+LogCodeOf = Callable[[str], Optional[str]]
+"""What ``diagnose``'s rules make of a line: a code id, or None."""
+
+
+def _no_code(line: str) -> str | None:
+    return None
 _BUS = r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
 # A GPU lost without an Xid line: one line (old drivers) or three (recent ones).
 _FELL_OFF = re.compile(
@@ -94,7 +100,7 @@ def _time_of(line: str) -> tuple[str | None, str]:
     return None, line
 
 
-def parse_events(text: str) -> list[XidEvent]:
+def parse_events(text: str, log_code_of: LogCodeOf = _no_code) -> list[XidEvent]:
     """Every Xid and SXid event in a kernel log, oldest first (a GPU lost from the bus with
     no Xid line counts as its Xid 79)."""
     found: list[tuple[int, XidEvent]] = []
@@ -107,7 +113,6 @@ def parse_events(text: str) -> list[XidEvent]:
             continue  # the detail lines of the SXid event just read
         time, _ = _time_of(line)
         pid = _PID.search(event.group("rest"))
-        matches = match_text(line)
         caused_by = _CAUSED_BY.search(event.group("rest"))
         fatality = _FATALITY.search(event.group("rest"))
         found.append((match.start(), {
@@ -117,15 +122,15 @@ def parse_events(text: str) -> list[XidEvent]:
             "time": time,
             "pid": int(pid.group("pid")) if pid else None,
             "message": event.group("rest").strip()[:300],
-            "log_code": matches[0].rule.code.id if matches else None,
+            "log_code": log_code_of(line),
             "caused_by": int(caused_by.group("xid")) if caused_by else None,
             "fatal": fatality.group("word") == "Fatal" if fatality else None,
         }))
-    found.extend(_lost_without_xid(text, found))
+    found.extend(_lost_without_xid(text, found, log_code_of))
     return [event for _, event in sorted(found, key=lambda pair: pair[0])]
 
 
-def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]]
+def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]], log_code_of: LogCodeOf
                       ) -> list[tuple[int, XidEvent]]:
     """"Fallen off the bus" messages of GPUs that have no Xid 79 line in the same log."""
     if "fallen off the bus" not in text:
@@ -140,7 +145,7 @@ def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]]
         logged.add(bus)
         first_line = match.group("line").split("\n", 1)[0].strip()
         time, _ = _time_of(first_line)
-        matches = match_text(" ".join(part.strip() for part in match.group("line").split("\n")))
+        log_code = log_code_of(" ".join(part.strip() for part in match.group("line").split("\n")))
         lost.append((match.start(), {
             "kind": "Xid",
             "xid": FELL_OFF_XID,
@@ -148,7 +153,7 @@ def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]]
             "time": time,
             "pid": None,
             "message": "GPU has fallen off the bus (logged without an Xid line)",
-            "log_code": matches[0].rule.code.id if matches else None,
+            "log_code": log_code,
             "caused_by": None,
             "fatal": None,
         }))
@@ -174,8 +179,10 @@ def _readable(result: CommandResult) -> str | None:
     return None
 
 
-def probe_kernel_log(env: Env, timeout: float = KERNEL_LOG_TIMEOUT_S) -> KernelLogFact:
-    """Read this boot's kernel log with the first command that can, and list its events."""
+def probe_kernel_log(env: Env, timeout: float = KERNEL_LOG_TIMEOUT_S,
+                     log_code_of: LogCodeOf = _no_code) -> KernelLogFact:
+    """Read this boot's kernel log with the first command that can, and list its events
+    (each with LOG_CODE_OF's code for its line)."""
     restrict_text = (env.read_text("/proc/sys/kernel/dmesg_restrict") or "").strip()
     restrict = restrict_text == "1" if restrict_text in ("0", "1") else None
     attempts: list[str] = []
@@ -185,7 +192,7 @@ def probe_kernel_log(env: Env, timeout: float = KERNEL_LOG_TIMEOUT_S) -> KernelL
         if problem is not None:
             attempts.append(f"{' '.join(argv)}: {problem}")
             continue
-        events, dropped = _keep(parse_events(result.stdout))
+        events, dropped = _keep(parse_events(result.stdout, log_code_of))
         return {"readable": True, "source": " ".join(argv), "attempts": attempts,
                 "dmesg_restrict": restrict, "events": events, "events_dropped": dropped}
     return {"readable": False, "source": None, "attempts": attempts,

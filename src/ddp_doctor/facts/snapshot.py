@@ -155,9 +155,15 @@ def write_text_atomic(path: Path, text: str) -> None:
 def load_facts(path: Path) -> Facts:
     """Read a snapshot, turning every way it can be unusable into a FactsFileError.
 
-    PATH may also be a support bundle (``--bundle``): its ``ddp-doctor-bundle/facts.json``
-    is read, so a ticket's bundle replays as it is.
+    A snapshot only: a file given on the command line, which may also be a support bundle,
+    is read through ``ddp_doctor.inputs.read_facts`` (one floor up, beside the bundle
+    reader), which uses the two halves below.
     """
+    return facts_from_bytes(read_facts_file(path), path)
+
+
+def read_facts_file(path: Path) -> bytes:
+    """The bytes of a ``--facts`` file; a FactsFileError when there are none to read."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -168,13 +174,11 @@ def load_facts(path: Path) -> Facts:
         raise FactsFileError(f"cannot read facts file {path}: {exc.strerror or exc}") from None
     if not raw.strip():
         raise FactsFileError(f"facts file is empty: {path}")
-    if raw.startswith((b"PK\x03\x04", b"\x1f\x8b")):  # a support bundle (.zip, .tar.gz)
-        from ddp_doctor.bundle.archive import BundleReadError, read_bundle_facts
+    return raw
 
-        try:
-            raw = read_bundle_facts(path)
-        except BundleReadError as exc:
-            raise FactsFileError(str(exc)) from None
+
+def facts_from_bytes(raw: bytes, path: Path) -> Facts:
+    """A snapshot's bytes as Facts (PATH names the file in the messages)."""
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -90,7 +90,7 @@ CATEGORY_PRECEDENCE: tuple[Category, ...] = (
     Category.COMMAND_FAILED, Category.REQUIREMENT_UNCHECKED, Category.UNKNOWN,
 )
 """The order findings of equal severity are ranked in, a cause before its effects; the one
-order both the smoke job's match_text and ``diagnose`` (diagnose/rank.py) use."""
+order both the smoke job's match_text and ``diagnose`` (diagnose/causal_order.py) use."""
 
 __all__ = ["ANY_ERROR", "CATALOGUES", "CATEGORY_PRECEDENCE", "GATES", "LOG_CODES", "RULES",
            "TRAINERS", "WRITTEN", "Match", "Rule", "Variant", "decided", "folded",
@@ -120,6 +120,13 @@ _RANK = {c: i for i, c in enumerate(CATEGORY_PRECEDENCE)}
 def category_position(category: Category) -> int:
     """A category's place in ``CATEGORY_PRECEDENCE`` (causes first)."""
     return _RANK.get(category, len(CATEGORY_PRECEDENCE))
+
+
+def code_of_line(line: str) -> str | None:
+    """The code ``diagnose`` gives LINE (its first match's), or None: what the kernel-log
+    probe records beside each Xid event (``facts.kernel_log``, handed this by its caller)."""
+    matches = match_text(line)
+    return matches[0].rule.code.id if matches else None
 
 
 def match_text(text: str) -> list[Match]:

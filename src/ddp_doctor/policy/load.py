@@ -38,7 +38,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,29 +109,27 @@ def _table(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _known_codes() -> set[str]:
-    from ddp_doctor.codes import all_codes
-    from ddp_doctor.registry import load_catalogue
+def find_policy(config: Path | None, cwd: Path,
+                known_codes: Callable[[], Collection[str]]) -> Policy | None:
+    """The policy to apply, or None when there is none; PolicyError when it is unusable.
 
-    return set(all_codes(load_catalogue()))
-
-
-def find_policy(config: Path | None, cwd: Path) -> Policy | None:
-    """The policy to apply, or None when there is none; PolicyError when it is unusable."""
+    KNOWN_CODES gives every code id (called only when a policy file is found): the codes of
+    every family lie above the policy, so its caller, which may import them, hands them in.
+    """
     if config is not None:
         if not config.is_file():
             raise PolicyError(f"--config {config}: no such file")
         table = _table(config)
         if table is None:
             raise PolicyError(f"--config {config}: has no [tool.ddp-doctor] table")
-        return parse_policy(config, table, _known_codes())
+        return parse_policy(config, table, known_codes())
     for folder in (cwd, *cwd.parents):
         for name in (POLICY_FILE, "pyproject.toml"):
             candidate = folder / name
             if candidate.is_file():
                 table = _table(candidate)
                 if table is not None:
-                    return parse_policy(candidate, table, _known_codes())
+                    return parse_policy(candidate, table, known_codes())
     return None
 
 

@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ddp_doctor.model import CheckResult, Finding, Report, Severity, Status
 from ddp_doctor.report.smoke import smoke_rows
-from ddp_doctor.smoke import codes as C
 from ddp_doctor.wording import count
 
 PACKAGE = "ddp_doctor"
@@ -191,25 +190,28 @@ def _check_case(result: CheckResult, judge: _Judge) -> _Case:
     return case
 
 
-# The smoke job's pass criteria (smoke_verdict.criteria_findings) and the codes that
-# report each one failing; every other finding of the job belongs to "the job ran".
-@dataclass(frozen=True)
-class _Criterion:
-    name: str
-    codes: frozenset[str]
-
-
 _RAN = "smoke.ran"
-_CRITERIA = (
-    _Criterion(_RAN, frozenset()),
-    _Criterion("smoke.all_steps", frozenset({C.STEPS_MISSING.id})),
-    _Criterion("smoke.loss_finite", frozenset({C.LOSS_NOT_FINITE.id})),
-    _Criterion("smoke.loss_falls", frozenset({C.LOSS_FLAT.id, C.LOSS_NOT_JUDGED.id})),
-    _Criterion("smoke.ranks_in_sync", frozenset({C.PARAMS_DIFFER.id, C.PARAMS_DIFFER_GLOO.id})),
-    _Criterion("smoke.all_reduce", frozenset({C.ALLREDUCE_WRONG.id, C.ALLREDUCE_WRONG_GLOO.id})),
-    _Criterion("smoke.measurements", frozenset()),
-)
-_CLAIMED = frozenset().union(*(c.codes for c in _CRITERIA))
+CRITERIA = ("smoke.ran", "smoke.all_steps", "smoke.loss_finite", "smoke.loss_falls",
+            "smoke.ranks_in_sync", "smoke.all_reduce", "smoke.measurements")
+"""The smoke job's pass criteria (``smoke_verdict.criteria_findings``), one test case each."""
+
+
+@dataclass(frozen=True)
+class SmokeCodes:
+    """Which of the smoke job's codes fail which criterion; every other finding of the job
+    belongs to "the job ran".
+
+    The codes are the smoke job's (``smoke/codes.py``), and a renderer lies under it: the
+    job's own table (``smoke.junit_codes.SMOKE_CODES``) is handed in by whoever renders.
+    """
+
+    fails: Mapping[str, frozenset[str]]  # criterion -> the codes that report it failing
+    loss_not_finite: str  # a code that leaves "the loss falls" unjudged
+    loss_not_judged: str  # a note that the loss could not be judged: the case is skipped
+
+    @property
+    def claimed(self) -> frozenset[str]:
+        return frozenset().union(*self.fails.values())
 
 
 def _clean(data: dict[str, Any]) -> bool:
@@ -217,7 +219,8 @@ def _clean(data: dict[str, Any]) -> bool:
     return data.get("exit_code") == 0 and not data.get("stopped_by")
 
 
-def _not_judged(name: str, data: dict[str, Any], codes: set[str]) -> str | None:
+def _not_judged(name: str, data: dict[str, Any], codes: set[str],
+                smoke_codes: SmokeCodes) -> str | None:
     """Why a criterion was not judged in this run, or None when it was."""
     if name == _RAN:
         return None
@@ -226,7 +229,7 @@ def _not_judged(name: str, data: dict[str, Any], codes: set[str]) -> str | None:
     dp = data.get("mode") != "ddp"
     if name in ("smoke.loss_finite", "smoke.loss_falls") and data.get("loss_first") is None:
         return "not judged: no loss was recorded"
-    if name == "smoke.loss_falls" and C.LOSS_NOT_FINITE.id in codes:
+    if name == "smoke.loss_falls" and smoke_codes.loss_not_finite in codes:
         return "not judged: the loss was not finite"
     if name == "smoke.ranks_in_sync":
         if dp:
@@ -261,25 +264,27 @@ def _passed_text(name: str, data: dict[str, Any]) -> str:
 
 
 def smoke_cases(data: dict[str, Any], findings: tuple[Finding, ...],
-                strict: bool | _Judge) -> list[_Case]:
+                strict: bool | _Judge, smoke_codes: SmokeCodes) -> list[_Case]:
     """One test case per pass criterion of the smoke job (all skipped when it did not run)."""
     judge = _judge(strict)
     strict = judge.strict
     classname = f"{PACKAGE}.{SMOKE_AREA}"
     if data.get("skipped"):
-        return [_Case(classname, c.name, skipped=f"smoke job not run: {data['skipped']}")
-                for c in _CRITERIA]
+        return [_Case(classname, name, skipped=f"smoke job not run: {data['skipped']}")
+                for name in CRITERIA]
     codes = {f.code.id for f in findings}
     cases = []
-    for criterion in _CRITERIA:
-        mine = [f for f in findings if (f.code.id in criterion.codes if criterion.codes
-                                        else criterion.name == _RAN
-                                        and f.code.id not in _CLAIMED)]
+    claimed = smoke_codes.claimed
+    for name in CRITERIA:
+        claims = smoke_codes.fails.get(name, frozenset())
+        mine = [f for f in findings if (f.code.id in claims if claims
+                                        else name == _RAN and f.code.id not in claimed)]
         failing = tuple(f for f in mine if judge.fails(f))
         others = [f for f in mine if f not in failing]
-        case = _Case(classname, criterion.name)  # the time is the smoke.train case's
-        reason = _not_judged(criterion.name, data, codes)
-        not_judged_note = next((f for f in mine if f.code.id == C.LOSS_NOT_JUDGED.id), None)
+        case = _Case(classname, name)  # the time is the smoke.train case's
+        reason = _not_judged(name, data, codes, smoke_codes)
+        not_judged_note = next((f for f in mine if f.code.id == smoke_codes.loss_not_judged),
+                               None)
         if failing:
             case.failing = failing
             case.out = _out("", None, others, strict)
@@ -287,12 +292,12 @@ def smoke_cases(data: dict[str, Any], findings: tuple[Finding, ...],
             case.skipped = reason
         elif not_judged_note is not None:
             case.skipped = f"{not_judged_note.code.id}: {not_judged_note.title}"
-        elif criterion.name == _RAN and not _clean(data) and not mine:
+        elif name == _RAN and not _clean(data) and not mine:
             case.failure_message = (f"the job did not exit cleanly (exit code "
                                     f"{data.get('exit_code')}, stopped by "
                                     f"{data.get('stopped_by') or 'nothing'})")
         else:
-            case.out = _out(_passed_text(criterion.name, data), None, others, strict)
+            case.out = _out(_passed_text(name, data), None, others, strict)
         cases.append(case)
     return cases
 
@@ -328,8 +333,10 @@ def _suite(report: Report, area: str, cases: list[_Case], time: float,
     return suite
 
 
-def render_junit(report: Report, strict: bool = False) -> str:
-    """The report as a JUnit XML document (UTF-8, with its XML declaration)."""
+def render_junit(report: Report, strict: bool = False,
+                 smoke_codes: SmokeCodes | None = None) -> str:
+    """The report as a JUnit XML document (UTF-8, with its XML declaration). A report with
+    a smoke job needs SMOKE_CODES (``smoke.junit_codes.SMOKE_CODES``) for its criteria."""
     judge = _Judge(report, strict)
     by_area: dict[str, list[CheckResult]] = {}
     for result in report.results:
@@ -342,7 +349,10 @@ def render_junit(report: Report, strict: bool = False) -> str:
         if area == SMOKE_AREA and report.smoke is not None:
             smoke_findings = tuple(f for r in results if r.check_id == SMOKE_CHECK_ID
                                    for f in r.findings)
-            cases += smoke_cases(report.smoke, smoke_findings, judge)
+            if smoke_codes is None:
+                raise ValueError("a report with a smoke job needs the smoke job's codes "
+                                 "(smoke.junit_codes.SMOKE_CODES) to render its criteria")
+            cases += smoke_cases(report.smoke, smoke_findings, judge, smoke_codes)
         root.append(_suite(report, area, cases, sum(r.duration_s for r in results), strict))
     suites = list(root)
     for attr in ("tests", "failures", "errors"):

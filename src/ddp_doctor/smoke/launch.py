@@ -9,7 +9,6 @@ torch but not ddp-doctor itself.
 from __future__ import annotations
 
 import errno
-import importlib
 import os
 import re
 import shutil
@@ -331,9 +330,9 @@ def shim_dir(run_dir: Path) -> Path:
     The worker package imports torch and the standard library only, so linking it under
     an empty ``ddp_doctor`` package is all the target interpreter needs.
     """
-    # By name: the build maps the top-level train_smoke/ folder to this package, a mapping
-    # static analysis cannot follow.
-    package = importlib.import_module("ddp_doctor.train_smoke")
+    # train_smoke/ installs as this package (package-dir), a mapping mypy cannot follow.
+    from ddp_doctor import train_smoke as package  # type: ignore[attr-defined]
+
     if package.__file__ is None:
         raise RuntimeError("ddp_doctor.train_smoke is not installed as files on disk")
     root = run_dir / "pkg"
