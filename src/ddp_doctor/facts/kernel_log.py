@@ -44,10 +44,10 @@ import re
 from typing import TYPE_CHECKING
 
 from ddp_doctor.facts.seam import CommandResult, Env
-from ddp_doctor.logrules import match_text
 
 if TYPE_CHECKING:
     from ddp_doctor.facts.shapes import KernelLogFact, XidEvent
+    from ddp_doctor.logrules.rule import Match
 
 KERNEL_LOG_TIMEOUT_S = 10.0  # per command; journalctl on a large journal is the slow one
 COMMANDS: tuple[tuple[str, ...], ...] = (
@@ -84,6 +84,14 @@ _FELL_OFF = re.compile(
 FELL_OFF_XID = 79  # "GPU has fallen off the bus" in NVIDIA's Xid catalogue
 
 
+def _match_text(text: str) -> list[Match]:
+    """``logrules.match_text``, imported when an event is found: the rules take longer to
+    load than the rest of the gather's probes, and a clean log needs none of them."""
+    from ddp_doctor.logrules import match_text
+
+    return match_text(text)
+
+
 def _time_of(line: str) -> tuple[str | None, str]:
     """The line's timestamp as printed (ISO, dmesg -T's date, or seconds since boot), and
     the rest of the line."""
@@ -107,7 +115,7 @@ def parse_events(text: str) -> list[XidEvent]:
             continue  # the detail lines of the SXid event just read
         time, _ = _time_of(line)
         pid = _PID.search(event.group("rest"))
-        matches = match_text(line)
+        matches = _match_text(line)
         caused_by = _CAUSED_BY.search(event.group("rest"))
         fatality = _FATALITY.search(event.group("rest"))
         found.append((match.start(), {
@@ -140,7 +148,7 @@ def _lost_without_xid(text: str, events: list[tuple[int, XidEvent]]
         logged.add(bus)
         first_line = match.group("line").split("\n", 1)[0].strip()
         time, _ = _time_of(first_line)
-        matches = match_text(" ".join(part.strip() for part in match.group("line").split("\n")))
+        matches = _match_text(" ".join(part.strip() for part in match.group("line").split("\n")))
         lost.append((match.start(), {
             "kind": "Xid",
             "xid": FELL_OFF_XID,
