@@ -21,7 +21,6 @@ from ddp_doctor.facts.probe_deadline import TORCH_PROBE_BASE_S as TORCH_PROBE_BA
 from ddp_doctor.facts.probe_deadline import TORCH_PROBE_TIMEOUT_S as TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.facts.seam import CommandResult, Env
 from ddp_doctor.facts.snapshot import FactRecord
-from ddp_doctor.redact.secrets import redact_text
 
 MARK = "@@ddp-doctor@@ "
 # The deadline (TORCH_PROBE_TIMEOUT_S and its parts) lives in probe_deadline.py, which
@@ -107,6 +106,10 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
         "packages": values.get("packages") or {},
         "torch_locations": values.get("torch_locations") or [],
     }
+    # Imported here, after the probe ran: the redaction patterns take longer to load than
+    # the rest of this module, and the gather starts the probe before anything else.
+    from ddp_doctor.redact.secrets import redact_text
+
     # Redact before cutting: a key block whose BEGIN line is cut off would escape.
     stderr_tail = "\n".join(redact_text(result.stderr).strip().splitlines()[-20:])
     torch_fact: dict[str, Any] = {
