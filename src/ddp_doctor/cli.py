@@ -8,6 +8,12 @@ traceback; only a bug in the doctor prints a traceback, and then only with ``--v
 
 Numbers are declared as text and parsed by the doctor (``ddp_doctor.usage``), so a bad
 one is reported with the value typed and what is allowed, whatever typer's version says.
+
+Start-up stays light: ``--help``, ``--version`` and a parse error load only this module,
+the parser's (``parse_errors``, ``usage``) and the two that supply defaults shown in the
+help (``facts.probe_deadline``, ``smoke.launch``). Each command imports its flow from
+``ddp_doctor.app`` when it runs, so the code registry, the checks, the log rules and the
+renderers load only for a command that uses them (``tests/cli/test_startup.py`` counts).
 """
 
 from __future__ import annotations
@@ -18,16 +24,18 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
 from ddp_doctor import __version__
-from ddp_doctor import app as flows
-from ddp_doctor.app import EXIT_INTERNAL, EXIT_READY, Common
-from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S
+from ddp_doctor.facts.probe_deadline import TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.parse_errors import DoctorCommand, DoctorGroup
 from ddp_doctor.smoke.launch import SmokeOptions
+from ddp_doctor.usage import EXIT_INTERNAL, EXIT_READY
+
+if TYPE_CHECKING:
+    from ddp_doctor.app.requests import Common
 
 app = typer.Typer(
     name="ddp-doctor", cls=DoctorGroup,
@@ -113,6 +121,8 @@ def with_common(command: Callable[..., int], omit: tuple[str, ...] = ()
 
     @functools.wraps(command)
     def run(**values: Any) -> None:
+        from ddp_doctor.app.requests import Common
+
         common = Common(**{name: values.pop(name) for name in offered})
         raise typer.Exit(command(common=common, **values))
 
@@ -175,9 +185,12 @@ def doctor(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path]
     Runs the checks, then the DDP smoke-training job (unless a finding makes it pointless,
     --no-smoke is given, or --facts replays a snapshot).
     """
-    machine = flows.MachineRequest(python, facts, save_facts, probe_timeout, gpus,
-                                   global_batch, workers)
-    return flows.run_doctor(common, machine, smoke=not no_smoke, device=device)
+    from ddp_doctor.app.examine import run_doctor
+    from ddp_doctor.app.requests import MachineRequest
+
+    machine = MachineRequest(python, facts, save_facts, probe_timeout, gpus, global_batch,
+                             workers)
+    return run_doctor(common, machine, smoke=not no_smoke, device=device)
 
 
 @app.command(cls=DoctorCommand, short_help="Run the checks only: the CI pre-flight step.")
@@ -187,8 +200,11 @@ def check(common: Common, python: Optional[str] = PYTHON, facts: Optional[Path] 
           gpus: Optional[str] = GPUS, global_batch: Optional[str] = GLOBAL_BATCH,
           workers: Optional[str] = PLAN_WORKERS) -> int:
     """Gather facts and run the checks only (the pre-flight step for CI)."""
-    return flows.run_check(common, flows.MachineRequest(python, facts, save_facts, probe_timeout,
-                                                        gpus, global_batch, workers))
+    from ddp_doctor.app.examine import run_check
+    from ddp_doctor.app.requests import MachineRequest
+
+    return run_check(common, MachineRequest(python, facts, save_facts, probe_timeout, gpus,
+                                            global_batch, workers))
 
 
 @app.command(cls=DoctorCommand, short_help="Name the cause and fix of a failure log.")
@@ -203,7 +219,9 @@ def diagnose(common: Common, source: str = typer.Argument(
     output, collect_env, `yolo checks`, nvidia-smi and nvidia-smi -q text. Examples:
     `ddp-doctor diagnose train.log`, `kubectl logs job/train | ddp-doctor diagnose -`.
     """
-    return flows.run_diagnose(common, source)
+    from ddp_doctor.app.diagnose import run_diagnose
+
+    return run_diagnose(common, source)
 
 
 COMPARE_INPUTS = typer.Argument(
@@ -224,7 +242,10 @@ def compare(common: Common, inputs: Optional[list[Path]] = COMPARE_INPUTS) -> in
     differ where it matters, 2 an input is unreadable. Example: `ddp-doctor compare
     good-node.json bad-node.json`, or `ddp-doctor compare facts-*.json` for a cluster.
     """
-    return flows.compare(common, flows.CompareRequest(tuple(inputs or ())))
+    from ddp_doctor.app.compare import CompareRequest
+    from ddp_doctor.app.compare import compare as compare_flow
+
+    return compare_flow(common, CompareRequest(tuple(inputs or ())))
 
 
 SMOKE = SmokeOptions()
@@ -303,7 +324,10 @@ def smoke(
     With a policy file, its smoke requirements (all-reduce bandwidth, scaling efficiency)
     are judged here too; the machine requirements are judged by `check` and `doctor`.
     """
-    return flows.run_smoke(common, flows.SmokeRequest(
+    from ddp_doctor.app.requests import SmokeRequest
+    from ddp_doctor.app.smoke import run_smoke
+
+    return run_smoke(common, SmokeRequest(
         device=device, nproc=nproc, steps=steps, batch_per_process=batch_per_process,
         imgsz=imgsz, model=model, workers=workers, launcher=launcher, mode=mode,
         backend=backend, sync_bn=sync_bn, amp=amp, scaling=scaling, timeout=timeout,
@@ -364,7 +388,9 @@ def run(
     Example: `ddp-doctor run --stall-timeout 300 -- python -m torch.distributed.run
     --nproc_per_node 2 train.py`.
     """
-    return flows.run_job(common, flows.RunRequest(
+    from ddp_doctor.app.run import RunRequest, run_job
+
+    return run_job(common, RunRequest(
         command=tuple(command or ()), timeout=timeout, stall_timeout=stall_timeout,
         until=until, log=log, nccl_debug=nccl_debug, status=status, facts=facts,
         flight_recorder=flight_recorder))
@@ -374,7 +400,9 @@ def run(
              short_help="List every check and the codes it reports.")
 def list_checks() -> None:
     """List every check and the codes it can report (`ddp-doctor codes` lists every code)."""
-    raise typer.Exit(flows.run_checks())
+    from ddp_doctor.app.catalogue import run_checks
+
+    raise typer.Exit(run_checks())
 
 
 @app.command("codes", cls=DoctorCommand, short_help="List every code of every family.")
@@ -392,7 +420,9 @@ def list_codes(
 ) -> None:
     """List every finding code of every family: the checks, the launch plan, the smoke job,
     the log rules, diagnose and the CI policy, with severity, category and summary."""
-    raise typer.Exit(flows.run_codes(family, category, as_json))
+    from ddp_doctor.app.catalogue import run_codes
+
+    raise typer.Exit(run_codes(family, category, as_json))
 
 
 @app.command(cls=DoctorCommand, short_help="Explain a finding code or a failure category.")
@@ -401,7 +431,9 @@ def explain(topic: str = typer.Argument(
         help="A finding code (DRV001) or a failure category (nccl_p2p).")) -> None:
     """Explain a finding code (what it means, why it matters, how to fix it), or a failure
     category (what went wrong, and every code that reports it)."""
-    raise typer.Exit(flows.run_explain(topic))
+    from ddp_doctor.app.catalogue import run_explain
+
+    raise typer.Exit(run_explain(topic))
 
 
 _ROOT_FLAGS = {"-h", "--help", "--version"}

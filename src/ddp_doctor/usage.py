@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ddp_doctor.bundle.archive import archive_kind
-
 EXIT_READY, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
@@ -113,6 +111,8 @@ def check_output_path(output: OutputPath) -> None:
 
 def check_bundle_path(value: str, force: bool) -> None:
     """A bundle path must name an archive kind, a real directory, and no file unless --force."""
+    from ddp_doctor.bundle.archive import archive_kind  # only --bundle needs the archives
+
     if archive_kind(Path(value)) is None:
         raise UsageError(f"--bundle {value}: name a .zip or .tar.gz file")
     check_output_path(OutputPath("--bundle", value))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol
 
 from rich.console import Console
 
@@ -31,13 +31,13 @@ from ddp_doctor.report.github import emit_github
 from ddp_doctor.report.json import render_json
 from ddp_doctor.report.junit import render_junit
 from ddp_doctor.report.markdown import render_markdown
-from ddp_doctor.smoke import run as smoke_run
-from ddp_doctor.smoke.junit_codes import SMOKE_CODES
-from ddp_doctor.smoke.progress import LineProgress, RichProgress
 from ddp_doctor.usage import (
     UsageError,
 )
 from ddp_doctor.wording import human_bytes
+
+if TYPE_CHECKING:  # the smoke job's modules load only when a smoke job runs (not for check)
+    from ddp_doctor.smoke.run import ProgressSink
 
 
 class ConsoleView(Protocol):
@@ -94,6 +94,8 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
 
 def _render_junit(report: Report, strict: bool) -> str:
     """The JUnit report, its smoke criteria judged by the smoke job's own codes."""
+    from ddp_doctor.smoke.junit_codes import SMOKE_CODES
+
     return render_junit(report, strict, SMOKE_CODES)
 
 
@@ -117,9 +119,11 @@ def phase(common: Common, what: str, live: bool = True) -> Iterator[None]:
     sys.stderr.flush()
 
 
-def progress_sink(common: Common) -> Optional[smoke_run.ProgressSink]:
+def progress_sink(common: Common) -> Optional[ProgressSink]:
     """Where the smoke job's progress goes, always stderr (stdout may carry a report): live
     per-rank bars on a terminal, plain lines in a pipe or CI log, nothing with --quiet."""
+    from ddp_doctor.smoke.progress import LineProgress, RichProgress
+
     if common.quiet:
         return None
     console = Console(stderr=True, highlight=False)

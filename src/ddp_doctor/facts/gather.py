@@ -10,6 +10,10 @@ NVML timeouts); the in-process ones could still block in the kernel, e.g. ``stat
 working directory on a hung NFS or Lustre mount, so each runs in a daemon thread that the
 gather stops waiting for at its deadline: the fact is recorded as failed ("did not finish
 within N s") and the thread, if it never returns, does not keep the doctor from exiting.
+
+The two child processes start first, before this module even imports the in-process
+probes: the torch probe is the longest part of any run, so every moment the parent spends
+before starting it is added to the run, and every moment after is hidden behind it.
 """
 
 from __future__ import annotations
@@ -26,19 +30,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from ddp_doctor import __version__
-from ddp_doctor.facts.driver_files import probe_driver_files
-from ddp_doctor.facts.environment_variables import probe_environ
-from ddp_doctor.facts.host import probe_host
-from ddp_doctor.facts.interconnect import probe_interconnect
-from ddp_doctor.facts.kernel_log import COMMANDS as KERNEL_LOG_COMMANDS
-from ddp_doctor.facts.kernel_log import KERNEL_LOG_TIMEOUT_S, LogCodeOf, probe_kernel_log
-from ddp_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S, probe_nvidia_smi_text
+from ddp_doctor.facts.kernel_log import LogCodeOf
+from ddp_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S
 from ddp_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
-from ddp_doctor.facts.os_info import probe_os
 from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, probe_python
-from ddp_doctor.facts.wsl import probe_wsl
 
 # In-process probes read /proc, /sys and a few syscalls: well under a second normally.
 IN_PROCESS_TIMEOUT_S = 15.0
@@ -108,11 +105,9 @@ def _in_process(name: str, fn: Callable[[], Any], deadline_s: float) -> _Job:
     return _Job((name,), lambda: _timed(name, fn), deadline_s)
 
 
-def gather(env: Env, options: GatherOptions | None = None) -> Facts:
-    options = options or GatherOptions()
-    quick = options.in_process_timeout_s
-    log_code_of = options.log_code_of or (lambda line: None)
-    jobs = [
+def _child_jobs(env: Env, options: GatherOptions) -> list[_Job]:
+    """The probes that run child processes: the torch probe and the NVML child."""
+    return [
         _Job(("python", "torch"),
              lambda: _guarded(("python", "torch"),
                               lambda: probe_python(env, options.python, options.torch_timeout_s)),
@@ -120,6 +115,25 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         _Job(("nvml",), lambda: _guarded(("nvml",), lambda: [probe_nvml(env,
                                                                          options.nvml_timeout_s)]),
              options.nvml_timeout_s + CHILD_SLACK_S),
+    ]
+
+
+def _in_process_jobs(env: Env, options: GatherOptions) -> list[_Job]:
+    """The probes that read this machine from the doctor's own process; their modules are
+    imported here, once the child probes are under way."""
+    from ddp_doctor.facts.driver_files import probe_driver_files
+    from ddp_doctor.facts.environment_variables import probe_environ
+    from ddp_doctor.facts.host import probe_host
+    from ddp_doctor.facts.interconnect import probe_interconnect
+    from ddp_doctor.facts.kernel_log import COMMANDS as KERNEL_LOG_COMMANDS
+    from ddp_doctor.facts.kernel_log import KERNEL_LOG_TIMEOUT_S, probe_kernel_log
+    from ddp_doctor.facts.nvidia_smi_text import probe_nvidia_smi_text
+    from ddp_doctor.facts.os_info import probe_os
+    from ddp_doctor.facts.wsl import probe_wsl
+
+    quick = options.in_process_timeout_s
+    log_code_of = options.log_code_of or (lambda line: None)
+    jobs = [
         _in_process("os", lambda: probe_os(env), quick),
         _in_process("host", lambda: probe_host(env), quick),
         _in_process("driver", lambda: probe_driver_files(env), quick),
@@ -135,6 +149,11 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         jobs.append(_in_process("nvidia_smi_text",
                                 lambda: probe_nvidia_smi_text(env, smi_timeout),
                                 2 * smi_timeout + CHILD_SLACK_S))
+    return jobs
+
+
+def gather(env: Env, options: GatherOptions | None = None) -> Facts:
+    options = options or GatherOptions()
     facts = Facts(meta={
         "gathered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "tool_version": __version__,
@@ -142,7 +161,8 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         "target_python": options.python,
     })
     start = time.monotonic()
-    futures = [(job, _start(job)) for job in jobs]
+    futures = [(job, _start(job)) for job in _child_jobs(env, options)]
+    futures += [(job, _start(job)) for job in _in_process_jobs(env, options)]
     for job, future in futures:
         left = max(0.0, start + job.deadline_s - time.monotonic())
         try:

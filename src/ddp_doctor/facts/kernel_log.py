@@ -90,6 +90,7 @@ _FELL_OFF = re.compile(
 FELL_OFF_XID = 79  # "GPU has fallen off the bus" in NVIDIA's Xid catalogue
 
 
+
 def _time_of(line: str) -> tuple[str | None, str]:
     """The line's timestamp as printed (ISO, dmesg -T's date, or seconds since boot), and
     the rest of the line."""

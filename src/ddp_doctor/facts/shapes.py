@@ -173,9 +173,12 @@ class PythonFact(TypedDict, total=False):
 class ProbeTimings(TypedDict, total=False):
     """Where the torch probe's time went, in seconds; None: the probe never got there."""
     startup_s: Optional[float]  # the interpreter's start, before the script's clock
-    packages_s: Optional[float]  # listing the installed distributions
+    packages_s: Optional[float]  # listing the installed distributions, beside import torch
     import_torch_s: Optional[float]
-    torch_facts_s: Optional[float]  # build, libraries, distributed, NumPy, torchvision
+    torch_facts_s: Optional[float]  # build, distributed, NumPy
+    # torchvision's import and operators, in a thread beside CUDA's start (so its time is
+    # not added to the probe's: the parts overlap); absent in snapshots saved before
+    torchvision_s: Optional[float]
     cuda_init_s: Optional[float]  # is_available, init, device count and properties
     gpu_tests_s: Optional[float]  # the functional and cuDNN tests of every GPU
     p2p_query_s: Optional[float]

@@ -16,21 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.facts import python_probe_script as probe_script
+from ddp_doctor.facts.probe_deadline import BUDGETED_GPUS as BUDGETED_GPUS
+from ddp_doctor.facts.probe_deadline import TORCH_PROBE_BASE_S as TORCH_PROBE_BASE_S
+from ddp_doctor.facts.probe_deadline import TORCH_PROBE_TIMEOUT_S as TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.facts.seam import CommandResult, Env
 from ddp_doctor.facts.snapshot import FactRecord
-from ddp_doctor.redact.secrets import redact_text
 
 MARK = "@@ddp-doctor@@ "
-# The child runs each GPU's tests under its own deadline, so the parent's deadline is a
-# base (interpreter start, import torch, CUDA init) plus room for 8 GPUs, the P2P
-# queries, NVML read under load on each GPU and the P2P data test's own budget: a machine
-# with every GPU hung still reports within four minutes.
-TORCH_PROBE_BASE_S = 60.0
-BUDGETED_GPUS = 8
-TORCH_PROBE_TIMEOUT_S = (TORCH_PROBE_BASE_S + BUDGETED_GPUS * probe_script.GPU_DEADLINE_S
-                         + probe_script.P2P_DEADLINE_S
-                         + BUDGETED_GPUS * probe_script.LOAD_DEADLINE_S
-                         + probe_script.P2P_COPY_BUDGET_S)
+# The deadline (TORCH_PROBE_TIMEOUT_S and its parts) lives in probe_deadline.py, which
+# imports nothing, so that --help can show it without loading this module.
+
 GPU_STAGES = ("cuda.functional:", "cuda.cudnn_test:")
 SCRIPT_PATH = Path(__file__).with_name("python_probe_script.py")
 
@@ -111,6 +106,10 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
         "packages": values.get("packages") or {},
         "torch_locations": values.get("torch_locations") or [],
     }
+    # Imported here, after the probe ran: the redaction patterns take longer to load than
+    # the rest of this module, and the gather starts the probe before anything else.
+    from ddp_doctor.redact.secrets import redact_text
+
     # Redact before cutting: a key block whose BEGIN line is cut off would escape.
     stderr_tail = "\n".join(redact_text(result.stderr).strip().splitlines()[-20:])
     torch_fact: dict[str, Any] = {
