@@ -291,7 +291,7 @@ def test_common_options_are_declared_once_for_every_report_command():
     use for: diagnose writes no bundle and judges no policy, compare judges no policy."""
     from dataclasses import fields
 
-    from ddp_doctor.app import Common
+    from ddp_doctor.app.requests import Common
     from ddp_doctor.cli import COMMON
 
     assert list(COMMON) == [f.name for f in fields(Common)]

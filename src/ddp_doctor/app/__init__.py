@@ -12,71 +12,15 @@ the --bundle cannot disagree or leak.
 One module per flow: ``examine`` (check, doctor), ``smoke``, ``run``, ``diagnose``, ``compare``,
 ``catalogue``
 (checks, codes, explain); ``requests`` holds what a command asked for and ``outputs`` where
-its results go. This package's names below are the command line's whole interface to it.
-
-The names load on first use (PEP 562's module ``__getattr__``): importing one flow, as
-``cli.py`` does when its command runs, does not import the others, so ``check`` pays for
-neither the smoke job's nor diagnose's modules.
+its results go.
+Nothing here is re-exported: the command line imports each flow from its own module when
+that command runs (``from ddp_doctor.app.examine import run_check``), so ``check`` pays for
+neither the smoke job's nor diagnose's modules, and every import is one the layering test
+can read.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from ddp_doctor.usage import EXIT_INTERNAL, EXIT_PROBLEMS, EXIT_READY, EXIT_USAGE, UsageError
 
-if TYPE_CHECKING:
-    from ddp_doctor.app.catalogue import run_checks, run_codes, run_explain
-    from ddp_doctor.app.compare import CompareRequest, compare
-    from ddp_doctor.app.diagnose import run_diagnose
-    from ddp_doctor.app.examine import run_check, run_doctor
-    from ddp_doctor.app.outputs import emit
-    from ddp_doctor.app.requests import Common, MachineRequest, SmokeRequest
-    from ddp_doctor.app.run import RunRequest, run_job
-    from ddp_doctor.app.smoke import run_smoke
-
-# Each lazily loaded name and the module of this package that defines it. (Importing the
-# module ``ddp_doctor.app.compare`` binds the package's ``compare`` to that module, as any
-# submodule import does: the command line imports the flow from the module itself.)
-_HOMES = {
-    "run_checks": "catalogue", "run_codes": "catalogue", "run_explain": "catalogue",
-    "CompareRequest": "compare", "compare": "compare",
-    "run_diagnose": "diagnose",
-    "run_check": "examine", "run_doctor": "examine",
-    "emit": "outputs",
-    "Common": "requests", "MachineRequest": "requests", "SmokeRequest": "requests",
-    "RunRequest": "run", "run_job": "run",
-    "run_smoke": "smoke",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
-
-
-__all__ = [
-           "EXIT_INTERNAL",
-           "EXIT_PROBLEMS",
-           "EXIT_READY",
-           "EXIT_USAGE",
-           "Common",
-           "CompareRequest",
-           "MachineRequest",
-           "RunRequest",
-           "SmokeRequest",
-           "UsageError",
-           "compare",
-           "emit",
-           "run_check",
-           "run_checks",
-           "run_codes",
-           "run_diagnose",
-           "run_doctor",
-           "run_explain",
-           "run_job",
-           "run_smoke",
-]
+__all__ = ["EXIT_INTERNAL", "EXIT_PROBLEMS", "EXIT_READY", "EXIT_USAGE", "UsageError"]
