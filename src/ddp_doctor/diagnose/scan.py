@@ -32,7 +32,7 @@ from itertools import accumulate, compress, repeat
 from operator import add, contains, not_
 from typing import Any, NamedTuple, Protocol
 
-from ddp_doctor.diagnose.literals import phrase_source, required_literals
+from ddp_doctor.diagnose.literals import phrase_filter, required_literals
 from ddp_doctor.diagnose.node_lines import NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
@@ -222,9 +222,8 @@ class Scanner:
         # any rule's phrase, a section marker, or an exception? (None: some rule has no
         # phrase, so every candidate line is read.)
         every = [self._literals[id(rule)] for rule in rules]
-        self._line_filter = None if any(p is None for p in every) else re.compile(
-            phrase_source([*(w for p in every for w in p or ()), *self._markers,
-                           "error", "exception"]).encode())
+        self._line_filter = None if any(p is None for p in every) else phrase_filter(
+            (*(w for p in every for w in p or ()), *self._markers, "error", "exception"))
         self.result = ScanResult()
         self._capture: Section | None = None
         self._capture_left = 0
@@ -485,7 +484,7 @@ class Scanner:
             if gate not in self._gate_filter:
                 phrases = self._gate_phrases.get(gate)
                 self._gate_filter[gate] = None if phrases is None else \
-                    re.compile(phrase_source(phrases).encode())
+                    phrase_filter(tuple(phrases))
             gate_filter = self._gate_filter[gate]
             if gate_filter is not None and gate_filter.search(key) is None:
                 continue
