@@ -157,3 +157,27 @@ reason = "under WSL it is WSL's"
                                   relations='[[entry.explains]]\ncodes = ["X"]\n')
     with pytest.raises(CatalogueError, match="needs its reason"):
         read_catalogue(without_reason, "demo.toml", codes)
+
+
+@pytest.mark.slow
+def test_no_corpus_finding_is_listed_before_a_cause_declared_for_it() -> None:
+    """A consequence never sits above its cause: over every corpus diagnosis, no finding
+    comes before a finding of a code declared to cause it (``symptom_of``, ``Explains``,
+    ``ReadAs``). Two codes declared symptoms of each other are ordered by the line seen
+    first, so they are left out."""
+    from tests.support.corpus import corpus_reports
+
+    causes: dict[str, set[str]] = {}
+    for rule in RULES:
+        for cause in rule.symptom_of:
+            if cause != "*":
+                causes.setdefault(rule.code.id, set()).add(cause)
+    for cause, consequence in RELATIONS.edges():
+        causes.setdefault(consequence, set()).add(cause)
+    misplaced = []
+    for path, report in corpus_reports():
+        codes = [f.code.id for f in report.results[0].findings]
+        misplaced += [(path.name, early, late) for i, early in enumerate(codes)
+                      for late in codes[i + 1:]
+                      if late in causes.get(early, ()) and early not in causes.get(late, ())]
+    assert misplaced == []
