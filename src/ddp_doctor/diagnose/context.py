@@ -23,6 +23,10 @@ announcing one global rank twice while others never join is nodes that each act 
 0. And a torch message pasted without its exception type, which no gate word marks, is
 still read when nothing else was.
 These refinements read the start and the end of each document (bounded, see scan.py).
+Which findings each reading applies to is not written here: the rules and codes declare it
+(``Explains``, ``ReadAs`` in logrules/rule.py, each with its reason; ``WSL_READING`` and
+``WHEELS_READING`` below), and relations.py collects and checks them; ``ENVIRONMENTS``
+says how each environment shows in a log and in which order they decide.
 """
 
 from __future__ import annotations
