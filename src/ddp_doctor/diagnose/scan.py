@@ -349,6 +349,9 @@ class Scanner:
                 continue  # a gate word by chance ("cudaDev"), or nothing any rule reads
             line_no += chunk.count(b"\n", counted_to, start)
             counted_to = start
+            if line.rank is not None and line.matched and not line.marker and not line.bare \
+                    and self._counted(line):
+                continue  # the thousandth copy of a quoted line: counted, nothing more
             self._line(name, chunk, start, line, line_no)
         return line_no - base + chunk.count(b"\n", counted_to)
 
@@ -404,6 +407,22 @@ class Scanner:
                 if len(self._shapes) > MEMO_LINES:
                     self._shapes.popitem(last=False)
         return shape
+
+    def _counted(self, line: _Line) -> bool:
+        """``_line`` for a line every reading of which is already a finding that quotes it
+        (or quotes enough): each is counted with the line's rank, as ``_record`` would.
+        False, having changed nothing, when some reading would quote the line or start a
+        finding."""
+        hits = self.result.hits
+        found: list[tuple[Any, CodeHits]] = []
+        for rule, quoted in line.matched:
+            code_hits = hits.get(rule.code.id)
+            if code_hits is None or quoted != line.text or code_hits.wants(line.key):
+                return False
+            found.append((rule, code_hits))
+        for rule, code_hits in found:
+            code_hits.again(rule, line.rank)
+        return True
 
     def _line(self, name: str, chunk: bytes, start: int, line: _Line, line_no: int) -> None:
         rank, text = line.rank, line.text
