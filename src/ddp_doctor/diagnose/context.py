@@ -39,6 +39,7 @@ from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
+from ddp_doctor.diagnose.literals import required_literals
 from ddp_doctor.diagnose.relations import Declared, Relations, declared_on
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.logrules import LOG_CODES, RULES
@@ -345,8 +346,13 @@ class Seen:
 
 def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
                 limit: int = 2) -> list[Seen]:
+    # A line without any of the phrases the pattern cannot match without is not searched
+    # (literals.py, as the scan does): most lines of a long head hold none.
+    phrases = required_literals(pattern)
     found: list[Seen] = []
     for number, line in enumerate(context.head.split("\n"), start=1):
+        if phrases is not None and not any(map(line.lower().__contains__, phrases)):
+            continue
         if pattern.search(line):
             label = line_label(context.document, number, many)
             found.append(Seen(label, redact_text(line.strip())[:300]))
