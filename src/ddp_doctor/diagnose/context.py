@@ -23,20 +23,28 @@ announcing one global rank twice while others never join is nodes that each act 
 0. And a torch message pasted without its exception type, which no gate word marks, is
 still read when nothing else was.
 These refinements read the start and the end of each document (bounded, see scan.py).
+Which findings each reading applies to is not written here: the rules and codes declare it
+(``Explains``, ``ReadAs`` in logrules/rule.py, each with its reason; ``WSL_READING`` and
+``WHEELS_READING`` below), and relations.py collects and checks them; ``ENVIRONMENTS``
+says how each environment shows in a log and in which order they decide.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
+from ddp_doctor.diagnose.literals import required_literals
+from ddp_doctor.diagnose.relations import Declared, Relations, declared_on
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
-from ddp_doctor.logrules import RULES
-from ddp_doctor.logrules.rule import Rule
+from ddp_doctor.logrules import LOG_CODES, RULES
+from ddp_doctor.logrules.packages import SHOW_TORCH
+from ddp_doctor.logrules.rule import ReadAs, Rule
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.redact.secrets import redact_text
 
@@ -128,8 +136,13 @@ WSL_STEPS = (
          command="wsl --set-version Ubuntu 2"),
 )
 # What a GPU that WSL does not hand over looks like to CUDA and NVML.
-_WSL_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE, Category.DRIVER_MISSING,
-                 Category.HARDWARE_FAULT, Category.TORCH_CPU_ONLY}
+WSL_READING = ReadAs(
+    "wsl", code=UNDER_WSL.id,
+    categories=(Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE, Category.DRIVER_MISSING,
+                Category.HARDWARE_FAULT, Category.TORCH_CPU_ONLY),
+    reason="Under WSL the GPU is reached only through the Windows driver's libraries in "
+           "/usr/lib/wsl/lib: a CUDA or NVML failure in a log from WSL is WSL's to explain "
+           "(https://docs.nvidia.com/cuda/wsl-user-guide/index.html).")
 
 # A container around the job: Docker, its marker file, the NVIDIA container runtime,
 # Kubernetes (https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/).
@@ -179,14 +192,17 @@ TWO_CUDA_WHEELS = declare(
     severity=Severity.ERROR,
     docs_url="https://pytorch.org/get-started/locally/")
 # What a library torch cannot load looks like.
-_LOAD_SYMPTOMS = {Category.TORCH_MISSING, Category.CUDNN_FAILURE}
+WHEELS_READING = ReadAs(
+    "two-cuda-wheels", code=TWO_CUDA_WHEELS.id,
+    categories=(Category.TORCH_MISSING, Category.CUDNN_FAILURE),
+    reason="Two CUDA builds of one NVIDIA library wheel unpack into the same "
+           "site-packages/nvidia/<library>, so torch loads files it was not built against "
+           "(rwth-i6/returnn#1802).")
 # A CPU-only torch build as pip, conda, collect_env or a trainer's banner names it
 # ("torch 2.1.0+cpu", "torch==2.1.0+cpu", "PyTorch version: 2.1.0+cpu", "torch-2.1.0+cpu"):
 # no GPU can be used by it, whatever CUDA says elsewhere in the log.
 CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:\.\d+)?"
                        r"(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b", re.IGNORECASE)
-# What torch without CUDA looks like from the outside: no GPU for this process.
-_CPU_SYMPTOMS = {Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE}
 
 # The YOLO trainers build their dataset on local rank 0 alone while the other ranks wait in
 # a barrier (``torch_distributed_zero_first`` in yolov5 utils/torch_utils.py and
@@ -223,18 +239,6 @@ LONG_WORK_STEPS = (
     Step("Or raise the process group's timeout above that work's duration in the script: "
          "dist.init_process_group('nccl', timeout=datetime.timedelta(hours=2)) "
          "(accelerate: InitProcessGroupKwargs(timeout=...); HF Trainer: --ddp_timeout)."),
-)
-
-# What a bare message torch raises says when it is pasted without its exception type (an
-# issue title, a quoted sentence): no gate word is left for the scan to find, so when no
-# error was read these are looked for in the start of the document. Each maps to the rule
-# whose exception line says the same (logrules/nccl.py LOG050, logrules/distributed.py
-# LOG084); tczhangzhi/pytorch-distributed#15 quotes only "Distributed package doesn't have
-# NCCL built in".
-UNGATED_MESSAGES = (
-    (re.compile(r"\bdistributed package doesn.t have nccl built in", re.IGNORECASE), "LOG050"),
-    (re.compile(r"\buse_libuv was requested but pytorch was buil[dt] without libuv",
-                re.IGNORECASE), "LOG084"),
 )
 
 # Lightning announces each process's place as it joins: "initializing ddp: GLOBAL_RANK: 1,
@@ -282,7 +286,6 @@ GPU_REQUEST = re.compile(r"--gpus\b|--runtime[= ]nvidia\b|nvidia\.com/gpu|--devi
 IS_AVAILABLE = re.compile(r"\bcuda\.is_available\(\)", re.IGNORECASE)
 FALSE_AFTER = re.compile(r"\bcuda\.is_available\(\)[^\n]*?\bFalse\b")
 FALSE_LINE = re.compile(r"^\s*(?:Out\[\d+\]:\s*)?False\s*$")
-_NO_GPU_SYMPTOMS = {Category.DRIVER_MISSING, Category.GPU_NOT_VISIBLE}
 
 HANG_STEPS = (
     Step("Run the same job with peer-to-peer transport off; if it now trains, P2P is the "
@@ -343,8 +346,13 @@ class Seen:
 
 def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
                 limit: int = 2) -> list[Seen]:
+    # A line without any of the phrases the pattern cannot match without is not searched
+    # (literals.py, as the scan does): most lines of a long head hold none.
+    phrases = required_literals(pattern)
     found: list[Seen] = []
     for number, line in enumerate(context.head.split("\n"), start=1):
+        if phrases is not None and not any(map(line.lower().__contains__, phrases)):
+            continue
         if pattern.search(line):
             label = line_label(context.document, number, many)
             found.append(Seen(label, redact_text(line.strip())[:300]))
@@ -381,10 +389,12 @@ _SPECIFIC_SHM = re.compile(r"shared memory|/dev/shm|shm_open|posix_fallocate|bus
 
 
 def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Code,
-                   marker: Seen, source: str, steps: tuple[Step, ...]
+                   markers: list[Seen], source: str, steps: tuple[Step, ...]
                    ) -> list[tuple[Finding, int]]:
-    """The findings with ``lead`` read anew through what the log shows about the machine."""
-    evidence = [Evidence(marker.where, marker.text, source),
+    """The findings with ``lead`` read anew through what the log shows about the machine
+    (``markers``: the first is the environment's evidence, the others quoted after it)."""
+    evidence = [Evidence(markers[0].where, markers[0].text, source),
+                *(Evidence(seen.where, seen.text) for seen in markers[1:]),
                 *(e for e in lead.evidence if e.label != "other possible cause"),
                 Evidence("other possible cause",
                          f"{lead.code.category.value}: {lead.code.summary}")]
@@ -394,11 +404,6 @@ def _replaced_lead(findings: list[tuple[Finding, int]], lead: Finding, code: Cod
     return [(finding, order) if f is lead else (f, order) for f, order in findings]
 
 
-# A rank that could not connect to another (refused, timed out, closed), in a log where
-# torch's Gloo said it bound this host to 127.0.0.1 (logrules/distributed.py, LOG082): the
-# other ranks were given the loopback address, so the failed connection is that address,
-# not the rendezvous or a dead peer (aws-samples/aws-do-eks#50).
-_CONNECTION_FAILURES = {"LOG049", "LOG052", "LOG053", "LOG054"}
 LIGHTNING_RANK = re.compile(r"\binitializing (?:ddp|distributed): GLOBAL_RANK: (\d+), "
                             r"MEMBER: \d+/(\d+)", re.IGNORECASE)
 _QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quoted line
@@ -418,13 +423,13 @@ def _rule(code: Code) -> Rule:
     return _RULES[code.id]
 
 
-def _loopback_explains(findings: list[tuple[Finding, int]], lead: Finding
-                       ) -> list[tuple[Finding, int]] | None:
-    """The findings with Gloo's loopback fallback as the error that explains ``lead``, a
-    failed connection between ranks; None when the log does not show the fallback."""
-    if lead.code.id not in _CONNECTION_FAILURES:
-        return None
-    fallback = next((f for f, _ in findings if f.code.id == "LOG082"), None)
+def _explained(findings: list[tuple[Finding, int]], lead: Finding
+               ) -> list[tuple[Finding, int]] | None:
+    """The findings with a finding declared to explain ``lead`` (``Explains``: Gloo's
+    loopback fallback explains a failed connection between ranks) as the error that leads,
+    ``lead`` folded into it; None when the log shows no such finding."""
+    causes = RELATIONS.explainers(lead.code.id)
+    fallback = next((f for f, _ in findings if f.code.id in causes), None)
     if fallback is None:
         return None
     own = next((e for e in lead.evidence if _QUOTED_LINE.match(e.label)
@@ -524,12 +529,16 @@ def _seconds(bar: re.Match[str]) -> int:
 
 
 def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
-    """A finding from a bare torch message no gate word marks (``UNGATED_MESSAGES``)."""
-    for pattern, code_id in UNGATED_MESSAGES:
+    """A finding from a bare torch message no gate word marks (``Rule.bare_message``: what
+    a message torch raises says when it is pasted without its exception type, an issue
+    title or a quoted sentence), looked for in the start of each document."""
+    for rule in _RULES.values():
+        pattern = rule.bare_message
+        if pattern is None:
+            continue
         seen = [found for context in scan.contexts
                 for found in _lines_with(pattern, context, many, 1)]
-        rule = _RULES.get(code_id)
-        if seen and rule is not None:
+        if seen:
             evidence = (Evidence(seen[0].where, seen[0].text, "the message without its "
                                                              "exception type"),
                         *(Evidence("other possible cause", a) for a in rule.alternatives))
@@ -568,6 +577,105 @@ def _cuda_unavailable(scan: ScanResult, many: bool) -> list[Seen]:
     return []
 
 
+@dataclass(frozen=True)
+class Environment:
+    """What a log can show about the machine, for the ``ReadAs`` relations that need it.
+
+    ``detect`` finds the lines that show it (empty: not shown); the first ``quoted`` of
+    them become the evidence of the new reading, the first labelled ``source``, and
+    ``steps`` gives the steps that come before the lead's own.
+    """
+
+    name: str
+    detect: Callable[[ScanResult, Finding, bool], list[Seen]]
+    source: str
+    steps: Callable[[Code], tuple[Step, ...]]
+    quoted: int = 1
+
+
+def _marked(pattern: re.Pattern[str]) -> Callable[[ScanResult, Finding, bool], list[Seen]]:
+    def detect(scan: ScanResult, lead: Finding, many: bool) -> list[Seen]:
+        return [seen for context in scan.contexts for seen in _lines_with(pattern, context,
+                                                                           many, 1)]
+    return detect
+
+
+def _under_wsl(scan: ScanResult, lead: Finding, many: bool) -> list[Seen]:
+    """The WSL markers of a log (a Windows build number when nothing else, unless the log
+    shows Windows paths); none in a log that also shows a native Linux kernel."""
+    wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
+    if not wsl and not any(_lines_with(WINDOWS_PATH, context, many, 1)
+                           for context in scan.contexts):
+        wsl = [seen for context in scan.contexts
+               for seen in _lines_with(WINDOWS_BUILD, context, many, 1)]
+    native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
+    return [] if native else wsl
+
+
+# torch does not import beside two wheel builds, so nothing that imports it; the import
+# failure's own steps (list the wheels, reinstall a pinned torch) follow.
+WHEEL_STEPS = (Step("Uninstall the NVIDIA wheels built for the CUDA version torch was not "
+                    "built for (torch's +cuXXX suffix names its own), keeping one build of "
+                    "each library."),)
+CONTAINER_WITHOUT_GPUS = "container-without-gpus"
+
+ENVIRONMENTS: tuple[Environment, ...] = (
+    Environment(CONTAINER_WITHOUT_GPUS, lambda scan, lead, many: _container_without_gpus(
+        scan, many), "container started without GPUs", lambda code: _rule(code).steps),
+    Environment("container", _marked(CONTAINER_MARK), "container marker",
+                lambda code: CONTAINER_STEPS),
+    Environment("two-cuda-wheels", lambda scan, lead, many: _two_cuda_wheels(scan, many),
+                "installed packages", lambda code: WHEEL_STEPS, quoted=2),
+    Environment("cpu-torch", _marked(CPU_TORCH), "torch build", lambda code: (SHOW_TORCH,)),
+    Environment("data-preparation", _marked(DATA_PREPARATION),
+                "rank 0 still preparing the dataset", lambda code: DATA_PREPARATION_STEPS),
+    Environment("long-progress-bar", _long_bars, "one rank busy for the whole timeout",
+                lambda code: LONG_WORK_STEPS),
+    Environment("wsl", _under_wsl, "WSL marker", lambda code: WSL_STEPS),
+)
+"""What the log shows about the machine, in the order it decides between causes (as the
+checks do): the first that applies to the lead and is shown reads it anew."""
+
+RELATIONS = Relations(
+    [*declared_on(RULES), *(Declared(reading.code, reading)
+                            for reading in (WSL_READING, WHEELS_READING))],
+    {**{code.id: code for code in LOG_CODES},
+     **{code.id: code for code in (SILENT_HANG, UNDER_WSL, CONTAINER_BLOCKED,
+                                   TWO_CUDA_WHEELS, HANG_NOT_P2P, SAME_RANK_TWICE)}},
+    (environment.name for environment in ENVIRONMENTS))
+"""Every relation declared beside the rules and the whole-log codes, checked on load."""
+
+
+def _made_in_container(scan: ScanResult, many: bool) -> tuple[Finding, int] | None:
+    """A finding made from a `docker run` without GPUs beside torch finding no CUDA, in a
+    log where nothing else was read; None when the log does not show both."""
+    container = _container_without_gpus(scan, many)
+    unavailable = _cuda_unavailable(scan, many) if container else []
+    readings = RELATIONS.readings(CONTAINER_WITHOUT_GPUS)
+    if not unavailable or not readings:
+        return None
+    code = RELATIONS.code(readings[0].code)
+    shown = (Evidence(container[0].where, container[0].text, "container started without GPUs"),
+             *(Evidence(seen.where, seen.text) for seen in unavailable))
+    return _made(code, shown, _rule(code).steps)
+
+
+def _read_in_environment(findings: list[tuple[Finding, int]], scan: ScanResult, lead: Finding,
+                         many: bool) -> list[tuple[Finding, int]] | None:
+    """The findings with ``lead`` read as the first ``ReadAs`` relation that applies to it
+    says, where the log shows that relation's environment; None where none applies."""
+    for environment in ENVIRONMENTS:
+        reading = RELATIONS.reading(environment.name, lead)
+        if reading is None:
+            continue
+        shown = environment.detect(scan, lead, many)
+        if shown:
+            code = RELATIONS.code(reading.code)
+            return _replaced_lead(findings, lead, code, shown[:environment.quoted],
+                                  environment.source, environment.steps(code))
+    return None
+
+
 def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
            network_code: Code) -> list[tuple[Finding, int]]:
     """The findings, with what the whole log says about the ambiguous ones."""
@@ -584,9 +692,9 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
     lead = errors[0] if errors else None
     # What the log shows about the machine decides between causes first, as the checks do.
     if lead is not None:
-        loopback = _loopback_explains(findings, lead)
-        if loopback is not None:
-            return loopback
+        explained = _explained(findings, lead)
+        if explained is not None:
+            return explained
     if lead is None:
         ungated = _ungated(scan, many)
         if ungated:
@@ -610,68 +718,14 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
                                                                 "announced twice")
                                 for seen in twice)
             return [_made(SAME_RANK_TWICE, twice_shown, SAME_RANK_STEPS), *findings]
-    if lead is None or (lead.code.category in _NO_GPU_SYMPTOMS and lead.code.id != "LOG085"):
-        container = _container_without_gpus(scan, many)
-        unavailable = _cuda_unavailable(scan, many) if container and lead is None else []
-        if container and (lead is not None or unavailable):
-            from ddp_doctor.logrules.driver import CONTAINER_NO_GPU
-
-            rule_steps = _rule(CONTAINER_NO_GPU).steps
-            if lead is not None:
-                return _replaced_lead(findings, lead, CONTAINER_NO_GPU, container[0],
-                                      "container started without GPUs", rule_steps)
-            shown = (Evidence(container[0].where, container[0].text,
-                              "container started without GPUs"),
-                     *(Evidence(seen.where, seen.text) for seen in unavailable))
-            return [_made(CONTAINER_NO_GPU, shown, rule_steps), *findings]
-    if lead is not None and lead.code.id == "LOG020":
-        container = [seen for context in scan.contexts
-                     for seen in _lines_with(CONTAINER_MARK, context, many, 1)]
-        if container:
-            return _replaced_lead(findings, lead, CONTAINER_BLOCKED, container[0],
-                                  "container marker", CONTAINER_STEPS)
-    if lead is not None and lead.code.category in _LOAD_SYMPTOMS:
-        wheels = _two_cuda_wheels(scan, many)
-        if wheels:
-            # torch does not import here, so nothing that imports it; the import failure's
-            # own steps (list the wheels, reinstall a pinned torch) follow.
-            wheel_steps = (Step("Uninstall the NVIDIA wheels built for the CUDA version torch "
-                                "was not built for (torch's +cuXXX suffix names its own), "
-                                "keeping one build of each library."),)
-            found = _replaced_lead(findings, lead, TWO_CUDA_WHEELS, wheels[0],
-                                   "installed packages", wheel_steps)
-            return [(replace(f, evidence=(f.evidence[0], Evidence(wheels[1].where,
-                                                                   wheels[1].text),
-                                          *f.evidence[1:]))
-                     if f.code is TWO_CUDA_WHEELS else f, o) for f, o in found]
-    if lead is not None and lead.code.category in _CPU_SYMPTOMS:
-        cpu = [seen for context in scan.contexts
-               for seen in _lines_with(CPU_TORCH, context, many, 1)]
-        if cpu:
-            from ddp_doctor.logrules.packages import CPU_BUILD, SHOW_TORCH
-
-            return _replaced_lead(findings, lead, CPU_BUILD, cpu[0], "torch build",
-                                  (SHOW_TORCH,))
-    if lead is not None and lead.code.id == "LOG046":
-        from ddp_doctor.logrules.nccl import WATCHDOG
-
-        preparing = [seen for context in scan.contexts
-                     for seen in _lines_with(DATA_PREPARATION, context, many, 1)]
-        if preparing:
-            return _replaced_lead(findings, lead, WATCHDOG, preparing[0],
-                                  "rank 0 still preparing the dataset", DATA_PREPARATION_STEPS)
-        bars = _long_bars(scan, lead, many)
-        if bars:
-            return _replaced_lead(findings, lead, WATCHDOG, bars[0],
-                                  "one rank busy for the whole timeout", LONG_WORK_STEPS)
-    wsl = [seen for context in scan.contexts for seen in _lines_with(WSL_MARK, context, many, 1)]
-    if not wsl and not any(_lines_with(WINDOWS_PATH, context, many, 1)
-                           for context in scan.contexts):
-        wsl = [seen for context in scan.contexts
-               for seen in _lines_with(WINDOWS_BUILD, context, many, 1)]
-    native = any(_lines_with(NATIVE_KERNEL, context, many, 1) for context in scan.contexts)
-    if wsl and not native and lead is not None and lead.code.category in _WSL_SYMPTOMS:
-        return _replaced_lead(findings, lead, UNDER_WSL, wsl[0], "WSL marker", WSL_STEPS)
+    if lead is None:
+        made = _made_in_container(scan, many)
+        if made is not None:
+            return [made, *findings]
+    else:
+        read = _read_in_environment(findings, scan, lead, many)
+        if read is not None:
+            return read
     out: list[tuple[Finding, int]] = []
     if reasons and errors and all(f.code.category in _NETWORK_AMBIGUOUS for f in errors) \
             and not any(_SPECIFIC_SHM.search(e.value) for f in errors for e in f.evidence

@@ -105,6 +105,14 @@ def phrase_pattern(phrases: list[str]) -> re.Pattern[str]:
     return re.compile(phrase_source(phrases))
 
 
+@lru_cache(maxsize=256)
+def phrase_filter(phrases: tuple[str, ...]) -> re.Pattern[bytes]:
+    """``phrase_pattern`` over bytes, remembered per set of phrases: every diagnosis builds a
+    Scanner over the same rules, and building the prefix trees of their hundreds of phrases
+    again cost more than scanning a short log (the test suite diagnoses ~500)."""
+    return re.compile(phrase_source(list(phrases)).encode())
+
+
 def phrase_source(phrases: list[str]) -> str:
     """The source of ``phrase_pattern``, to compile as bytes without compiling it twice."""
     tree: dict[str, Any] = {}

@@ -32,7 +32,7 @@ from itertools import accumulate, compress, repeat
 from operator import add, contains, not_
 from typing import Any, NamedTuple, Protocol
 
-from ddp_doctor.diagnose.literals import phrase_source, required_literals
+from ddp_doctor.diagnose.literals import phrase_filter, required_literals
 from ddp_doctor.diagnose.node_lines import NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
@@ -222,9 +222,8 @@ class Scanner:
         # any rule's phrase, a section marker, or an exception? (None: some rule has no
         # phrase, so every candidate line is read.)
         every = [self._literals[id(rule)] for rule in rules]
-        self._line_filter = None if any(p is None for p in every) else re.compile(
-            phrase_source([*(w for p in every for w in p or ()), *self._markers,
-                           "error", "exception"]).encode())
+        self._line_filter = None if any(p is None for p in every) else phrase_filter(
+            (*(w for p in every for w in p or ()), *self._markers, "error", "exception"))
         self.result = ScanResult()
         self._capture: Section | None = None
         self._capture_left = 0
@@ -350,6 +349,9 @@ class Scanner:
                 continue  # a gate word by chance ("cudaDev"), or nothing any rule reads
             line_no += chunk.count(b"\n", counted_to, start)
             counted_to = start
+            if line.rank is not None and line.matched and not line.marker and not line.bare \
+                    and self._counted(line):
+                continue  # the thousandth copy of a quoted line: counted, nothing more
             self._line(name, chunk, start, line, line_no)
         return line_no - base + chunk.count(b"\n", counted_to)
 
@@ -405,6 +407,22 @@ class Scanner:
                 if len(self._shapes) > MEMO_LINES:
                     self._shapes.popitem(last=False)
         return shape
+
+    def _counted(self, line: _Line) -> bool:
+        """``_line`` for a line every reading of which is already a finding that quotes it
+        (or quotes enough): each is counted with the line's rank, as ``_record`` would.
+        False, having changed nothing, when some reading would quote the line or start a
+        finding."""
+        hits = self.result.hits
+        found: list[tuple[Any, CodeHits]] = []
+        for rule, quoted in line.matched:
+            code_hits = hits.get(rule.code.id)
+            if code_hits is None or quoted != line.text or code_hits.wants(line.key):
+                return False
+            found.append((rule, code_hits))
+        for rule, code_hits in found:
+            code_hits.again(rule, line.rank)
+        return True
 
     def _line(self, name: str, chunk: bytes, start: int, line: _Line, line_no: int) -> None:
         rank, text = line.rank, line.text
@@ -485,7 +503,7 @@ class Scanner:
             if gate not in self._gate_filter:
                 phrases = self._gate_phrases.get(gate)
                 self._gate_filter[gate] = None if phrases is None else \
-                    re.compile(phrase_source(phrases).encode())
+                    phrase_filter(tuple(phrases))
             gate_filter = self._gate_filter[gate]
             if gate_filter is not None and gate_filter.search(key) is None:
                 continue

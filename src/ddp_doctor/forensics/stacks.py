@@ -83,7 +83,14 @@ def parse_py_spy(text: str, rank: int | None = None) -> list[RankStack]:
     thread: Thread | None = None
     for raw in text.splitlines():
         line = raw.rstrip()
-        process = _SPY_PROCESS.match(line)
+        # Only three shapes of line count, each told by its first and last characters (a
+        # pasted log's other lines are most of the text, so they are skipped unparsed).
+        if line.startswith("Process "):
+            process = _SPY_PROCESS.match(line)
+        elif line.startswith("Thread ") or (line[:1].isspace() and line.endswith(")")):
+            process = None
+        else:
+            continue
         if process:
             current = RankStack(int(process.group(1)), rank, source="py-spy",
                                 command=process.group(2))

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from ddp_doctor.categories import Category
-from ddp_doctor.logrules.rule import GATES, Rule, rx
+from ddp_doctor.logrules.rule import GATES, Explains, ReadAs, Relation, Rule, rx
 from ddp_doctor.model import Code, Step
 
 if sys.version_info >= (3, 11):
@@ -76,7 +76,8 @@ SOURCE_KEYS = frozenset({"name", "repository", "version", "paths", "prefix", "co
                          "notes"})
 ENTRY_KEYS = frozenset({"template", "templates", "code", "category", "fix", "command",
                         "alternatives", "decide", "decide_command", "real", "near_misses",
-                        "symbol", "path", "prefix", "context", "symptom_of"})
+                        "symbol", "path", "prefix", "context", "symptom_of", "explains",
+                        "read_as"})
 
 # A printf conversion (flags, width, precision, length, type) or a {...} format field.
 _PLACEHOLDER = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?"
@@ -124,6 +125,7 @@ class Entry:
     symptom_of: tuple[str, ...]
     symbol: str | None
     context: tuple[str, ...] = ()
+    relations: tuple[Relation, ...] = ()  # ``[[entry.explains]]``, ``[[entry.read_as]]``
 
 
 def _pieces(template: str) -> list[tuple[str, str]]:
@@ -260,7 +262,8 @@ def entry_rule(entry: Entry) -> Rule:
                 steps=tuple(steps), examples=examples, symptom_of=entry.symptom_of,
                 alternatives=entry.alternatives, decide=decide,
                 catalogue=entry.source.name,
-                specificity=max(literal_length(t) for t in entry.templates))
+                specificity=max(literal_length(t) for t in entry.templates),
+                relations=entry.relations)
 
 
 def _strings(value: Any, where: str, key: str) -> tuple[str, ...]:
@@ -271,6 +274,46 @@ def _strings(value: Any, where: str, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise CatalogueError(f"{where}: {key} must be a string or a list of strings")
     return tuple(value)
+
+
+def _tables(value: Any, where: str, key: str) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    tables = [value] if isinstance(value, dict) else value
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise CatalogueError(f"{where}: {key} must be a table or a list of tables")
+    return tables
+
+
+def _relations(data: dict[str, Any], where: str) -> tuple[Relation, ...]:
+    """An entry's relations to other codes, each with its reason (``rule.Explains``,
+    ``rule.ReadAs``); the codes and environments they name are checked where the
+    diagnosis loads them (``diagnose/relations.py``)."""
+    found: list[Relation] = []
+    for key in ("explains", "read_as"):
+        for table in _tables(data.get(key), where, key):
+            reason = table.get("reason")
+            if not isinstance(reason, str) or not reason.strip():
+                raise CatalogueError(f"{where}: each {key} needs its reason")
+            if key == "explains":
+                codes = _strings(table.get("codes"), where, "explains.codes")
+                if not codes or set(table) - {"codes", "reason"}:
+                    raise CatalogueError(f"{where}: explains takes codes and a reason")
+                found.append(Explains(codes, reason))
+                continue
+            if set(table) - {"environment", "code", "leads", "categories", "reason"} \
+                    or not isinstance(table.get("environment"), str):
+                raise CatalogueError(f"{where}: read_as takes environment, code, leads, "
+                                     f"categories and a reason")
+            names = _strings(table.get("categories"), where, "read_as.categories")
+            known = {c.value: c for c in Category}
+            if set(names) - set(known):
+                raise CatalogueError(f"{where}: read_as names unknown categories "
+                                     f"{sorted(set(names) - set(known))}")
+            found.append(ReadAs(table["environment"], reason, str(table.get("code", "")),
+                                _strings(table.get("leads"), where, "read_as.leads"),
+                                tuple(known[n] for n in names)))
+    return tuple(found)
 
 
 def _source(data: Any, where: str) -> Source:
@@ -337,7 +380,7 @@ def _entry(source: Source, data: Any, where: str, codes: Mapping[str, Code]) -> 
                  data.get("decide"), data.get("decide_command"), tuple(real),
                  _strings(data.get("near_misses"), where, "near_misses"),
                  str(data.get("prefix", source.prefix)), symptom_of, data.get("symbol"),
-                 context)
+                 context, _relations(data, where))
 
 
 def read_catalogue(text: str, name: str, codes: Mapping[str, Code]) -> tuple[Source, list[Entry]]:

@@ -20,9 +20,11 @@ ultralytics/utils/torch_utils.py and engine/trainer.py).
 
 from __future__ import annotations
 
+import re
+
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, Explains, Rule, rx
 from ddp_doctor.model import Severity, Step
 
 RUN_DOCS = "https://pytorch.org/docs/stable/elastic/run.html"
@@ -215,7 +217,9 @@ RULES: tuple[Rule, ...] = (
                    "support",
                    # pytest's report of the same, from a library's Windows CI
                    "E       RuntimeError: use_libuv was requested but PyTorch was build without "
-                   "libuv support")),
+                   "libuv support"),
+         bare_message=re.compile(r"\buse_libuv was requested but pytorch was buil[dt] "
+                                 r"without libuv", re.IGNORECASE)),
     Rule(RDZV_TIMEOUT, rx(r"client socket has timed out after",
                           r"rendezvoustimeouterror",
                           r"rendezvousconnectionerror",
@@ -292,7 +296,13 @@ RULES: tuple[Rule, ...] = (
                    "(local) address. Using the loopback address as fallback. Manually set the "
                    "network interface to bind to with GLOO_SOCKET_IFNAME. (function operator())",
                    "[rank8] Warning: Unable to resolve hostname to a (local) address. Using the "
-                   "loopback")),
+                   "loopback"),
+         relations=(Explains(("LOG049", "LOG052", "LOG053", "LOG054"),
+                             reason="Gloo bound this host to 127.0.0.1, so the other ranks "
+                                    "were given the loopback address: a connection between "
+                                    "ranks that is refused, times out or closes is that "
+                                    "address, not the rendezvous or a dead peer "
+                                    "(aws-samples/aws-do-eks#50)."),)),
     Rule(UNUSED, rx(r"error: expected to have finished reduction in the prior iteration",
                     r"this error indicates that your module has parameters that were not used",
                     r"error: expected to mark a variable ready only once"),

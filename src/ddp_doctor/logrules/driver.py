@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.rule import Rule, rx
+from ddp_doctor.logrules.rule import ReadAs, Rule, rx
 from ddp_doctor.model import Severity, Step
 
 CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
@@ -325,7 +325,13 @@ RULES: tuple[Rule, ...] = (
          alternatives=("driver_missing: a host without a working NVIDIA driver gives the "
                        "container none either, even with --gpus",),
          decide=(Step("On the host, outside the container: does the driver answer?",
-                      command="nvidia-smi"),)),
+                      command="nvidia-smi"),),
+         relations=(ReadAs("container-without-gpus", code="LOG085",
+                           categories=(Category.DRIVER_MISSING, Category.GPU_NOT_VISIBLE),
+                           reason="A `docker run` that asks for no GPU (no --gpus, no "
+                                  "--runtime=nvidia, no nvidia device) beside a CUDA that "
+                                  "finds no driver or GPU: the container never got them "
+                                  "(floydhub/dockerfiles#3)."),)),
     Rule(NO_CONTAINER_GPU, rx(r"nvidia-container-cli: initialization error: (?:load library "
                               r"failed|nvml error)[^\n]*libnvidia-ml\.so"),
          ("error",),
@@ -633,7 +639,12 @@ RULES: tuple[Rule, ...] = (
          examples=("Failed to initialize NVML: GPU access blocked by the operating system",
                    "gpu.go:39: CUDA not detected: nvml vram init failure: 17",
                    "Failed to properly shut down NVML: GPU access blocked by the operating "
-                   "system")),
+                   "system"),
+         relations=(ReadAs("container", code="DIAG005",
+                           reason="WSL 2 hands its GPU to containers through the NVIDIA "
+                                  "container runtime; with a container around the job, the "
+                                  "refusal is the runtime's (no-cgroups, too old), not WSL's "
+                                  "(microsoft/WSL#9962, #9938)."),)),
     Rule(WSL1, rx(r"error[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)",
                   r"nvidia[^\n]*\d+\.\d+\.\d+-\d+-microsoft\b(?!-)"),
          ("error", "nvidia"),

@@ -21,9 +21,11 @@ stable/distributed.html#debugging-torch-distributed-applications).
 
 from __future__ import annotations
 
+import re
+
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.rule import ANY_ERROR, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, ReadAs, Rule, rx
 from ddp_doctor.model import Step
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
@@ -357,7 +359,18 @@ RULES: tuple[Rule, ...] = (
              "interface",
              "collective_timeout: one rank never reached it (stuck in data loading or a "
              "rank-0-only step)"),
-         decide=(P2P_OFF, TOPO, DEBUG)),
+         decide=(P2P_OFF, TOPO, DEBUG),
+         relations=(
+             ReadAs("data-preparation", code="LOG047",
+                    reason="The YOLO trainers build the dataset on local rank 0 alone while "
+                           "the others wait in a barrier; a first collective timing out "
+                           "beside that label scan or image cache is rank 0 still busy "
+                           "there, not a broken transport (ultralytics/yolov5#9163)."),
+             ReadAs("long-progress-bar", code="LOG047",
+                    reason="A progress bar that ran for the collective's whole timeout is "
+                           "one rank working alone (caching, tokenising) while the others "
+                           "waited; ranks stuck in broken P2P print no progress "
+                           "(kohya-ss/sd-scripts#971)."))),
     Rule(WATCHDOG, rx(r"watchdog caught collective operation timeout",
                       r"caught collective operation timeout",
                       r"timed out waiting \d+ms for (?:recv|send) operation",
@@ -450,7 +463,10 @@ RULES: tuple[Rule, ...] = (
                "dist.init_process_group(backend='gloo') (Lightning: strategy='ddp' with "
                "process_group_backend='gloo'); or train under Linux/WSL2 with NCCL."),),
          examples=("RuntimeError: Distributed package doesn't have NCCL built in",
-                   'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")')),
+                   'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")'),
+         # tczhangzhi/pytorch-distributed#15 quotes only the sentence
+         bare_message=re.compile(r"\bdistributed package doesn.t have nccl built in",
+                                 re.IGNORECASE)),
     Rule(DESYNC, rx(r"error: detected mismatch between collectives on ranks"),
          ("error",),
          (Step("Let torch check every collective's order and shape.",

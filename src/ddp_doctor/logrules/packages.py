@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.rule import Rule, rx
+from ddp_doctor.logrules.rule import ReadAs, Rule, rx
 from ddp_doctor.model import Severity, Step
 
 GET_STARTED = "https://pytorch.org/get-started/locally/"
@@ -226,7 +226,12 @@ RULES: tuple[Rule, ...] = (
                command="pip install --force-reinstall torch torchvision --index-url "
                        "https://download.pytorch.org/whl/cu126")),
          examples=("AssertionError: Torch not compiled with CUDA enabled",
-                   "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cpu)")),
+                   "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cpu)"),
+         relations=(ReadAs("cpu-torch", code="LOG023",
+                           categories=(Category.GPU_NOT_VISIBLE, Category.CUDA_INIT_FAILURE),
+                           reason="A CPU-only torch build named in the log (torch 2.1.0+cpu "
+                                  "as pip, conda or collect_env print it) can use no GPU, "
+                                  "whatever CUDA says elsewhere."),)),
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
                      r"cuda unavailable, invalid device \S+ requested",
                      r"error: processgroupnccl is only supported with gpus, no gpus found",

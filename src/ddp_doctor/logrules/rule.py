@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 
+from ddp_doctor.categories import Category
 from ddp_doctor.model import Code, Step
 
 _R = TypeVar("_R", bound=Any)
@@ -104,6 +105,41 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Explains:
+    """A relation between findings: the declaring rule's code is the cause of ``codes``.
+
+    When a lead of one of ``codes`` and a finding of the declaring code are in the same log,
+    the declaring finding leads and the lead's lines become its consequences
+    (``diagnose/relations.py`` applies it). ``reason`` says why, in a sentence, with its
+    source. The inverse of ``Rule.symptom_of``, for a cause that is only a warning by
+    itself (Gloo's loopback fallback) and so is never a root the fold would pick.
+    """
+
+    codes: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReadAs:
+    """A relation that needs environment evidence: in a log that shows ``environment``
+    (one of the whole-log readings ``diagnose/context.py`` names: ``"wsl"``,
+    ``"container"``, ...), a lead of one of ``leads`` (code ids) or of one of
+    ``categories`` is read as ``code``. Declared beside the knowledge it concerns: on the
+    rule of the lead (``leads`` and ``code`` left empty there mean the rule's own code)
+    or on the rule of the reading. ``reason`` says why.
+    """
+
+    environment: str
+    reason: str
+    code: str = ""
+    leads: tuple[str, ...] = ()
+    categories: tuple[Category, ...] = ()
+
+
+Relation = Union[Explains, ReadAs]
+
+
+@dataclass(frozen=True)
 class Rule:
     """A signature: what one failure looks like in a single log line, and what it means.
 
@@ -117,6 +153,10 @@ class Rule:
     ``catalogue`` names the message catalogue a rule was made from (``catalogue.py``; empty
     for a hand-written rule) and ``specificity`` how many literal characters its template
     spells: they settle which reading of a line stands (``decided``).
+    ``relations`` declare how this rule's code stands to others beyond ``symptom_of``
+    (``Explains``, ``ReadAs``), each with its reason. ``bare_message`` is the message as
+    users paste it without its exception type (an issue title): no gate word marks it, so
+    it is looked for in a log where nothing else was read.
     """
 
     code: Code
@@ -130,6 +170,8 @@ class Rule:
     variants: tuple[Variant, ...] = ()
     catalogue: str = ""
     specificity: int = 0
+    relations: tuple[Relation, ...] = ()
+    bare_message: re.Pattern[str] | None = None
 
     def read(self, line: str) -> Rule:
         """This rule as it applies to one matched line.
