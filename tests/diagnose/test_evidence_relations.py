@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.categories import Category
-from ddp_doctor.codes import declared_codes
+from ddp_doctor.codebook import declared_codes
 from ddp_doctor.diagnose import context, relations
 from ddp_doctor.diagnose.context import ENVIRONMENTS, RELATIONS, refine
 from ddp_doctor.diagnose.relations import Declared, RelationError, Relations
