@@ -256,8 +256,8 @@ def test_a_one_gpu_smoke_job_says_why_it_measured_neither_bandwidth_nor_scaling(
 
 def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, monkeypatch):
     """min-scaling-efficiency needs the 1-rank run: the planned smoke options carry it."""
-    from ddp_doctor import app
     from ddp_doctor.app import examine
+    from ddp_doctor.app.requests import Common, MachineRequest
     from ddp_doctor.smoke import plan as smoke_plan
 
     seen = []
@@ -274,7 +274,7 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
     monkeypatch.chdir(tmp_path)
     for text, scaling in (("min-scaling-efficiency = 0.7\n", True), ("min-gpus = 1\n", False)):
         write(tmp_path, "ddp-doctor.toml", text)
-        assert app.run_doctor(app.Common(quiet=True), app.MachineRequest()) == 0
+        assert examine.run_doctor(Common(quiet=True), MachineRequest()) == 0
         assert seen.pop() is scaling
 
 
