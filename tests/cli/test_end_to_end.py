@@ -76,6 +76,7 @@ def test_console_script_and_saved_facts_round_trip(tmp_path):
     assert replay["facts_source"] == str(saved)
 
 
+@pytest.mark.slow
 def test_another_interpreter_without_torch(tmp_path):
     """--python diagnoses a venv that was never activated: here one without torch."""
     venv = tmp_path / "bare"
