@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.spawns, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text(encoding="utf-8"))
-FAST = ("--steps", "20", "--imgsz", "64")
+FAST = ("--steps", "20", "--imgsz", "64", "--timeout", "600")  # a deadline load cannot reach
 # The 2-rank runs that assert no loss curve of their own: 12 steps, as the fault and transport
 # tests' healthy 2-rank runs (the loss is judged from 10, criteria.LOSS_MIN_STEPS); a step
 # costs ~0.3 s of two cores. The scaling runs keep 20: their 1-rank job's loss fell 9.7% in 12
@@ -35,7 +35,7 @@ def torchrun_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "report.json"
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                            "--nproc", "2", *FAST, "--json", str(out)],
-                          capture_output=True, text=True, timeout=240, check=False)
+                          capture_output=True, text=True, timeout=660, check=False)
     return proc, json.loads(out.read_text())
 
 
@@ -120,7 +120,8 @@ def test_two_nodes_on_loopback_both_pass():
 
 def test_scaling_runs_one_rank_then_n_and_reports_speedup_and_efficiency():
     """--scaling: the same job on 1 rank and on 2; efficiency is speedup / ranks."""
-    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=20, imgsz=64, scaling=True))
+    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=20, imgsz=64, scaling=True,
+                                    timeout=600))
     assert result.ok, [f.title for f in result.findings]
     scaling = result.data["scaling"]
     assert scaling["ranks"] == 2
@@ -135,7 +136,8 @@ def test_scaling_on_one_rank_runs_once_and_says_why_busbw_is_0():
     """Seen on a one-GPU H200: --scaling ran the 1-rank job twice and printed 'speedup 1.36×
     on 1 ranks, efficiency 136%', and the 1-rank all-reduce 'bus bandwidth 0.00 GB/s' with
     no word of why. One rank has nothing to scale to, and its busbw is 0 by definition."""
-    result = run_smoke(SmokeOptions(device="cpu", nproc=1, steps=20, imgsz=64, scaling=True))
+    result = run_smoke(SmokeOptions(device="cpu", nproc=1, steps=20, imgsz=64, scaling=True,
+                                    timeout=600))
     assert result.ok, [f.title for f in result.findings]
     scaling = result.data["scaling"]
     assert scaling["speedup"] is None and scaling["efficiency"] is None
