@@ -43,10 +43,23 @@ ULTRALYTICS_GROUP = "ultralytics-venv"
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist with ``--dist loadgroup`` (CONTRIBUTING.md), the tests that need the
     Ultralytics venv all go to one worker: that worker builds it once and the other worker
-    keeps running the rest of the suite instead of waiting for the build."""
+    keeps running the rest of the suite instead of waiting for the build. Likewise the tests
+    of a module that share a module-scoped fixture (one real job asserted by several tests,
+    ``torchrun_run`` in tests/smoke/test_smoke_run.py) run on one worker: split across two,
+    each worker ran the job again."""
     for item in items:
         if "ultralytics_python" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(ULTRALYTICS_GROUP))
+        elif _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the item's fixtures
+    if info is None:
+        return False
+    return any(definition.scope == "module" for definitions in info.name2fixturedefs.values()
+               for definition in definitions)
 
 
 @pytest.fixture(scope="session")

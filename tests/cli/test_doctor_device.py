@@ -18,6 +18,7 @@ from tests.support.smoke_reports import passing_run
 pytestmark = pytest.mark.spawns  # doctor gathers this machine's facts (the torch probe)
 
 
+@pytest.mark.slow
 def test_doctor_hands_its_device_to_the_smoke_job(monkeypatch):
     seen = []
 

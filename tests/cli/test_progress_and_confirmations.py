@@ -40,6 +40,7 @@ def test_quiet_confirms_nothing(tmp_path):
     assert result.exit_code == 0 and result.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_gathering_facts_in_a_pipe_says_so_before_and_after():
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "check", "--json", "-"],
@@ -53,6 +54,7 @@ def test_gathering_facts_in_a_pipe_says_so_before_and_after():
     json.loads(proc.stdout)  # stdout is the report alone
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_the_smoke_job_in_a_pipe_prints_its_phases_and_steps():
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",

@@ -59,3 +59,12 @@ def test_the_run_queue_wait_is_read_from_the_kernel(tmp_path):
     stat.write_text("970337 433774000 2\n")  # cpu ns, run-queue wait ns, time slices
     assert quick_budget.run_queue_wait_s(stat) == pytest.approx(0.433774)
     assert quick_budget.run_queue_wait_s(tmp_path / "absent") == 0.0  # not Linux: wall time
+
+
+def test_the_wait_of_every_thread_of_the_process_is_summed(tmp_path):
+    """torch's threads wait for a CPU while the main thread waits for them."""
+    for tid, wait_ns in (("101", 433774000), ("102", 1500000000)):
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "schedstat").write_text(f"970337 {wait_ns} 2\n")
+    assert quick_budget.process_run_queue_wait_s(tmp_path) == pytest.approx(1.933774)
+    assert quick_budget.process_run_queue_wait_s() >= 0.0  # this process, read live

@@ -36,6 +36,7 @@ def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_a_log_file_gives_the_cause_with_lines_ranks_and_exit_1(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text(OOM_LOG)
@@ -53,6 +54,7 @@ def test_a_log_file_gives_the_cause_with_lines_ranks_and_exit_1(tmp_path: Path) 
     assert [f["category"] for f in data["findings"]].count("collective_timeout") == 0
 
 
+@pytest.mark.slow
 def test_stdin_and_gz_give_the_same_findings(tmp_path: Path) -> None:
     packed = tmp_path / "attachment.bin"
     packed.write_bytes(gzip.compress(OOM_LOG.encode()))
@@ -63,6 +65,7 @@ def test_stdin_and_gz_give_the_same_findings(tmp_path: Path) -> None:
     assert from_stdin["facts_source"] == "log: stdin"
 
 
+@pytest.mark.slow
 def test_console_and_markdown_reports(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text(OOM_LOG)
@@ -75,6 +78,7 @@ def test_console_and_markdown_reports(tmp_path: Path) -> None:
     assert "line 3" in markdown
 
 
+@pytest.mark.slow
 def test_nothing_recognised_is_unknown_with_what_to_attach(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text("Traceback (most recent call last):\n  File \"ds.py\", line 9\n"
@@ -120,6 +124,7 @@ def test_help_explains_the_command() -> None:
     assert "PATH|-" in done.stdout and "collect_env" in done.stdout
 
 
+@pytest.mark.slow
 def test_tokens_in_a_log_are_never_quoted(tmp_path: Path) -> None:
     token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
     log = tmp_path / "train.log"
@@ -133,6 +138,7 @@ def test_tokens_in_a_log_are_never_quoted(tmp_path: Path) -> None:
     assert token not in run(str(log)).stdout
 
 
+@pytest.mark.slow
 def test_warnings_only_is_said_as_such_and_exits_0(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text("[W socket.cpp:601] [c10d] The client socket has failed to connect to "

@@ -49,7 +49,9 @@ def test_a_hung_matmul_is_named_and_the_next_gpu_still_runs(quiet):
     torch = FakeTorch({1: ("matmul", "hang")})
     start = time.monotonic()
     functional, cudnn, stuck = _run(torch, 3, deadline=0.2)
-    assert time.monotonic() - start < 3
+    # The fault hangs for 30 s: finishing well before that proves the deadline stopped it; a
+    # margin of 100x over the 0.2 s deadline for a loaded machine (before: "< 3 s").
+    assert time.monotonic() - start < 20
     assert stuck is True
     assert [(r["index"], r["ok"], r["timed_out"]) for r in functional] == [
         (0, True, False), (1, False, True), (2, True, False)]

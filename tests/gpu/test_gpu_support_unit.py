@@ -182,6 +182,7 @@ def test_the_suites_skip_reasons(path, needed, exactly, gpus, reason):
     assert gpu_conftest.skip_reason(path, needed, exactly, gpus) == reason
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_minus_m_gpu_selects_the_suite_and_not_these_unit_tests():
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",

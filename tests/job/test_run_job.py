@@ -88,6 +88,7 @@ def evidence(finding: dict[str, Any], label: str) -> str:
     return str(values[0])
 
 
+@pytest.mark.slow
 def test_a_rank_out_of_memory_is_named_with_its_rank_and_the_machine_is_checked(tmp_path):
     job = Job(tmp_path, "oom", "--nccl-debug", facts=False).run()
     assert job.rc == 1, job.stderr[-3000:]
@@ -126,6 +127,7 @@ def ok_job(tmp_path_factory) -> Job:
     return Job(tmp_path_factory.mktemp("ok"), "ok", report_to_stdout=True).run()
 
 
+@pytest.mark.slow
 def test_a_hung_rank_is_stopped_at_the_stall_deadline_with_every_process(tmp_path, ok_job):
     # The job is silent while torchrun and the ranks import torch, before its first line;
     # the stall deadline must outlast that, or it stops a job that has not hung yet (a fixed
@@ -161,6 +163,7 @@ def test_a_hung_rank_is_stopped_at_the_stall_deadline_with_every_process(tmp_pat
     assert job.wall_s < 2 * ok_job.wall_s + stall + GRACE_S + 25, (job.wall_s, ok_job.wall_s)
 
 
+@pytest.mark.slow
 def test_a_rank_killed_by_sigkill_is_found_by_the_log_rule(tmp_path):
     job = Job(tmp_path, "sigkill").run()
     assert job.rc == 1
@@ -181,6 +184,7 @@ def test_a_successful_job_exits_0_with_the_report_on_stdout_and_the_output_on_st
     assert "kept in" not in job.stderr  # a success keeps no log
 
 
+@pytest.mark.slow
 def test_until_stops_a_long_job_as_a_success(tmp_path, ok_job):
     log = tmp_path / "job.log"
     job = Job(tmp_path, "long", "--until", r"milestone\s+reached", "--log", str(log)).run()
@@ -193,6 +197,7 @@ def test_until_stops_a_long_job_as_a_success(tmp_path, ok_job):
     assert job.wall_s < 2 * ok_job.wall_s + 3 + 10, (job.wall_s, ok_job.wall_s)
 
 
+@pytest.mark.slow
 def test_the_rendezvous_port_taken_is_log001(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -204,6 +209,7 @@ def test_the_rendezvous_port_taken_is_log001(tmp_path):
     assert evidence(job.finding("RUN001"), "category").startswith("rendezvous_port_in_use")
 
 
+@pytest.mark.slow
 def test_wall_clock_timeout_is_run003(tmp_path, ok_job):
     # The deadline must fall after the first step is printed and well before the job's
     # minute ends. A fixed 8 s failed on a loaded machine, where start-up alone took longer;
@@ -224,6 +230,7 @@ def test_wall_clock_timeout_is_run003(tmp_path, ok_job):
     assert job.wall_s < timeout + GRACE_S + 25, (job.wall_s, timeout)
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
     job = Job(tmp_path, "hang", "--stall-timeout", "60")
     proc = subprocess.Popen(job.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -278,6 +285,7 @@ def test_a_detached_orphan_of_the_command_is_ended_too(tmp_path):
     assert "exit status 4" in report["findings"][0]["title"]
 
 
+@pytest.mark.slow
 def test_every_report_output_of_a_failed_run_is_written(tmp_path):
     """The common options work as for check: a bundle, Markdown and JUnit from one report."""
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "run", "--facts", str(HEALTHY),
@@ -325,6 +333,7 @@ def run_doctor(tmp_path: Path, *options: str, command: list[str], timeout: float
     return proc, data
 
 
+@pytest.mark.slow
 def test_the_commands_own_exit_code_and_its_streams_stay_apart(tmp_path):
     """Before: exit code 1 for a command exiting 3, and its stderr on stdout."""
     proc, data = run_doctor(tmp_path, "--facts", str(HEALTHY), command=[
@@ -347,6 +356,7 @@ def test_a_signal_gives_128_plus_its_number(tmp_path):
     assert proc.returncode == 128 + signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_run_judges_the_interpreter_of_the_console_script_it_runs(tmp_path):
     """The machine's facts come from the job's interpreter, named in the report; on this
     machine without a driver, a job that never used the GPUs gets DRV001 as context."""
@@ -376,6 +386,7 @@ def test_run_judges_the_interpreter_of_the_console_script_it_runs(tmp_path):
             assert evidence(finding, "context, not the cause").startswith("nothing shows")
 
 
+@pytest.mark.slow
 def test_a_job_that_asked_for_gpus_on_a_box_without_a_driver_leads_with_drv001(tmp_path):
     proc, data = run_doctor(tmp_path, "--facts", str(NO_DRIVER), command=[
         sys.executable, "-c", "import sys; sys.exit(1)", "device=0,1"])
@@ -384,6 +395,7 @@ def test_a_job_that_asked_for_gpus_on_a_box_without_a_driver_leads_with_drv001(t
     assert drv["severity"] == "error"
 
 
+@pytest.mark.slow
 def test_a_cpu_hang_reports_the_hang_not_the_machines_gpus_and_keeps_ranks_apart(tmp_path):
     """Before: DRV001 and TOR002 as errors beside RUN002, and the last line
     "rank 0 step 2rank 1 step 2". Two writers on one pipe, unbuffered, as two ranks are."""
@@ -403,6 +415,7 @@ def test_a_cpu_hang_reports_the_hang_not_the_machines_gpus_and_keeps_ranks_apart
     assert evidence(hang, "last line of rank 1") == "rank 1 step 2"
 
 
+@pytest.mark.slow
 def test_log_keeps_an_existing_file_unless_forced(tmp_path):
     """Before: --log overwrote an existing file while --bundle refused without --force."""
     kept = tmp_path / "train.log"

@@ -144,6 +144,7 @@ def test_a_missing_file_is_exit_2(tmp_path):
     assert result.exit_code == 2 and "no such file" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_two_real_interpreters_on_this_machine(tmp_path):
     """This interpreter (with torch) against a fresh venv without it."""
@@ -174,6 +175,7 @@ def test_save_facts_expands_slurms_node_patterns_one_file_per_node():
     assert node_path(Path("plain.json"), {"SLURM_NODEID": "3"}, "h") == Path("plain.json")
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_save_facts_with_a_pattern_writes_the_expanded_file(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_NODEID", "5")

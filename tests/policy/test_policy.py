@@ -524,6 +524,7 @@ def test_require_gpu_training_is_read_and_validated(tmp_path):
     assert "require-gpu-training: expected true or false, got a string ('yes')" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_a_smoke_run_that_fell_back_to_the_cpu_fails_a_gpu_policy(tmp_path):
     """This machine has no GPU: with the policy, the CPU fallback is a failed pre-flight."""

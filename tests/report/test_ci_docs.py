@@ -378,6 +378,7 @@ def calls(tmp_path: Path) -> list[str]:
     return (tmp_path / "calls.log").read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     result, work = slurm_job(tmp_path, NO_DRIVER)
@@ -391,6 +392,7 @@ def test_slurm_preflight_stops_the_job_when_a_node_has_problems(tmp_path):
     assert result.stdout.count("DRV001") >= 2  # each node's console report
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_slurm_preflight_stops_the_job_when_the_nodes_differ(tmp_path):
     other = json.loads(HEALTHY.read_text(encoding="utf-8"))

@@ -317,6 +317,7 @@ def test_cli_junit_to_stdout(monkeypatch):
     assert any(f.get("message").startswith("DRV001: ") for f in root.iter("failure"))
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_junit_follows_the_policy_like_the_exit_code(tmp_path):
     """A warning the policy makes fail is a <failure>; an ignored finding never is."""

@@ -119,6 +119,7 @@ def test_only_a_smoke_job_that_trained_earns_ready():
     assert skipped.proved().endswith("found no problems; nothing was trained")
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 @pytest.mark.parametrize(("options", "verdict", "said"), [
     ((), "command succeeded", "The command succeeded after "),

@@ -66,6 +66,7 @@ def test_doctor_runs_the_checks_then_the_cpu_smoke_job_here():
     assert proc.returncode == report["exit_code"]
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
     _, plain = doctor("doctor", "--no-smoke")

@@ -21,17 +21,24 @@ from tests.support.smoke import assert_nothing_left, run_tag
 
 pytestmark = pytest.mark.spawns
 
-WALL_S = 60.0
+# Deadlines a loaded machine cannot reach (CI runs two pytest-xdist workers on two cores):
+# a healthy rank is silent for ~15 s in its data and model phases (torch._dynamo's import on
+# the first optimizer) at a load of 8 on two cores. A fault that ends the job by itself (a
+# killed rank, an NCCL error) needs neither deadline; each test asserts the job ended on its
+# own (``stopped_by`` None), an event, rather than a time.
+WALL_S = 240.0
+STALL_S = 60.0
+# The hang tests wait for the stall deadline itself, so it is as short as a loaded machine's
+# silent phases allow, with a margin of two.
+HANG_STALL_S = 30
 
 
 def run_with_fault(monkeypatch, fault: str, tmp_path: Path, **extra):
     monkeypatch.setenv("DDP_DOCTOR_SMOKE_FAULT", fault)
-    start = time.monotonic()
     # The failed run keeps its directory by design: put it where pytest cleans up.
-    options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S, stall_timeout=6,
-                   run_dir=str(tmp_path / "run"))
-    result = run_smoke(SmokeOptions(**{**options, **extra}))
-    return result, time.monotonic() - start
+    options = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=WALL_S,
+                   stall_timeout=STALL_S, run_dir=str(tmp_path / "run"))
+    return run_smoke(SmokeOptions(**{**options, **extra}))
 
 
 def only(result, code: str):
@@ -42,28 +49,25 @@ def only(result, code: str):
 
 @pytest.mark.slow
 def test_a_rank_killed_by_sigkill(monkeypatch, tmp_path):
-    result, elapsed = run_with_fault(monkeypatch, "kill:1:4", tmp_path)
+    result = run_with_fault(monkeypatch, "kill:1:4", tmp_path)
     finding = only(result, "LOG007")
     assert finding.category.value == "host_out_of_memory"
     assert finding.affects == ("rank:1",)
     evidence = {e.label: e.value for e in finding.evidence}
     assert evidence["exit code"] == "-9 (SIGKILL)"
     assert evidence["phase"] == "train (after step 3 of 12)"
-    assert not result.ok and result.data["stopped_by"] is None
-    assert elapsed < WALL_S
+    assert not result.ok and result.data["stopped_by"] is None  # no deadline: the exit
     assert result.data["run_dir"]  # kept for the user to read
     assert_nothing_left(run_tag(result.data["command"]))
 
 
 @pytest.mark.slow
 def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
-    # A stall deadline a loaded machine's slow model build cannot reach.
-    result, _ = run_with_fault(monkeypatch, "hang:1:4", tmp_path, stall_timeout=20,
-                                     timeout=240)
+    result = run_with_fault(monkeypatch, "hang:1:4", tmp_path, stall_timeout=HANG_STALL_S)
     finding = only(result, "SMK002")
     assert finding.category.value == "collective_timeout"
     assert finding.title.startswith("Rank 1 stopped making progress in train (after step 3")
-    assert finding.title.endswith("no event for 20 s")
+    assert finding.title.endswith(f"no event for {HANG_STALL_S} s")
     assert finding.affects == ("rank:1",)
     assert result.data["stopped_by"] == "stall"
     # Its stack, read before the job was stopped, names the line it is stuck on; the other
@@ -82,8 +86,9 @@ def test_a_rank_that_stops_making_progress(monkeypatch, tmp_path):
     assert recorded.title.startswith("Rank 1 never called collective #"), recorded.title
     for rank in (0, 1):
         assert '"entries"' in (tmp_path / "run" / f"fr-rank{rank}.json").read_text()
-    # Located by the stall deadline, long before the process-group timeout and the wall.
-    assert result.data["wall_s"] < 200
+    # Located by the stall deadline (stopped_by and the title above), before the process-group
+    # timeout made the waiting rank fail on its own and before the wall-clock deadline (before:
+    # also "wall_s < 200", a time a loaded machine could exceed).
     assert_nothing_left(run_tag(result.data["command"]))
 
 
@@ -94,8 +99,7 @@ def test_without_py_spy_a_hung_rank_dumps_its_own_stack(monkeypatch, tmp_path):
     from ddp_doctor.forensics import capture
 
     monkeypatch.setattr(capture, "py_spy_path", lambda: None)
-    result, _ = run_with_fault(monkeypatch, "hang:1:4", tmp_path, stall_timeout=20,
-                               timeout=240)
+    result = run_with_fault(monkeypatch, "hang:1:4", tmp_path, stall_timeout=HANG_STALL_S)
     culprit = only(result, "HNG001")
     assert culprit.affects == ("rank:1",) and "_apply_fault" in culprit.title
     assert all(e.source == "faulthandler (SIGUSR1)" for e in culprit.evidence)
@@ -105,7 +109,7 @@ def test_without_py_spy_a_hung_rank_dumps_its_own_stack(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_rank_that_exits_with_an_nccl_error(monkeypatch, tmp_path):
-    result, elapsed = run_with_fault(monkeypatch, "nccl:1:2", tmp_path)
+    result = run_with_fault(monkeypatch, "nccl:1:2", tmp_path)
     # NCCL's "Last error" names the shared-memory segment: that specific code, not the
     # generic "unhandled system error" wrapper (LOG002), is the finding.
     finding = only(result, "LOG042")
@@ -114,7 +118,7 @@ def test_a_rank_that_exits_with_an_nccl_error(monkeypatch, tmp_path):
     assert "Error while creating shared memory segment" in evidence["matched"]
     assert "ncclSystemError" in evidence["rank 1 stderr (last lines)"]
     assert evidence["exit code"] == "1"
-    assert elapsed < WALL_S
+    assert result.data["stopped_by"] is None  # it ended by its exit, not a deadline
     assert_nothing_left(run_tag(result.data["command"]))
 
 
@@ -123,12 +127,13 @@ def test_the_given_master_port_is_already_bound():
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        start = time.monotonic()
         result = run_smoke(SmokeOptions(device="cpu", nproc=2, master_port=port))
     finding = only(result, "SMK009")
     assert finding.category.value == "rendezvous_port_in_use"
     assert str(port) in finding.title
-    assert time.monotonic() - start < 5
+    # Refused before anything was started (before: "took under 5 s", a time a loaded
+    # machine could exceed): no launcher command, no run folder.
+    assert result.data["command"] is None and result.data["run_dir"] is None
 
 
 @pytest.mark.slow
@@ -143,7 +148,7 @@ def test_sigterm_to_the_doctor_ends_the_whole_job(tmp_path):
     """)
     doctor = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     events = tmp_path / "run" / "local1.jsonl"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240  # the first step: generous for a loaded machine
     while time.monotonic() < deadline and not (events.exists() and '"step"' in events.read_text()):
         time.sleep(0.2)
     assert events.exists(), "the ranks never started"

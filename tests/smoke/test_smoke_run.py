@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,21 +22,25 @@ pytestmark = [pytest.mark.spawns, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text(encoding="utf-8"))
-FAST = ("--steps", "20", "--imgsz", "64")
+FAST = ("--steps", "20", "--imgsz", "64", "--timeout", "600")  # a deadline load cannot reach
+# The 2-rank runs that assert no loss curve of their own: 12 steps, as the fault and transport
+# tests' healthy 2-rank runs (the loss is judged from 10, criteria.LOSS_MIN_STEPS); a step
+# costs ~0.3 s of two cores. The scaling runs keep 20: their 1-rank job's loss fell 9.7% in 12
+# steps, short of the 10% the verdict asks.
+SHORT = 12
 
 
 @pytest.fixture(scope="module")
 def torchrun_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "report.json"
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                            "--nproc", "2", *FAST, "--json", str(out)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    return proc, json.loads(out.read_text()), time.monotonic() - start
+                          capture_output=True, text=True, timeout=660, check=False)
+    return proc, json.loads(out.read_text())
 
 
 def test_the_torchrun_run_passes_and_the_report_is_valid(torchrun_run):
-    proc, report, elapsed = torchrun_run
+    proc, report = torchrun_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     jsonschema.Draft202012Validator(SCHEMA).validate(report)
     smoke = report["smoke"]
@@ -45,7 +48,9 @@ def test_the_torchrun_run_passes_and_the_report_is_valid(torchrun_run):
     assert (smoke["ranks"], smoke["backend"], smoke["launcher"]) == (2, "gloo", "torchrun")
     assert smoke["command"].split()[1:3] == ["-m", "torch.distributed.run"]
     assert [c["id"] for c in report["checks"]] == ["smoke.train"]
-    assert elapsed < 60
+    # Ended by itself inside its deadlines (before: "took under 60 s", a time a loaded
+    # machine could exceed).
+    assert smoke["stopped_by"] is None
 
 
 def test_every_rank_records_every_phase_in_order(torchrun_run):
@@ -87,10 +92,11 @@ def test_nothing_of_the_run_is_left(torchrun_run):
 
 
 def test_spawn_launcher_passes():
-    result = run_smoke(SmokeOptions(device="cpu", nproc=2, launcher="spawn", steps=20, imgsz=64))
+    result = run_smoke(SmokeOptions(device="cpu", nproc=2, launcher="spawn", steps=SHORT,
+                                    imgsz=64))
     assert result.ok, [f.title for f in result.findings]
     assert result.data["launcher"] == "spawn" and "--spawn 2" in result.data["command"]
-    assert result.data["params_in_sync"] and result.data["steps_done"] == 20
+    assert result.data["params_in_sync"] and result.data["steps_done"] == SHORT
     assert_nothing_left(run_tag(result.data["command"]))
 
 
@@ -100,7 +106,7 @@ def test_two_nodes_on_loopback_both_pass():
     def node(rank: int):
         return run_smoke(SmokeOptions(device="cpu", nproc=1, nnodes=2, node_rank=rank,
                                       master_addr="127.0.0.1", master_port=port,
-                                      steps=20, imgsz=64, timeout=90))
+                                      steps=SHORT, imgsz=64, timeout=240))
 
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(node, (0, 1)))
@@ -114,7 +120,8 @@ def test_two_nodes_on_loopback_both_pass():
 
 def test_scaling_runs_one_rank_then_n_and_reports_speedup_and_efficiency():
     """--scaling: the same job on 1 rank and on 2; efficiency is speedup / ranks."""
-    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=20, imgsz=64, scaling=True))
+    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=20, imgsz=64, scaling=True,
+                                    timeout=600))
     assert result.ok, [f.title for f in result.findings]
     scaling = result.data["scaling"]
     assert scaling["ranks"] == 2
@@ -129,7 +136,8 @@ def test_scaling_on_one_rank_runs_once_and_says_why_busbw_is_0():
     """Seen on a one-GPU H200: --scaling ran the 1-rank job twice and printed 'speedup 1.36×
     on 1 ranks, efficiency 136%', and the 1-rank all-reduce 'bus bandwidth 0.00 GB/s' with
     no word of why. One rank has nothing to scale to, and its busbw is 0 by definition."""
-    result = run_smoke(SmokeOptions(device="cpu", nproc=1, steps=20, imgsz=64, scaling=True))
+    result = run_smoke(SmokeOptions(device="cpu", nproc=1, steps=20, imgsz=64, scaling=True,
+                                    timeout=600))
     assert result.ok, [f.title for f in result.findings]
     scaling = result.data["scaling"]
     assert scaling["speedup"] is None and scaling["efficiency"] is None

@@ -327,28 +327,36 @@ def test_the_transports_are_read_from_the_run_directory_and_reported(tmp_path):
 
 # ---------------------------------------------------------------- a real slowed rank
 
+# Deadlines a loaded machine cannot reach (CI runs two pytest-xdist workers on two cores); the
+# timing asserts compare each rank's medians with the other's, so a machine that slows both
+# ranks alike leaves them true.
+RUN = dict(device="cpu", nproc=2, steps=12, imgsz=64, timeout=240, stall_timeout=60)
+
+
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_a_rank_slowed_by_a_sleep_is_named_and_its_peer_waits(monkeypatch, tmp_path):
     monkeypatch.setenv("DDP_DOCTOR_SMOKE_FAULT", "slow:1:300")
-    start = time.monotonic()
-    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=12, imgsz=64, timeout=90,
-                                    stall_timeout=20, run_dir=str(tmp_path / "run")))
-    assert time.monotonic() - start < 90
+    result = run_smoke(SmokeOptions(**RUN, run_dir=str(tmp_path / "run")))
+    assert result.data["stopped_by"] is None  # before: "took under 90 s", a time
     assert [f.code.id for f in result.findings] == ["SMK028"], result.findings
     assert result.findings[0].affects == ("rank:1",)
     timing = result.data["compute_split"]
-    # The 300 ms sleep is rank 1's own compute, and rank 0 spends it waiting in backward.
-    assert timing["1"]["compute_s"] - timing["0"]["compute_s"] == pytest.approx(0.3, abs=0.1)
-    assert timing["0"]["sync_s"] > 0.2 > timing["1"]["sync_s"]
+    # The 300 ms sleep is rank 1's own compute, and rank 0 spends it waiting in backward;
+    # the slow rank waits for nobody, a fraction of what its peer waits.
+    slower_by = timing["1"]["compute_s"] - timing["0"]["compute_s"]
+    assert 0.2 < slower_by < 0.3 + timing["0"]["compute_s"], timing
+    assert timing["0"]["sync_s"] > 0.2 and timing["1"]["sync_s"] < timing["0"]["sync_s"] / 2
     assert result.data["nccl"] is None  # gloo: no NCCL output to read
 
 
+@pytest.mark.slow
 @pytest.mark.spawns
 def test_a_healthy_run_names_no_slow_rank(monkeypatch, tmp_path):
     monkeypatch.delenv("DDP_DOCTOR_SMOKE_FAULT", raising=False)
-    result = run_smoke(SmokeOptions(device="cpu", nproc=2, steps=12, imgsz=64, timeout=90,
-                                    stall_timeout=20, run_dir=str(tmp_path / "run")))
+    result = run_smoke(SmokeOptions(**RUN, run_dir=str(tmp_path / "run")))
     assert result.ok and [f.code.id for f in result.findings] == []
     timing = result.data["compute_split"]
     assert set(timing) == {"0", "1"} and all(t["steps"] == 11 for t in timing.values())
-    assert all(t["sync_s"] < 0.2 for t in timing.values())
+    # Neither waits long for the other: under the rank's own compute (before: "< 0.2 s").
+    assert all(t["sync_s"] < t["compute_s"] for t in timing.values()), timing

@@ -411,7 +411,9 @@ def test_a_hung_trainer_is_stopped_at_the_deadline_and_killed(fake_ultralytics, 
     started = time.monotonic()
     result = run_smoke(SmokeOptions(device="cpu", trainer="ultralytics", timeout=20.0,
                                     run_dir=str(fake_ultralytics / "run")), None, run_ultralytics)
-    assert time.monotonic() - started < 60
+    # Stopped at its 20 s deadline, not left to hang: a generous margin (8x) over it for a
+    # loaded machine; the event that proves it is stopped_by below.
+    assert time.monotonic() - started < 8 * 20.0
     assert [f.code.id for f in result.findings] == ["SMK003"]
     assert result.data["stopped_by"] == "deadline"
     left = subprocess.run(["pgrep", "-f", str(fake_ultralytics / "run")], capture_output=True,
