@@ -44,6 +44,9 @@ LAYERS: tuple[tuple[str, str, str, str, str], ...] = (
      "ddp_doctor.model, ddp_doctor.categories, ddp_doctor.codes, ddp_doctor.registry, <stdlib>",
      "", "codes are declared over the model; plugins' codes arrive with the check catalogue "
          "(the families' modules are imported by name, to declare theirs)"),
+    ("ddp_doctor.process", IMPORTS_ONLY, "ddp_doctor.process, psutil, <stdlib>", "",
+     "starting, stopping and finding the doctor's child processes is one floor that facts, "
+     "the smoke job and run all stand on"),
     ("ddp_doctor.facts, ddp_doctor.knowledge", NEVER_IMPORTS,
      "ddp_doctor.checks, ddp_doctor.smoke, ddp_doctor.report, ddp_doctor.app, ddp_doctor.cli",
      "", "gathering and reference tables know nothing of what judges or shows them"),

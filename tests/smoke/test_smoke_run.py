@@ -4,6 +4,7 @@ and two nodes on loopback. One torchrun run is shared by many assertions."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,15 +30,17 @@ FAST = ("--steps", "20", "--imgsz", "64")
 @pytest.fixture(scope="module")
 def torchrun_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "report.json"
+    tmpdir = tmp_path_factory.mktemp("tmpdir")  # the doctor's TMPDIR, to see what stays
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                            "--nproc", "2", *FAST, "--json", str(out)],
-                          capture_output=True, text=True, timeout=120, check=False)
-    return proc, json.loads(out.read_text()), time.monotonic() - start
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "TMPDIR": str(tmpdir)})
+    return proc, json.loads(out.read_text()), time.monotonic() - start, tmpdir
 
 
 def test_the_torchrun_run_passes_and_the_report_is_valid(torchrun_run):
-    proc, report, elapsed = torchrun_run
+    proc, report, elapsed, _ = torchrun_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     jsonschema.Draft202012Validator(SCHEMA).validate(report)
     smoke = report["smoke"]
@@ -84,6 +87,13 @@ def test_measurements(torchrun_run):
 
 def test_nothing_of_the_run_is_left(torchrun_run):
     assert_nothing_left(run_tag(torchrun_run[1]["smoke"]["command"]))
+
+
+def test_a_passed_run_leaves_nothing_in_tmpdir(torchrun_run):
+    # Neither its run directory nor torchrun's log directory (torchelastic_*, which torch
+    # never removes: the job's TMPDIR is inside the run directory, removed with it).
+    assert torchrun_run[1]["smoke"]["ok"] is True
+    assert sorted(p.name for p in torchrun_run[3].iterdir()) == []
 
 
 def test_spawn_launcher_passes():
