@@ -34,7 +34,7 @@ from ddp_doctor.forensics.capture import capture_stacks, missing_ranks
 from ddp_doctor.forensics.stacks import RankStack
 from ddp_doctor.job.status_line import REDRAW_EVERY_S, StatusLine
 from ddp_doctor.process.signals import Interrupted, stop_signals_raise
-from ddp_doctor.process.tag import TAG_VARIABLE, new_tag, survivors
+from ddp_doctor.process.tag import new_tag, survivors
 from ddp_doctor.process.tree import GRACE_S, ProcessTree
 
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
@@ -54,15 +54,12 @@ class JobOptions:
     nccl_debug: bool = False
     grace_s: float = GRACE_S
 
-    def environment(self, tag: str, base: Optional[Mapping[str, str]] = None
-                    ) -> dict[str, str]:
-        """The command's environment: the doctor's own, the tag and --nccl-debug's
-        (``ProcessTree.start`` sets the tag again; it is here for callers that start the
-        command themselves)."""
+    def environment(self, base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+        """The command's environment: the doctor's own and --nccl-debug's (the run's tag,
+        ``process.tag.TAG_VARIABLE``, is added by ``ProcessTree.start``)."""
         env = dict(os.environ if base is None else base)
         if self.nccl_debug:
             env.update(NCCL_DEBUG_ENV)
-        env[TAG_VARIABLE] = tag
         return env
 
 
@@ -273,7 +270,7 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         stacks: list[RankStack] = []
         gone: list[int] = []
         try:
-            tree = ProcessTree.start(options.command, tag, options.environment(tag, env),
+            tree = ProcessTree.start(options.command, tag, options.environment(env),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
             proc = tree.proc

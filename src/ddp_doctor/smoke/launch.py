@@ -443,9 +443,10 @@ def job_tmp(run_dir: Path) -> Path:
     """A TMPDIR for the job, inside the run directory; the caller removes it at the end.
 
     torchrun makes a log directory under TMPDIR for every launch
-    (``tempfile.mkdtemp(prefix="torchelastic_")``, torch.distributed.elastic's
-    ``DefaultLogsSpecs``) and never removes it, so each run left one in the user's /tmp;
-    the ranks' own temporary files go there too.
+    (``tempfile.mkdtemp(prefix="torchelastic_")`` in ``DefaultLogsSpecs``,
+    https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/multiprocessing/api.py)
+    and never removes it, so each run left one in the user's /tmp; the ranks' own
+    temporary files go there too.
     """
     path = run_dir / JOB_TMP
     path.mkdir(parents=True, exist_ok=True)
