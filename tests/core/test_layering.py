@@ -47,9 +47,10 @@ REPO = Path(__file__).resolve().parents[2]
 #  parts on the floor                                                    why
 FLOORS: tuple[tuple[str, str], ...] = (
     ("ddp_doctor.categories, ddp_doctor.wording, ddp_doctor.files, ddp_doctor.knowledge, "
-     "ddp_doctor.train_smoke",
-     "the ground: failure categories, words, file kinds and reference tables; the training "
-     "job, which runs with torch alone"),
+     "ddp_doctor.process, ddp_doctor.train_smoke",
+     "the ground: failure categories, words, file kinds and reference tables; the doctor's "
+     "child processes, started, stopped and proved gone; the training job, which runs with "
+     "torch alone"),
     ("ddp_doctor.model", "the one data model every part fills: Finding, CheckResult, Report"),
     ("ddp_doctor.codes, ddp_doctor.redact",
      "the code registry every family declares into; secrets out of everything written"),
@@ -83,6 +84,9 @@ LAYERS: tuple[tuple[str, str, str, str, str], ...] = (
     ("ddp_doctor.model, ddp_doctor.categories, ddp_doctor.wording", IMPORTS_ONLY,
      "ddp_doctor.model, ddp_doctor.categories, ddp_doctor.wording, <stdlib>", "",
      "the bottom layer: everything else builds on the finding model"),
+    ("ddp_doctor.process", IMPORTS_ONLY, "ddp_doctor.process, psutil, <stdlib>", "",
+     "starting, stopping and finding the doctor's child processes is one floor that facts, "
+     "the smoke job and run all stand on"),
     ("ddp_doctor.checks", IMPORTS_ONLY,
      "ddp_doctor.model, ddp_doctor.categories, ddp_doctor.codes, ddp_doctor.registry, "
      "ddp_doctor.wording, ddp_doctor.knowledge, ddp_doctor.facts.view, ddp_doctor.facts.shapes, "

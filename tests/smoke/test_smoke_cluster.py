@@ -260,16 +260,16 @@ def test_events_are_named_by_the_ranks_place_on_its_node():
 # -- ranks sharing one GPU over gloo (the multi-rank CUDA paths where one GPU exists) ----
 
 def test_gloo_lets_ranks_share_the_gpus_nccl_does_not(monkeypatch):
-    from ddp_doctor.smoke import run as smoke_run
+    from ddp_doctor.smoke import device
     from ddp_doctor.smoke.launch import backend_for
 
-    monkeypatch.setattr(smoke_run, "_probe", lambda options: {"cuda": True, "gpus": 1,
+    monkeypatch.setattr(device, "_probe", lambda options: {"cuda": True, "gpus": 1,
                                                               "torch": "2.13.0+cu130",
                                                               "cuda_build": "13.0"})
     shared = SmokeOptions(device="cuda", nproc=2, backend="gloo")
-    assert smoke_run.resolve_device(shared) == ("cuda", 2)
-    assert smoke_run._shared_gpus(shared, "cuda", 2) == 1
-    refused = smoke_run.resolve_device(SmokeOptions(device="cuda", nproc=2))
+    assert device.resolve_device(shared) == ("cuda", 2)
+    assert device.shared_gpus(shared, "cuda", 2) == 1
+    refused = device.resolve_device(SmokeOptions(device="cuda", nproc=2))
     assert not isinstance(refused, tuple) and refused.code.id == "SMK012"
     assert refused.remediation[-1].command == "ddp-doctor smoke --nproc 2 --backend gloo"
     assert backend_for(shared, "cuda") == "gloo"
@@ -279,7 +279,7 @@ def test_gloo_lets_ranks_share_the_gpus_nccl_does_not(monkeypatch):
 
 
 def test_two_ranks_on_one_gpu_say_so_and_prove_no_nccl():
-    from ddp_doctor.smoke.run import proved, summarize
+    from ddp_doctor.smoke.result import proved, summarize
 
     data = {"ok": True, "device": "cuda", "backend": "gloo", "launcher": "torchrun",
             "ranks": 2, "gpus_shared": 1, "steps_done": 30, "steps": 30, "wall_s": 9.0}

@@ -19,9 +19,11 @@ from ddp_doctor.checklist import load_catalogue
 from ddp_doctor.model import Report
 from ddp_doctor.report.console import render_console
 from ddp_doctor.runner import build_report
+from ddp_doctor.smoke.device import cpu_fallback_reason
 from ddp_doctor.smoke.launch import SmokeOptions
 from ddp_doctor.smoke.plan import plan_smoke, with_check_causes
-from ddp_doctor.smoke.run import cpu_fallback_reason, proved, run_smoke
+from ddp_doctor.smoke.result import proved
+from ddp_doctor.smoke.run import run_smoke
 from tests.conftest import load_fixture_facts
 from tests.support.cli import invoke
 
@@ -40,14 +42,14 @@ def test_cuda_visible_devices_hiding_every_gpu_is_named(value):
 
 
 def test_a_missing_driver_is_named(monkeypatch):
-    monkeypatch.setattr("ddp_doctor.smoke.run.os.path.exists", lambda path: False)
+    monkeypatch.setattr("ddp_doctor.smoke.device.os.path.exists", lambda path: False)
     reason = cpu_fallback_reason(CUDA_BUILD, {"CUDA_VISIBLE_DEVICES": "0,1"})
     assert reason.startswith("no NVIDIA driver is loaded (/proc/driver/nvidia/version, ")
     assert reason.endswith("so torch 2.5.1+cu124 (CUDA 12.4) finds no GPU")
 
 
 def test_a_driver_that_torch_cannot_use_is_named(monkeypatch):
-    monkeypatch.setattr("ddp_doctor.smoke.run.os.path.exists",
+    monkeypatch.setattr("ddp_doctor.smoke.device.os.path.exists",
                         lambda path: path == "/dev/nvidiactl")
     reason = cpu_fallback_reason(CUDA_BUILD, {})
     assert reason == ("torch 2.5.1+cu124 (CUDA 12.4) sees no usable CUDA device: "
@@ -130,11 +132,11 @@ REAL = ("--steps", "12", "--imgsz", "64", "--timeout", "600")
 @pytest.mark.slow
 @pytest.mark.spawns
 def test_auto_on_this_cpu_machine_trains_but_is_not_ready(monkeypatch):
-    from ddp_doctor.smoke import run as smoke_run
+    from ddp_doctor.smoke import device
 
     asked = []
-    ask = smoke_run._ask_torch
-    monkeypatch.setattr(smoke_run, "_ask_torch", lambda options: asked.append(1) or ask(options))
+    ask = device._ask_torch
+    monkeypatch.setattr(device, "_ask_torch", lambda options: asked.append(1) or ask(options))
     result = run_smoke(SmokeOptions(device="auto", steps=12, imgsz=64, timeout=600))
     assert len(asked) == 1  # the device choice and SMK017's reason share one torch probe
     codes = [f.code.id for f in result.findings]

@@ -69,7 +69,7 @@ def test_impossible_options_are_one_line_usage_errors(args, message, monkeypatch
 
 
 def test_sync_bn_on_auto_without_gpus_is_a_usage_error(monkeypatch):
-    monkeypatch.setattr("ddp_doctor.smoke.run.resolve_device", lambda options: ("cpu", 2))
+    monkeypatch.setattr("ddp_doctor.smoke.device.resolve_device", lambda options: ("cpu", 2))
     monkeypatch.setattr("ddp_doctor.smoke.run.run_smoke", _never_run)
     result = runner.invoke(app, ["smoke", "--sync-bn"])
     assert result.exit_code == 2, result.output
@@ -78,7 +78,7 @@ def test_sync_bn_on_auto_without_gpus_is_a_usage_error(monkeypatch):
 
 def test_sync_bn_on_auto_with_gpus_runs_on_cuda(monkeypatch):
     seen = []
-    monkeypatch.setattr("ddp_doctor.smoke.run.resolve_device", lambda options: ("cuda", 2))
+    monkeypatch.setattr("ddp_doctor.smoke.device.resolve_device", lambda options: ("cuda", 2))
 
     def fake_run(options, progress=None):
         seen.append(options)

@@ -4,6 +4,7 @@ and two nodes on loopback. One torchrun run is shared by many assertions."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -33,14 +34,16 @@ SHORT = 12
 @pytest.fixture(scope="module")
 def torchrun_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "report.json"
+    tmpdir = tmp_path_factory.mktemp("tmpdir")  # the doctor's TMPDIR, to see what stays
     proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                            "--nproc", "2", *FAST, "--json", str(out)],
-                          capture_output=True, text=True, timeout=660, check=False)
-    return proc, json.loads(out.read_text())
+                          capture_output=True, text=True, timeout=660, check=False,
+                          env={**os.environ, "TMPDIR": str(tmpdir)})
+    return proc, json.loads(out.read_text()), tmpdir
 
 
 def test_the_torchrun_run_passes_and_the_report_is_valid(torchrun_run):
-    proc, report = torchrun_run
+    proc, report, _ = torchrun_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     jsonschema.Draft202012Validator(SCHEMA).validate(report)
     smoke = report["smoke"]
@@ -89,6 +92,13 @@ def test_measurements(torchrun_run):
 
 def test_nothing_of_the_run_is_left(torchrun_run):
     assert_nothing_left(run_tag(torchrun_run[1]["smoke"]["command"]))
+
+
+def test_a_passed_run_leaves_nothing_in_tmpdir(torchrun_run):
+    # Neither its run directory nor torchrun's log directory (torchelastic_*, which torch
+    # never removes: the job's TMPDIR is inside the run directory, removed with it).
+    assert torchrun_run[1]["smoke"]["ok"] is True
+    assert sorted(p.name for p in torchrun_run[2].iterdir()) == []
 
 
 def test_spawn_launcher_passes():

@@ -25,7 +25,8 @@ from ddp_doctor.smoke.launch import (
 )
 from ddp_doctor.smoke.monitor import Outcome, RankState, stall_deadline, supervise
 from ddp_doctor.smoke.plan import plan_smoke
-from ddp_doctor.smoke.run import run_once, summarize
+from ddp_doctor.smoke.result import summarize
+from ddp_doctor.smoke.run import run_once
 from ddp_doctor.smoke.verdict import RunContext, criteria_findings, failure_findings
 from ddp_doctor.smoke.verdict.context import rerun_command
 from ddp_doctor.smoke.verdict.criteria import LOSS_DROP_MIN, LOSS_MIN_STEPS
@@ -319,7 +320,17 @@ class _FakeProc:
         raise subprocess.TimeoutExpired("fake", timeout)
 
 
-class _FakeReaper:
+def test_a_launch_that_fails_to_start_leaves_no_run_directory(_private_tmpdir):
+    # Nothing ran, and the result names no directory: the user could never find it.
+    result = run_once(SmokeOptions(device="cpu", nproc=2, python="/nonexistent/python3"))
+    assert [f.code.id for f in result.findings] == ["SMK010"]
+    assert result.data["run_dir"] is None
+    assert list(_private_tmpdir.iterdir()) == []
+
+
+class _FakeTree:
+    proc = _FakeProc()
+
     def remember(self):
         pass
 
@@ -327,7 +338,7 @@ class _FakeReaper:
 def test_a_rank_without_events_gets_only_the_wall_deadline(tmp_path):
     silent = RankState(0, str(tmp_path / "none.jsonl"))
     start = time.monotonic()
-    outcome = supervise(_FakeProc(), _FakeReaper(), [silent], start, 1.0, 0.2)
+    outcome = supervise(_FakeTree(), [silent], start, 1.0, 0.2)
     # Stall is 0.2 s, but a rank that never started is only stopped by the wall deadline.
     assert outcome.stopped_by == "deadline" and outcome.wall_s >= 1.0
     ctx = RunContext([silent], outcome, 10, 2, "slow NFS import\n", {}, 0.2, 1.0,

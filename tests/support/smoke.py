@@ -8,6 +8,8 @@ import time
 
 import psutil
 
+from ddp_doctor.process.tag import survivors
+
 
 def run_tag(command: str | None) -> str:
     match = re.search(r"--tag (\S+)", command or "")
@@ -16,8 +18,9 @@ def run_tag(command: str | None) -> str:
 
 
 def leftovers(tag: str) -> list[str]:
-    """Processes still alive that this test started: descendants, or the run's tag."""
-    found = []
+    """Processes still alive that this test started: descendants, or the run's tag (on a
+    command line, or in the environment: ``ddp_doctor.process.tag.survivors``)."""
+    found = [f"{p.pid} tagged in its environment" for p in survivors(tag)]
     me = psutil.Process(os.getpid())
     for child in me.children(recursive=True):
         try:

@@ -16,6 +16,7 @@ from ddp_doctor.model import Report
 from ddp_doctor.policy.apply import apply_policy
 from ddp_doctor.policy.load import Policy
 from ddp_doctor.report.smoke import render_smoke_console
+from ddp_doctor.smoke import device as smoke_device
 from ddp_doctor.smoke import run as smoke_run
 from ddp_doctor.smoke.launch import (
     CHOICES,
@@ -109,7 +110,7 @@ def _or(value: Optional[T], default: T) -> T:
 
 def _sync_bn_device(options: SmokeOptions) -> SmokeOptions:
     """--sync-bn with --device auto: CUDA when torch sees GPUs, else a usage error."""
-    resolved = smoke_run.resolve_device(options)
+    resolved = smoke_device.resolve_device(options)
     if isinstance(resolved, tuple):
         check_options(options, resolved[0])
         return replace(options, device=resolved[0])

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ddp_doctor.process.group import reap_group
+
 
 @dataclass(frozen=True)
 class CommandResult:
@@ -183,7 +185,7 @@ def run_with_deadline(
         out, err = proc.communicate(input=input_text, timeout=timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
-        kill_process_group(proc)
+        reap_group(proc)
         try:
             out, err = proc.communicate(timeout=_DRAIN_S)
         except subprocess.TimeoutExpired as exc:
@@ -197,7 +199,7 @@ def run_with_deadline(
         timed_out = True
     finally:
         if proc.poll() is None:
-            kill_process_group(proc)
+            reap_group(proc)
             # An unkillable process (uninterruptible sleep) leaves returncode None.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=_DRAIN_S)
@@ -210,24 +212,3 @@ def run_with_deadline(
         duration_s=time.monotonic() - start,
     )
 
-
-def kill_process_group(proc: subprocess.Popen[Any], grace_s: float = 2.0) -> None:
-    """SIGTERM the child's process group, then SIGKILL whatever is still there."""
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            # The leader is gone; make sure no member of its group lingers.
-            os.killpg(pgid, signal.SIGKILL)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            return

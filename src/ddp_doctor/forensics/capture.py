@@ -1,6 +1,6 @@
 """Take every rank's stack from outside, before a hung job is stopped.
 
-The ranks are found in the job's own processes (the supervisor's Reaper knows them): a
+The ranks are found in the job's own processes (``ddp_doctor.process`` knows them): a
 process is a rank when its environment holds RANK (torchrun, accelerate, DeepSpeed's
 launcher and Ultralytics' DDP all start ranks that way), or when a caller that knows the
 ranks' pids says so (the smoke job: each rank writes its pid in its first event).
@@ -36,6 +36,7 @@ from ddp_doctor.forensics.stacks import (
     parse_faulthandler,
     parse_py_spy,
 )
+from ddp_doctor.process.tag import environ_of
 
 # py-spy pauses a process for the read; native unwinding can take seconds on a loaded
 # machine, and a read without native frames is tried next within the same budget.
@@ -59,13 +60,6 @@ def py_spy_path() -> str | None:
     return shutil.which("py-spy")
 
 
-def _environ(proc: psutil.Process) -> dict[str, str]:
-    try:
-        return dict(proc.environ())
-    except (psutil.Error, OSError):
-        return {}
-
-
 def _is_python(proc: psutil.Process) -> bool:
     try:
         return "python" in os.path.basename(proc.cmdline()[0] if proc.cmdline() else "")
@@ -80,7 +74,7 @@ def find_ranks(procs: list[psutil.Process], known: dict[int, int] | None = None
         return sorted((RankProcess(p.pid, known[p.pid], "the smoke job's event file")
                        for p in procs if p.pid in known), key=lambda r: (r.rank or 0, r.pid))
     found: dict[int, RankProcess] = {}
-    ranks_of = {p.pid: _environ(p).get("RANK", "") for p in procs}
+    ranks_of = {p.pid: environ_of(p).get("RANK", "") for p in procs}
     for proc in procs:
         rank = ranks_of[proc.pid]
         with contextlib.suppress(psutil.Error):
@@ -184,7 +178,7 @@ def capture_stacks(procs: list[psutil.Process], known: dict[int, int] | None = N
 
 def missing_ranks(stacks: list[RankStack], procs: list[psutil.Process]) -> list[int]:
     """Ranks of the world size (WORLD_SIZE of the ranks found) with no live process."""
-    worlds = {_environ(p).get("WORLD_SIZE", "") for p in procs
+    worlds = {environ_of(p).get("WORLD_SIZE", "") for p in procs
               if p.pid in {s.pid for s in stacks}}
     sizes = [int(w) for w in worlds if w.isdigit()]
     if len(sizes) != 1:

@@ -11,12 +11,10 @@ from __future__ import annotations
 from ddp_doctor.job.judge import diagnose_log, established, job_result, problem_results
 from ddp_doctor.job.supervise import (
     NCCL_DEBUG_ENV,
-    TAG_VARIABLE,
     JobOptions,
     JobOutcome,
     supervise,
-    tagged_processes,
 )
 
-__all__ = ["NCCL_DEBUG_ENV", "TAG_VARIABLE", "JobOptions", "JobOutcome", "diagnose_log",
-           "established", "job_result", "problem_results", "supervise", "tagged_processes"]
+__all__ = ["NCCL_DEBUG_ENV", "JobOptions", "JobOutcome", "diagnose_log", "established",
+           "job_result", "problem_results", "supervise"]

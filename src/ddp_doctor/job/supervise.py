@@ -9,9 +9,9 @@ rank (read from the launchers' prefixes), and the first that matches ``--until``
 Whatever ends the run (the command exiting, ``--until``, a deadline, SIGINT/SIGTERM/SIGHUP
 to the doctor), everything the command started is ended before ``supervise`` returns:
 torchrun starts each rank in a session of its own, so the process group alone is not
-enough. The ``Reaper`` of the smoke job finds the rest through the descendants it
-remembered and a tag: here an environment variable, because the command line is the
-user's and is never changed, while the environment is inherited by every descendant.
+enough. ``ddp_doctor.process`` finds the rest through the descendants it remembered and
+the run's tag, an environment variable: the command line is the user's and is never
+changed, while the environment is inherited by every descendant.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,14 +35,11 @@ from ddp_doctor.forensics.capture import capture_stacks, missing_ranks
 from ddp_doctor.forensics.flight import RankRecord, flight_environment, request_dumps
 from ddp_doctor.forensics.stacks import RankStack
 from ddp_doctor.job.status_line import REDRAW_EVERY_S, StatusLine
-from ddp_doctor.smoke.monitor import Reaper
-from ddp_doctor.smoke.run import SmokeInterrupted, stop_signals_raise
+from ddp_doctor.process.signals import Interrupted, stop_signals_raise
+from ddp_doctor.process.tag import new_tag, survivors
+from ddp_doctor.process.tree import GRACE_S, ProcessTree
 
-TAG_VARIABLE = "DDP_DOCTOR_RUN_TAG"
-"""Set in the command's environment to a value unique to the run; every process whose
-environment carries it belongs to the run."""
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
-GRACE_S = 3.0  # between SIGTERM and SIGKILL: time for ranks to flush and exit cleanly
 POLL_S = 0.1
 _LINE_CAP = 400  # the longest line kept as evidence
 CUDA_LIBRARY = b"/libcuda.so"  # the driver's user-space library, mapped by cuInit
@@ -61,15 +57,14 @@ class JobOptions:
     grace_s: float = GRACE_S
     flight_dir: Optional[str] = None  # --flight-recorder: where the ranks' dumps go
 
-    def environment(self, tag: str, base: Optional[Mapping[str, str]] = None
-                    ) -> dict[str, str]:
-        """The command's environment: the doctor's own, the tag and --nccl-debug's."""
+    def environment(self, base: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+        """The command's environment: the doctor's own and --nccl-debug's (the run's tag,
+        ``process.tag.TAG_VARIABLE``, is added by ``ProcessTree.start``)."""
         env = dict(os.environ if base is None else base)
         if self.nccl_debug:
             env.update(NCCL_DEBUG_ENV)
         if self.flight_dir is not None:
             env.update(flight_environment(self.flight_dir, env))
-        env[TAG_VARIABLE] = tag
         return env
 
 
@@ -111,30 +106,20 @@ class JobOutcome:
         return f"signal {-self.returncode}"
 
 
-class JobReaper(Reaper):
-    """The smoke job's Reaper, finding the run's processes by the tag in their environment."""
+def cuda_user(known: dict[int, psutil.Process]) -> Optional[str]:
+    """The first process of the run (pid -> process) that has the CUDA driver library
+    mapped, as "pid N (name)"; None when none has.
 
-    cuda_loaded: Optional[str] = None
-
-    def tagged(self) -> list[psutil.Process]:
-        return tagged_processes(self.tag)
-
-    def look_for_cuda(self) -> None:
-        """Note the first process of the run that has the CUDA driver library mapped.
-
-        ``libcuda.so`` is loaded by the first CUDA call (torch loads it lazily), so a job
-        that never initialised CUDA never maps it: the evidence that GPU findings about
-        this machine concern the job, or do not.
-        """
-        if self.cuda_loaded is not None:
-            return
-        for pid, proc in list(self.known.items()):
-            if _maps_cuda(pid):
-                with contextlib.suppress(psutil.Error):
-                    self.cuda_loaded = f"pid {pid} ({proc.name()})"
-                    return
-                self.cuda_loaded = f"pid {pid}"
-                return
+    ``libcuda.so`` is loaded by the first CUDA call (torch loads it lazily), so a job that
+    never initialised CUDA never maps it: the evidence that GPU findings about this
+    machine concern the job, or do not.
+    """
+    for pid, proc in list(known.items()):
+        if _maps_cuda(pid):
+            with contextlib.suppress(psutil.Error):
+                return f"pid {pid} ({proc.name()})"
+            return f"pid {pid}"
+    return None
 
 
 def _maps_cuda(pid: int) -> bool:
@@ -143,18 +128,6 @@ def _maps_cuda(pid: int) -> bool:
             return any(CUDA_LIBRARY in line for line in maps)
     except OSError:
         return False
-
-
-def tagged_processes(tag: str) -> list[psutil.Process]:
-    """Every live process (but this one) whose environment carries the run's tag."""
-    found = []
-    for p in psutil.process_iter():
-        if p.pid == os.getpid():
-            continue
-        with contextlib.suppress(psutil.Error, OSError):
-            if p.environ().get(TAG_VARIABLE) == tag:
-                found.append(p)
-    return list({p.pid: p for p in found}.values())
 
 
 # A line that starts with a rank's marker ("rank 0 ...", "[rank0]: ...", "[default0]:")
@@ -288,15 +261,16 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
     terminal, ``status`` drawn below it.
 
     Raises OSError when the command cannot be started (not found, not executable), and
-    ``SmokeInterrupted`` (a SystemExit) when the doctor is told to stop; in both cases
-    nothing of the run is left running.
+    ``Interrupted`` (a SystemExit) when the doctor is told to stop; in both cases
+    nothing of the run is left running. The stop signal is forwarded to the command (a
+    Ctrl-C reaches it as SIGINT), and a second one ends it with SIGKILL at once.
     """
-    tag = uuid.uuid4().hex
+    tag = new_tag("ddp-doctor-run")
     started = time.monotonic()
-    with open(log_path, "wb") as log, stop_signals_raise():
+    with open(log_path, "wb") as log, stop_signals_raise() as request:
         output = _Output((sink, err_sink or sink), log, options.until, status)
-        proc: Optional[subprocess.Popen[bytes]] = None
-        reaper: Optional[JobReaper] = None
+        tree: Optional[ProcessTree] = None
+        cuda: list[str] = []
         readers: list[threading.Thread] = []
         stopped_by: Optional[str] = None
         stop_at: Optional[float] = None
@@ -306,55 +280,55 @@ def supervise(options: JobOptions, log_path: str, sink: IO[bytes],
         flight: list[RankRecord] = []
         captured = 0.0
         try:
-            proc = subprocess.Popen(list(options.command), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=options.environment(tag, env),
-                                    start_new_session=True)
-            reaper = JobReaper(proc, tag)
+            tree = ProcessTree.start(options.command, tag, options.environment(env),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+            proc = tree.proc
             for which, pipe in enumerate((proc.stdout, proc.stderr)):
                 assert pipe is not None
                 readers.append(threading.Thread(
                     target=_pump, args=(pipe, output, which), daemon=True,
                     name=f"ddp-doctor-run-{('stdout', 'stderr')[which]}"))
                 readers[-1].start()
-            stopped_by = _watch(proc, reaper, output, options, started)
+            stopped_by = _watch(tree, output, options, started, cuda)
             stop_at = time.monotonic()
             if stopped_by in ("stall", "timeout"):
                 before_stop = output.seen()
                 # Where each rank waits, read while the job still hangs (forensics/).
-                reaper.remember()
-                alive = reaper.alive()
+                tree.remember()
+                alive = tree.alive()
                 stacks = capture_stacks(alive)
                 gone = missing_ranks(stacks, alive)
                 if options.flight_dir is not None:
                     flight = request_dumps(Path(options.flight_dir), len(stacks))
                 captured = time.monotonic() - stop_at
-        except SmokeInterrupted:
+        except Interrupted:
             stop_at = time.monotonic()
             raise
         finally:
             if status is not None:
                 status.close()
-            if proc is not None:
-                (reaper or JobReaper(proc, tag)).stop(options.grace_s)
+            if tree is not None:
+                tree.stop(options.grace_s, request)
                 for reader in readers:
                     reader.join(timeout=5.0)
-                for pipe in (proc.stdout, proc.stderr):
+                for pipe in (tree.proc.stdout, tree.proc.stderr):
                     if pipe is not None:
                         pipe.close()
+    assert tree is not None  # Popen raised OSError otherwise, before this line
     cleanup_s = time.monotonic() - (stop_at or time.monotonic())
-    left = len(tagged_processes(tag))
+    left = survivors(tag)  # the proof: nothing of the run is alive
     last_line, last_by_rank = before_stop or output.seen()
     return JobOutcome(
-        returncode=proc.returncode, stopped_by=stopped_by,
+        returncode=tree.proc.returncode, stopped_by=stopped_by,
         wall_s=time.monotonic() - started, log_path=log_path, tag=tag,
         silent_s=max(output.longest_silence, output.silence()) if stopped_by == "stall"
         else output.longest_silence,
         until_line=output.until_line, last_line=last_line,
         last_by_rank=dict(sorted(last_by_rank.items(), key=_rank_order)),
-        cleanup_s=cleanup_s, left_running=left, stacks=stacks, gone=gone, flight=flight,
+        cleanup_s=cleanup_s, left_running=len(left), stacks=stacks, gone=gone, flight=flight,
         capture_s=captured,
-        cuda_loaded=reaper.cuda_loaded if reaper is not None else None)
+        cuda_loaded=cuda[0] if cuda else None)
 
 
 def _rank_order(item: tuple[str, Any]) -> tuple[int, str]:
@@ -362,9 +336,13 @@ def _rank_order(item: tuple[str, Any]) -> tuple[int, str]:
     return (int(digits) if digits.isdigit() else 1 << 30, item[0])
 
 
-def _watch(proc: subprocess.Popen[bytes], reaper: JobReaper, output: _Output,
-           options: JobOptions, started: float) -> Optional[str]:
-    """Wait for the first end: the command exits, --until matches, or a deadline passes."""
+def _watch(tree: ProcessTree, output: _Output, options: JobOptions, started: float,
+           cuda: list[str]) -> Optional[str]:
+    """Wait for the first end: the command exits, --until matches, or a deadline passes.
+
+    On the way, notes in ``cuda`` the first process of the run seen with CUDA loaded.
+    """
+    proc = tree.proc
     remembered = drawn = 0.0
     while True:
         if output.matched.is_set():
@@ -378,8 +356,9 @@ def _watch(proc: subprocess.Popen[bytes], reaper: JobReaper, output: _Output,
         if options.stall_s is not None and output.silence() >= options.stall_s:
             return "stall"
         if now - remembered >= 0.5:  # a SIGKILLed launcher orphans what it started
-            reaper.remember()
-            reaper.look_for_cuda()
+            tree.remember()
+            if not cuda:
+                cuda.extend(filter(None, [cuda_user(tree.known)]))
             remembered = now
         if now - drawn >= REDRAW_EVERY_S:
             output.tick(now - started)

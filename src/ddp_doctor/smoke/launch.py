@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -185,8 +184,12 @@ class NodeLayout:
 
 
 def new_tag() -> str:
-    """A unique tag put on every command line of the run, so leftovers can be found."""
-    return f"ddp-doctor-smoke-{uuid.uuid4().hex[:12]}"
+    """A unique tag for one run: on the worker's command line (the ranks name their files
+    with it) and, through ``ProcessTree.start``, in every process's environment, where
+    ``ddp_doctor.process`` finds what is left of the run."""
+    from ddp_doctor.process.tag import new_tag as process_tag  # psutil: not at CLI start
+
+    return process_tag("ddp-doctor-smoke")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -430,6 +433,23 @@ def child_env(shim: Path, nproc: int, nccl_run_dir: Path | None = None) -> dict[
     # torchrun sets 1 thread per rank when unset; give the cores out evenly instead.
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, nproc))))
     return env
+
+
+JOB_TMP = "tmp"
+
+
+def job_tmp(run_dir: Path) -> Path:
+    """A TMPDIR for the job, inside the run directory; the caller removes it at the end.
+
+    torchrun makes a log directory under TMPDIR for every launch
+    (``tempfile.mkdtemp(prefix="torchelastic_")`` in ``DefaultLogsSpecs``,
+    https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/multiprocessing/api.py)
+    and never removes it, so each run left one in the user's /tmp; the ranks' own
+    temporary files go there too.
+    """
+    path = run_dir / JOB_TMP
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def with_nproc(options: SmokeOptions, nproc: int, device: str) -> SmokeOptions:

@@ -1,18 +1,13 @@
-"""Watching a running smoke job: tail each rank's event file, enforce deadlines, clean up.
+"""Watching a running smoke job: tail each rank's event file and enforce the deadlines.
 
-The launcher runs in its own session, but torchrun starts each rank in a session of its
-own too (torch.distributed.elastic's SubprocessHandler uses ``start_new_session``), so
-killing one process group is not enough. Every process the run started is found three
-ways: the launcher's process group, its descendants (remembered while they are alive,
-because a SIGKILLed launcher orphans them), and the run's unique tag on command lines.
+The job's processes are started, remembered and ended by ``ddp_doctor.process``
+(``ProcessTree``); here the supervisor reads what the ranks say and decides when to stop.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+
+from ddp_doctor.process.tree import ProcessTree
 
 PHASES = ("startup", "init_process_group", "nodes", "barrier", "all_reduce_check",
           "all_reduce_bandwidth", "host_copy", "data", "model", "train", "checksum",
@@ -154,82 +151,18 @@ def stall_deadline(ranks: list[RankState], stall_s: float) -> float:
     return max(stall_s, STEP_FACTOR * slowest)
 
 
-class Reaper:
-    """Remembers every process of the run and ends them all: SIGTERM, then SIGKILL."""
-
-    def __init__(self, proc: subprocess.Popen[Any], tag: str) -> None:
-        self.proc, self.tag = proc, tag
-        self.known: dict[int, psutil.Process] = {}
-        self.remember()
-
-    def remember(self) -> None:
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(self.proc.pid)
-            for p in [root, *root.children(recursive=True)]:
-                self.known.setdefault(p.pid, p)
-
-    def tagged(self) -> list[psutil.Process]:
-        found = []
-        for p in psutil.process_iter(["cmdline"]):
-            with contextlib.suppress(psutil.Error):
-                if p.pid != os.getpid() and self.tag in " ".join(p.info["cmdline"] or ()):
-                    found.append(p)
-        return found
-
-    def alive(self) -> list[psutil.Process]:
-        procs = {p.pid: p for p in self.known.values()}
-        procs.update({p.pid: p for p in self.tagged()})
-        live = []
-        for p in procs.values():
-            with contextlib.suppress(psutil.Error):
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    live.append(p)
-        return live
-
-    def _signal(self, procs: Iterable[psutil.Process], sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)  # the launcher's group (it leads its session)
-        for p in procs:
-            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-                p.send_signal(sig)
-
-    def stop(self, grace_s: float = 3.0) -> None:
-        """End everything of the run; returns when nothing of it is left (or 10 s passed)."""
-        self.remember()
-        live = self.alive()
-        if live or self.proc.poll() is None:
-            self._signal(live, signal.SIGTERM)
-            self._wait(grace_s)
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            self.remember()
-            live = self.alive()
-            if not live and self.proc.poll() is not None:
-                break
-            self._signal(live, signal.SIGKILL)
-            self._wait(0.5)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=1.0)
-
-    def _wait(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.proc.poll()
-            if self.proc.returncode is not None and not self.alive():
-                return
-            time.sleep(0.05)
-
-
-def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState],
-              started: float, wall_s: float, stall_s: float,
+def supervise(tree: ProcessTree, ranks: list[RankState], started: float, wall_s: float,
+              stall_s: float,
               on_progress: Callable[[list[RankState]], None] | None = None) -> Outcome:
     """Poll until the launcher exits, a rank stalls, or the wall-clock deadline passes.
 
     Before its first event a rank is starting its interpreter and importing torch, which on
     a cold cache or a network filesystem can take minutes: only the wall-clock deadline
     applies to it then. After that, a rank silent for ``stall_deadline`` has stalled.
-    The caller ends every process in ``finally`` (``Reaper.stop``) whatever happens here.
+    The caller ends every process in ``finally`` (``ProcessTree.stop``) whatever happens
+    here.
     """
+    proc = tree.proc
     last_remember = 0.0
     while True:
         now = time.monotonic()
@@ -243,7 +176,7 @@ def supervise(proc: subprocess.Popen[Any], reaper: Reaper, ranks: list[RankState
                 state.read_new(time.monotonic())
             return Outcome(code, None, wall_s=time.monotonic() - started, started=started)
         if now - last_remember > 1.0:
-            reaper.remember()
+            tree.remember()
             last_remember = now
         limit = stall_deadline(ranks, stall_s)
         stalled = [s.rank for s in ranks if not s.done and s.last_seen is not None

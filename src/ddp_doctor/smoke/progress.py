@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -22,6 +22,20 @@ from rich.text import Text
 
 from ddp_doctor.smoke.monitor import RankState
 from ddp_doctor.wording import count
+
+
+class ProgressSink(Protocol):
+    """Where live progress goes: the terminal's per-rank bars, plain lines for a CI log, or
+    nothing (``-q``, or a report on stdout)."""
+
+    def note(self, text: str) -> None: ...
+
+    def begin(self, label: str, ranks: list[int], steps: int) -> None: ...
+
+    def update(self, states: list[RankState]) -> None: ...
+
+    def end(self) -> None: ...
+
 
 # What each phase of the job means to a person watching a log (train_smoke/worker.py).
 PHASE_WORDS = {

@@ -5,8 +5,9 @@ diagnosed, tails every rank's event file, stops the whole process tree at the fi
 three deadlines (a rank silent for the stall deadline, the wall-clock deadline, or the
 launcher exiting), and turns what the ranks left behind into findings and measurements.
 Whatever happens, nothing it started is alive when it returns: SIGTERM, SIGHUP and
-SIGINT to the doctor during a run raise ``SmokeInterrupted`` so the cleanup still runs
-(the previous handlers are restored afterwards).
+SIGINT to the doctor during a run raise ``Interrupted`` so the cleanup still runs, and
+are forwarded to the job (``ddp_doctor.process``). Which device it trains on is
+``device.py``'s; what it returns, ``result.py``'s.
 
 Run directory: a temporary one (``ddp-doctor-smoke-*`` under $TMPDIR) is removed when the
 run passes or is interrupted, and kept when it fails, for the user to read (its path is in
@@ -18,32 +19,31 @@ result, for the bundle to copy; the caller removes it afterwards.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from ddp_doctor.facts.seam import run_with_deadline
 from ddp_doctor.facts.snapshot import Facts
 from ddp_doctor.facts.view import FactsView
 from ddp_doctor.forensics.capture import capture_stacks, gone_ranks
 from ddp_doctor.forensics.flight import keep_records, request_dumps
-from ddp_doctor.model import CheckResult, Evidence, Finding, Status, Step, status_of
+from ddp_doctor.model import Evidence, Finding, Status, Step, status_of
+from ddp_doctor.process.signals import StopRequest, stop_signals_raise
+from ddp_doctor.process.tree import ProcessTree
 from ddp_doctor.smoke import codes as C
+from ddp_doctor.smoke.device import forget, not_proven, resolve_device, shared_gpus
 from ddp_doctor.smoke.launch import (
+    JOB_TMP,
     SmokeOptions,
-    backend_for,
     child_env,
     free_port,
+    job_tmp,
     launch_command,
     new_tag,
     node_layout,
@@ -52,7 +52,9 @@ from ddp_doctor.smoke.launch import (
     with_nproc,
     worker_args,
 )
-from ddp_doctor.smoke.monitor import Outcome, RankState, Reaper, rendezvous_peers, supervise
+from ddp_doctor.smoke.monitor import Outcome, RankState, rendezvous_peers, supervise
+from ddp_doctor.smoke.progress import ProgressSink
+from ddp_doctor.smoke.result import SmokeResult, base_data, proved, skipped
 from ddp_doctor.smoke.verdict import (
     RunContext,
     criteria_findings,
@@ -67,197 +69,20 @@ from ddp_doctor.smoke.verdict.performance import performance
 from ddp_doctor.train_smoke.events import event_path, stacks_path, stderr_path
 from ddp_doctor.wording import count
 
-CHECK_ID, CHECK_TITLE, AREA = "smoke.train", "DDP smoke training", "smoke"
-_PROBE = ("import json, torch; ok = torch.cuda.is_available(); print(json.dumps({'cuda': ok, "
-          "'gpus': torch.cuda.device_count() if ok else 0, 'torch': torch.__version__, "
-          "'cuda_build': torch.version.cuda}))")
-# What a loaded NVIDIA driver leaves behind: the kernel module's version file and control
-# node natively, the paravirtual GPU device under WSL2.
-_DRIVER_MARKERS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/dxg")
-_probed: dict[str, dict[str, Any] | Finding] = {}  # per interpreter, within one run_smoke
-
 
 class SmokeUsageError(Exception):
     """Options that cannot work together (exit code 2)."""
 
 
-class SmokeInterrupted(SystemExit):
-    """The doctor got SIGTERM/SIGHUP/SIGINT during a run; exit status 128 + signal."""
-
-
-_STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGINT")
-                      if hasattr(signal, n))
-
-
-@contextmanager
-def stop_signals_raise() -> Iterator[None]:
-    """While inside, a stop signal raises SmokeInterrupted (once); old handlers come back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired: list[int] = []
-
-    def handler(signum: int, _frame: Any) -> None:
-        if not fired:  # a second signal must not interrupt the cleanup
-            fired.append(signum)
-            raise SmokeInterrupted(128 + signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-class ProgressSink(Protocol):
-    """Where live progress goes: the terminal's per-rank bars, plain lines for a CI log, or
-    nothing (``-q``, or a report on stdout)."""
-
-    def note(self, text: str) -> None: ...
-
-    def begin(self, label: str, ranks: list[int], steps: int) -> None: ...
-
-    def update(self, states: list[RankState]) -> None: ...
-
-    def end(self) -> None: ...
-
-
-@dataclass
-class SmokeResult:
-    """One smoke run (or a scaling pair): the JSON ``smoke`` object and its findings."""
-
-    data: dict[str, Any]
-    findings: list[Finding] = field(default_factory=list)
-    kept_run_dir: str | None = None  # a passed run's temporary directory kept for --bundle
-    # A multi-node run: every node's summary compared (Comparison.to_dict(), the Report's
-    # ``nodes``), the same on every node because the ranks exchanged their summaries.
-    nodes: dict[str, Any] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.data.get("ok"))
-
-    def check_result(self) -> CheckResult:
-        """The run as one row of the report, so verdict and exit code count it."""
-        if self.data.get("skipped"):
-            return CheckResult(CHECK_ID, CHECK_TITLE, AREA, Status.SKIP, self.data["skipped"],
-                               skip_reason=self.data["skipped"])
-        return CheckResult(CHECK_ID, CHECK_TITLE, AREA, status_of(self.findings),
-                           summarize(self.data),
-                           findings=tuple(self.findings), duration_s=self.data.get("wall_s", 0))
-
-
-def summarize(data: dict[str, Any]) -> str:
-    """One line: ranks × steps, the loss, sync, speed."""
-    if data.get("skipped"):
-        return str(data["skipped"])
-    if data.get("trainer") == "ultralytics":
-        u = data.get("ultralytics") or {}
-        loss = (f", box loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
-                if data.get("loss_first") is not None else "")
-        return (f"Ultralytics, {count(int(data.get('ranks') or 0), 'rank')} on "
-                f"{data.get('device')}, {u.get('epochs_done', 0)}/{u.get('epochs', 0)} "
-                f"epochs{loss}, {data.get('wall_s', 0):.1f} s")
-    m = data.get("measurements") or {}
-    shared = data.get("gpus_shared")
-    where = (f"{count(int(shared), 'shared GPU')} (gloo)" if shared else data.get("device"))
-    parts = [f"{count(int(data.get('ranks') or 0), 'rank')} on {where}, "
-             f"{data.get('steps_done')}/{data.get('steps')} steps"]
-    if data.get("loss_first") is not None and data.get("loss_last") is not None:
-        parts.append(f"loss {data['loss_first']:.3g} → {data['loss_last']:.3g}"
-                     + (" (not judged: too few steps)" if data.get("loss_judged") is False
-                        else ""))
-    if data.get("params_in_sync") is not None:
-        parts.append("params in sync" if data["params_in_sync"] else "params differ")
-    if m.get("images_per_s_total"):
-        parts.append(f"{m['images_per_s_total']:.0f} img/s")
-    parts.append(f"{data.get('wall_s', 0):.1f} s")
-    return ", ".join(parts)
+# Names other modules import from here, kept while they do: the result and the progress
+# sink (app/, tests/), which live in result.py and progress.py.
+_base_data = base_data
+__all__ = ["ProgressSink", "SmokeResult", "SmokeUsageError", "Trainer", "job_world",
+           "proved", "run_once", "run_smoke", "skipped"]
 
 
 # Another trainer than the builtin job: options and progress in, a judged result out.
 Trainer = Callable[[SmokeOptions, "ProgressSink | None"], SmokeResult]
-
-
-def skipped(reason: str) -> SmokeResult:
-    return SmokeResult({"ok": None, "skipped": reason})
-
-
-def _probe(options: SmokeOptions) -> dict[str, Any] | Finding:
-    """What the interpreter's torch sees; asked once per interpreter within a run_smoke."""
-    if options.python not in _probed:
-        _probed[options.python] = _ask_torch(options)
-    return _probed[options.python]
-
-
-def _ask_torch(options: SmokeOptions) -> dict[str, Any] | Finding:
-    result = run_with_deadline([options.python, "-c", _PROBE], timeout=90)
-    if result.ok:
-        try:
-            answer = json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            answer = None
-        if isinstance(answer, dict):
-            return answer
-    return Finding(C.LAUNCH_FAILED, f"torch cannot be imported by {options.python}",
-                   (Evidence("import torch", result.describe_failure(), options.python),),
-                   (Step("Install torch in the interpreter you train with, or point the "
-                         "doctor at it with --python.",
-                         url="https://pytorch.org/get-started/locally/"),))
-
-
-def resolve_device(options: SmokeOptions) -> tuple[str, int] | Finding:
-    """The device and process count for this node: as given, else one rank per GPU or 2 CPU."""
-    if options.device == "cpu":
-        return "cpu", 1 if options.mode == "dp" else (options.nproc or 2)
-    probe = _probe(options)
-    if isinstance(probe, Finding):
-        return probe
-    gpus = int(probe.get("gpus") or 0)
-    if options.device == "auto" and gpus == 0:
-        return "cpu", 1 if options.mode == "dp" else (options.nproc or 2)
-    nproc = 1 if options.mode == "dp" else (options.nproc or gpus)
-    # gloo may put several ranks on one GPU (NCCL refuses two ranks on one device): the
-    # explicit way to prove the multi-rank CUDA paths where fewer GPUs than ranks exist.
-    shared = options.backend == "gloo" and options.mode == "ddp"
-    if gpus == 0 or (options.mode == "ddp" and nproc > gpus and not shared):
-        title = (f"The smoke job was asked to train on CUDA but {options.python} sees no "
-                 "usable GPU" if gpus == 0 else
-                 f"The smoke job needs {count(nproc, 'GPU')} but {options.python} sees only "
-                 f"{gpus} usable")
-        return Finding(C.NO_GPU, title, (Evidence("torch.cuda.device_count()", str(gpus),
-                                                  "smoke probe"),),
-                       (Step("See why GPUs are not usable.", command="ddp-doctor check"),
-                        Step("Or run the smoke job on the CPU.",
-                             command="ddp-doctor smoke --device cpu"),
-                        *((Step("Or let the ranks share the GPUs over gloo (NCCL across "
-                                "GPUs is then not proven).",
-                                command=f"ddp-doctor smoke --nproc {nproc} --backend gloo"),)
-                          if gpus else ())))
-    return "cuda", nproc
-
-
-def _shared_gpus(options: SmokeOptions, device: str, nproc: int) -> int | None:
-    """How many GPUs this node's ranks share when there are fewer than ranks (gloo)."""
-    if device != "cuda" or options.mode != "ddp":
-        return None
-    probe = _probe(options)
-    gpus = int(probe.get("gpus") or 0) if isinstance(probe, dict) else 0
-    return gpus if 0 < gpus < nproc else None
-
-
-def _base_data(options: SmokeOptions, device: str, nproc: int, world: int) -> dict[str, Any]:
-    return {
-        "ok": False, "skipped": None, "device": device,
-        "backend": backend_for(options, device),
-        "launcher": "none" if options.mode == "dp" else options.launcher,
-        "mode": options.mode, "model": options.model, "imgsz": options.imgsz,
-        "batch": options.batch, "ranks": world, "local_ranks": nproc, "steps": options.steps,
-        "steps_done": 0, "loss_first": None, "loss_last": None, "params_in_sync": None,
-        "all_reduce_ok": None, "wall_s": 0.0, "exit_code": None, "command": None,
-        "run_dir": None, "loss_judged": None, "measurements": None, "per_rank": [], "scaling": None,
-    }
 
 
 def _read(path: Path) -> str:
@@ -276,12 +101,12 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
         raise SmokeUsageError("--nnodes > 1 needs --master-port (the same on every node)")
     resolved = resolve_device(options)
     if isinstance(resolved, Finding):
-        data = _base_data(options, options.device, options.nproc or 0, 0)
+        data = base_data(options, options.device, options.nproc or 0, 0)
         return SmokeResult(data, [resolved])
     device, nproc = resolved
     world = nproc * layout.nnodes if options.mode == "ddp" else 1
-    data = _base_data(options, device, nproc, world)
-    data["gpus_shared"] = _shared_gpus(options, device, nproc)
+    data = base_data(options, device, nproc, world)
+    data["gpus_shared"] = shared_gpus(options, device, nproc)
     wall, stall, pg = options.deadlines()
     port = layout.master_port
     if port is None:
@@ -312,18 +137,23 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
              for local in range(nproc if options.mode == "ddp" else 1)]
     nccl_run = data["backend"] == "nccl"
     env = child_env(shim_dir(run_dir), nproc, run_dir if nccl_run else None)
+    env["TMPDIR"] = str(job_tmp(run_dir))
     out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
     started = time.monotonic()
-    with stop_signals_raise():
+    with stop_signals_raise() as request:
         try:
             outcome = _launch_and_watch(cmd, env, run_dir, out_path, err_path, tag, ranks,
                                         started, wall, stall, progress, label, options.steps,
-                                        port if multi else None)
+                                        port if multi else None, request)
         except BaseException:
             if own_dir:
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
+        finally:
+            shutil.rmtree(run_dir / JOB_TMP, ignore_errors=True)
     if isinstance(outcome, OSError):
+        if own_dir:  # nothing ran: nothing to read, and the result names no directory
+            shutil.rmtree(run_dir, ignore_errors=True)
         return SmokeResult(data, [Finding(C.LAUNCH_FAILED, f"The smoke job could not start: "
                                           f"{outcome.strerror or outcome}",
                                           (Evidence("command", data["command"], ""),))])
@@ -379,46 +209,46 @@ def job_world(ranks: list[RankState], expected: int) -> int:
 def _launch_and_watch(cmd: list[str], env: dict[str, str], run_dir: Path, out_path: Path,
                       err_path: Path, tag: str, ranks: list[RankState], started: float,
                       wall: float, stall: float, progress: ProgressSink | None, label: str,
-                      steps: int, peers_port: int | None = None) -> Outcome | OSError:
-    """Start the launcher and supervise it; everything it started is ended on the way out.
+                      steps: int, peers_port: int | None = None,
+                      request: StopRequest | None = None) -> Outcome | OSError:
+    """Start the launcher and supervise it; everything it started is ended on the way out
+    (with the signal the doctor was sent, in ``request``, forwarded first).
 
     With ``peers_port`` (a multi-node run), a run stopped by a deadline first records who
     had reached the rendezvous on that port, while the processes still hold their
     connections: a node that never joined is named from that.
     """
-    proc: subprocess.Popen[bytes] | None = None
-    reaper: Reaper | None = None
+    tree: ProcessTree | None = None
     begun = False
     try:
         try:
             with open(out_path, "wb") as out, open(err_path, "wb") as err:
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        env=env, cwd=str(run_dir), start_new_session=True)
+                tree = ProcessTree.start(cmd, tag, env, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, cwd=str(run_dir))
         except OSError as exc:
             return exc
-        reaper = Reaper(proc, tag)
         if progress is not None:
             begun = True
             progress.begin(label, [s.rank for s in ranks], steps)
-        outcome = supervise(proc, reaper, ranks, started, wall, stall,
+        outcome = supervise(tree, ranks, started, wall, stall,
                             progress.update if progress is not None else None)
         if outcome.stopped_by is not None and peers_port is not None:
-            outcome.peers = rendezvous_peers(reaper.alive(), peers_port)
+            outcome.peers = rendezvous_peers(tree.alive(), peers_port)
         if outcome.stopped_by is not None:  # where each rank waits, before any is stopped
             if progress is not None:
                 progress.note("reading every rank's stack before stopping the job")
-            _read_stacks(outcome, reaper, ranks, run_dir)
+            _read_stacks(outcome, tree, ranks, run_dir)
     finally:
-        if proc is not None:
-            (reaper or Reaper(proc, tag)).stop()
+        if tree is not None:
+            tree.stop(request=request)
         if begun and progress is not None:
             progress.end()
     if outcome.returncode is None:
-        outcome.returncode = proc.returncode
+        outcome.returncode = tree.proc.returncode
     return outcome
 
 
-def _read_stacks(outcome: Outcome, reaper: Reaper, ranks: list[RankState],
+def _read_stacks(outcome: Outcome, tree: ProcessTree, ranks: list[RankState],
                  run_dir: Path) -> None:
     """Every live rank's stack (py-spy, else its faulthandler), and the ranks gone."""
     pids: dict[int, int] = {}
@@ -428,7 +258,7 @@ def _read_stacks(outcome: Outcome, reaper: Reaper, ranks: list[RankState],
         if isinstance(start.get("pid"), int):
             pids[start["pid"]] = state.rank
             files[start["pid"]] = Path(stacks_path(str(run_dir), local))
-    alive = reaper.alive()
+    alive = tree.alive()
     outcome.stacks = capture_stacks(alive, pids, files)
     outcome.gone = gone_ranks({rank: pid for pid, rank in pids.items()}, alive)
     # Each rank's Flight Recorder (train_smoke/flight.py), written beside its event file.
@@ -460,62 +290,6 @@ def _fill(data: dict[str, Any], ctx: RunContext, started: float) -> None:
                         for s in ctx.ranks]
 
 
-def cpu_fallback_reason(probe: dict[str, Any], environ: dict[str, str]) -> str:
-    """Why torch saw no usable GPU, in the words a user can act on."""
-    version = probe.get("torch") or "?"
-    if not probe.get("cuda_build"):
-        return f"torch {version} is a CPU-only build: it carries no CUDA runtime"
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
-        return f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from the job"
-    if not any(os.path.exists(marker) for marker in _DRIVER_MARKERS):
-        return (f"no NVIDIA driver is loaded ({', '.join(_DRIVER_MARKERS)} are all missing), "
-                f"so torch {version} (CUDA {probe['cuda_build']}) finds no GPU")
-    return (f"torch {version} (CUDA {probe['cuda_build']}) sees no usable CUDA device: "
-            "torch.cuda.is_available() is False although a driver is loaded")
-
-
-def _not_proven(options: SmokeOptions, data: dict[str, Any]) -> Finding:
-    """The warning that a run wanted GPUs, found none and trained on the CPU instead."""
-    probe = _probe(options)
-    why = (cpu_fallback_reason(probe, dict(os.environ)) if isinstance(probe, dict)
-           else "torch could not be asked")
-    ranks = data.get("ranks") or 0
-    return Finding(
-        C.GPU_NOT_PROVEN, "GPU training not proven: no usable GPU, so the smoke job ran on "
-        "the CPU", (
-            Evidence("asked for", "--device auto: the GPUs when torch can use them",
-                     "smoke options"),
-            Evidence("ran on", f"the CPU with gloo, {count(ranks, 'rank')}",
-                     "smoke job"),
-            Evidence("why no GPU", why, f"{options.python} -c 'import torch; ...'")),
-        (Step("See the cause: the checks name it (driver, torch build, visible devices).",
-              command="ddp-doctor check"),
-         Step("Once the GPUs are usable, prove GPU training; --device cuda fails instead of "
-              "falling back to the CPU.", command="ddp-doctor smoke --device cuda"),
-         Step("If the CPU was what you wanted, say so and this warning goes away.",
-              command="ddp-doctor smoke --device cpu")))
-
-
-def proved(data: dict[str, Any], options: SmokeOptions) -> dict[str, Any]:
-    """What a finished run demonstrated, for a CI step to gate on."""
-    device = data.get("device")
-    return {
-        "gpu_training": bool(data.get("ok")) and device == "cuda",
-        "device": device,
-        "backend": data.get("backend"),
-        "launcher": data.get("launcher"),
-        "world_size": data.get("ranks"),
-        "mixed_precision": bool(options.amp and device == "cuda"),
-        "cpu_fallback": options.device == "auto" and device == "cpu",
-        # NCCL between GPUs was exercised only when NCCL ran on two or more ranks that did
-        # not share a GPU (a 1-rank NCCL job moves nothing between GPUs).
-        "nccl_across_gpus": bool(data.get("ok")) and data.get("backend") == "nccl"
-        and int(data.get("ranks") or 0) > 1,
-        "gpus_shared": data.get("gpus_shared"),
-    }
-
-
 def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
               train: Trainer | None = None, facts: Facts | None = None) -> SmokeResult:
     """The smoke job, with what it proved; a run that wanted GPUs and found none says so.
@@ -528,7 +302,7 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
     ``doctor`` gathered) let the verdict judge the transport and bandwidth against the
     topology and name a slow rank's GPU state.
     """
-    _probed.clear()
+    forget()
     if progress is not None and options.device != "cpu":
         progress.note(f"asking torch in {options.python} which GPUs it can use")
     try:
@@ -537,10 +311,10 @@ def run_smoke(options: SmokeOptions, progress: ProgressSink | None = None,
             return result
         result.data["proved"] = proved(result.data, options)
         if result.data["proved"]["cpu_fallback"]:  # the probe's answer says why: asked once
-            result.findings.insert(0, _not_proven(options, result.data))
+            result.findings.insert(0, not_proven(options, result.data))
         return result
     finally:
-        _probed.clear()
+        forget()
 
 
 def _run_smoke(options: SmokeOptions, progress: ProgressSink | None,
@@ -551,7 +325,7 @@ def _run_smoke(options: SmokeOptions, progress: ProgressSink | None,
         return run_once(options, progress, facts=facts)
     resolved = resolve_device(options)
     if isinstance(resolved, Finding):
-        return SmokeResult(_base_data(options, options.device, 0, 0), [resolved])
+        return SmokeResult(base_data(options, options.device, 0, 0), [resolved])
     device, nproc = resolved
     if nproc < 2:  # 1 rank against 1 rank measures noise, not scaling: run it once
         once = run_once(with_nproc(options, nproc, device), progress, facts=facts)

@@ -2,7 +2,8 @@
 
 The driver runs under the same supervision as the builtin smoke job: its own session, a
 unique tag on its command line, the wall-clock deadline, and every process it or
-Ultralytics started (its DDP launcher and ranks) ended by the Reaper on the way out.
+Ultralytics started (its DDP launcher and ranks) ended on the way out
+(``ddp_doctor.process``).
 Ultralytics is kept offline (YOLO_OFFLINE) with its settings in the run directory
 (YOLO_CONFIG_DIR), so nothing is fetched and the user's settings file is not touched.
 """
@@ -19,16 +20,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ddp_doctor.model import Evidence, Finding, Status, Step, status_of
+from ddp_doctor.process.signals import StopRequest, stop_signals_raise
+from ddp_doctor.process.tree import ProcessTree
 from ddp_doctor.smoke import codes as C
-from ddp_doctor.smoke.launch import SmokeOptions, new_tag, without_rendezvous
-from ddp_doctor.smoke.monitor import Outcome, Reaper, supervise
-from ddp_doctor.smoke.run import (
-    ProgressSink,
-    SmokeResult,
-    _base_data,
-    resolve_device,
-    stop_signals_raise,
+from ddp_doctor.smoke.device import resolve_device
+from ddp_doctor.smoke.launch import (
+    JOB_TMP,
+    SmokeOptions,
+    job_tmp,
+    new_tag,
+    without_rendezvous,
 )
+from ddp_doctor.smoke.monitor import Outcome, supervise
+from ddp_doctor.smoke.progress import ProgressSink
+from ddp_doctor.smoke.result import SmokeResult, base_data
 from ddp_doctor.smoke.ultralytics.judge import UltraRun, judge
 
 HERE = Path(__file__).resolve().parent
@@ -123,6 +128,7 @@ def driver_env(run_dir: Path, pci_order: bool = False) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH")) if p)
     if pci_order:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["TMPDIR"] = str(job_tmp(run_dir))  # Ultralytics' DDP launches torchrun
     return env
 
 
@@ -159,12 +165,12 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
     """One Ultralytics training run on this node (all GPUs through its DDP, or the CPU)."""
     resolved = resolve_device(options)
     if isinstance(resolved, Finding):
-        data = _base_data(options, options.device, options.nproc or 0, 0)
+        data = base_data(options, options.device, options.nproc or 0, 0)
         data["trainer"] = "ultralytics"
         return SmokeResult(data, [resolved])
     device, nproc = resolved
     nproc = 1 if device == "cpu" else nproc  # Ultralytics trains the CPU in one process
-    data = _base_data(options, device, nproc, nproc)
+    data = base_data(options, device, nproc, nproc)
     # On GPUs Ultralytics starts its ranks with torch.distributed.run; the CPU is one process.
     data.update(trainer="ultralytics", launcher="none" if device == "cpu" else "torchrun",
                 imgsz=IMGSZ, steps=EPOCHS, backend=None if device == "cpu" else "nccl",
@@ -190,14 +196,19 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
     if progress is not None:
         progress.note(f"training Ultralytics YOLO for {EPOCHS} epochs on "
                       f"{'the CPU' if device == 'cpu' else f'{nproc} GPU(s)'}")
-    with stop_signals_raise():
+    with stop_signals_raise() as request:
         try:
-            outcome = _launch(cmd, driver_env(run_dir, pci_order), run_dir, tag, wall, stall)
+            outcome = _launch(cmd, driver_env(run_dir, pci_order), run_dir, tag, wall, stall,
+                              request)
         except BaseException:
             if own_dir:
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
+        finally:
+            shutil.rmtree(run_dir / JOB_TMP, ignore_errors=True)
     if isinstance(outcome, OSError):
+        if own_dir:  # nothing ran: nothing to read, and the result names no directory
+            shutil.rmtree(run_dir, ignore_errors=True)
         finding = Finding(C.LAUNCH_FAILED, f"The Ultralytics driver could not start: "
                           f"{outcome.strerror or outcome}",
                           (Evidence("command", data["command"], ""),))
@@ -235,28 +246,27 @@ def _device_choice_finding(visible: str, entry: str) -> Finding:
 
 
 def _launch(cmd: list[str], env: dict[str, str], run_dir: Path, tag: str, wall: float,
-            stall: float) -> Outcome | OSError:
-    """Start the driver and wait for it; everything it started is ended on the way out."""
-    proc: subprocess.Popen[bytes] | None = None
-    reaper: Reaper | None = None
+            stall: float, request: StopRequest | None = None) -> Outcome | OSError:
+    """Start the driver and wait for it; everything it started is ended on the way out
+    (with the signal the doctor was sent, in ``request``, forwarded first)."""
+    tree: ProcessTree | None = None
     started = time.monotonic()
     try:
         try:
             with open(run_dir / "driver.stdout", "wb") as out, \
                     open(run_dir / "driver.stderr", "wb") as err:
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        env=env, cwd=str(run_dir), start_new_session=True)
+                tree = ProcessTree.start(cmd, tag, env, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, cwd=str(run_dir))
         except OSError as exc:
             return exc
-        reaper = Reaper(proc, tag)
         # No per-rank event files: Ultralytics' ranks report through results.csv, so only
         # the wall-clock deadline applies (a stall cannot be told from a slow epoch here).
-        outcome = supervise(proc, reaper, [], started, wall, stall)
+        outcome = supervise(tree, [], started, wall, stall)
     finally:
-        if proc is not None:
-            (reaper or Reaper(proc, tag)).stop()
+        if tree is not None:
+            tree.stop(request=request)
     if outcome.returncode is None:
-        outcome.returncode = proc.returncode
+        outcome.returncode = tree.proc.returncode
     return outcome
 
 
