@@ -1,21 +1,4 @@
-"""The smoke tests' temporary files go to a directory pytest owns, not the machine's /tmp.
+"""Every test here keeps its temporary files (run directories, torchrun's torchelastic_*
+folders) in a directory pytest owns: tests/support/private_tmpdir.py says why."""
 
-A failed smoke run keeps its run directory for the user on purpose (its path is in the
-result), and the faults these tests inject fail runs by the dozen: under the machine's
-/tmp they would pile up run after run. TMPDIR (for the doctors these tests start) and
-``tempfile.tempdir`` (for runs inside the test process) point at a directory of the test.
-"""
-
-from __future__ import annotations
-
-import tempfile
-
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _private_tmpdir(tmp_path_factory, monkeypatch):
-    tmpdir = tmp_path_factory.mktemp("tmpdir")
-    monkeypatch.setenv("TMPDIR", str(tmpdir))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
-    return tmpdir
+from tests.support.private_tmpdir import private_tmpdir  # noqa: F401  (an autouse fixture)

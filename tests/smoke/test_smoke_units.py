@@ -320,12 +320,12 @@ class _FakeProc:
         raise subprocess.TimeoutExpired("fake", timeout)
 
 
-def test_a_launch_that_fails_to_start_leaves_no_run_directory(_private_tmpdir):
+def test_a_launch_that_fails_to_start_leaves_no_run_directory(private_tmpdir):
     # Nothing ran, and the result names no directory: the user could never find it.
     result = run_once(SmokeOptions(device="cpu", nproc=2, python="/nonexistent/python3"))
     assert [f.code.id for f in result.findings] == ["SMK010"]
     assert result.data["run_dir"] is None
-    assert list(_private_tmpdir.iterdir()) == []
+    assert list(private_tmpdir.iterdir()) == []
 
 
 class _FakeTree:

@@ -435,19 +435,24 @@ def child_env(shim: Path, nproc: int, nccl_run_dir: Path | None = None) -> dict[
     return env
 
 
-JOB_TMP = "tmp"
+TORCHRUN_LOGS = "torchelastic"
 
 
-def job_tmp(run_dir: Path) -> Path:
-    """A TMPDIR for the job, inside the run directory; the caller removes it at the end.
+def torchrun_log_dir(run_dir: Path) -> Path:
+    """torchrun's log directory for the job, inside the run directory; the caller removes it
+    at the end.
 
-    torchrun makes a log directory under TMPDIR for every launch
+    Without ``--log-dir``, torchrun makes a log directory under TMPDIR for every launch
     (``tempfile.mkdtemp(prefix="torchelastic_")`` in ``DefaultLogsSpecs``,
     https://github.com/pytorch/pytorch/blob/main/torch/distributed/elastic/multiprocessing/api.py)
-    and never removes it, so each run left one in the user's /tmp; the ranks' own
-    temporary files go there too.
+    and never removes it, so each run left one in the user's /tmp. It is given as
+    ``PET_LOG_DIR``, the environment form of ``--log-dir`` (torchrun reads every unset option
+    from ``PET_<OPTION>``), so that the torchrun Ultralytics starts takes it too. TMPDIR
+    itself stays the user's: moving the ranks' TMPDIR into the run directory made the
+    DataLoader workers' socket paths (``pymp-*/listener-*``) longer than AF_UNIX allows (108
+    bytes) under a deep TMPDIR.
     """
-    path = run_dir / JOB_TMP
+    path = run_dir / TORCHRUN_LOGS
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -39,16 +39,16 @@ from ddp_doctor.process.tree import ProcessTree
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.device import forget, not_proven, resolve_device, shared_gpus
 from ddp_doctor.smoke.launch import (
-    JOB_TMP,
+    TORCHRUN_LOGS,
     SmokeOptions,
     child_env,
     free_port,
-    job_tmp,
     launch_command,
     new_tag,
     node_layout,
     port_in_use,
     shim_dir,
+    torchrun_log_dir,
     with_nproc,
     worker_args,
 )
@@ -137,7 +137,7 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
              for local in range(nproc if options.mode == "ddp" else 1)]
     nccl_run = data["backend"] == "nccl"
     env = child_env(shim_dir(run_dir), nproc, run_dir if nccl_run else None)
-    env["TMPDIR"] = str(job_tmp(run_dir))
+    env["PET_LOG_DIR"] = str(torchrun_log_dir(run_dir))
     out_path, err_path = run_dir / "launcher.stdout", run_dir / "launcher.stderr"
     started = time.monotonic()
     with stop_signals_raise() as request:
@@ -150,7 +150,7 @@ def run_once(options: SmokeOptions, progress: ProgressSink | None = None,
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:
-            shutil.rmtree(run_dir / JOB_TMP, ignore_errors=True)
+            shutil.rmtree(run_dir / TORCHRUN_LOGS, ignore_errors=True)
     if isinstance(outcome, OSError):
         if own_dir:  # nothing ran: nothing to read, and the result names no directory
             shutil.rmtree(run_dir, ignore_errors=True)

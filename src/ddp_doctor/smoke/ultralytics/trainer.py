@@ -25,10 +25,10 @@ from ddp_doctor.process.tree import ProcessTree
 from ddp_doctor.smoke import codes as C
 from ddp_doctor.smoke.device import resolve_device
 from ddp_doctor.smoke.launch import (
-    JOB_TMP,
+    TORCHRUN_LOGS,
     SmokeOptions,
-    job_tmp,
     new_tag,
+    torchrun_log_dir,
     without_rendezvous,
 )
 from ddp_doctor.smoke.monitor import Outcome, supervise
@@ -128,7 +128,7 @@ def driver_env(run_dir: Path, pci_order: bool = False) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH")) if p)
     if pci_order:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env["TMPDIR"] = str(job_tmp(run_dir))  # Ultralytics' DDP launches torchrun
+    env["PET_LOG_DIR"] = str(torchrun_log_dir(run_dir))  # Ultralytics' DDP launches torchrun
     return env
 
 
@@ -205,7 +205,7 @@ def run_ultralytics(options: SmokeOptions, progress: ProgressSink | None = None)
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
         finally:
-            shutil.rmtree(run_dir / JOB_TMP, ignore_errors=True)
+            shutil.rmtree(run_dir / TORCHRUN_LOGS, ignore_errors=True)
     if isinstance(outcome, OSError):
         if own_dir:  # nothing ran: nothing to read, and the result names no directory
             shutil.rmtree(run_dir, ignore_errors=True)
