@@ -497,8 +497,9 @@ def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
     bundle = tmp_path / "smoke.zip"
     proc = subprocess.run(
         [sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu", "--steps", "4",
+         "--timeout", "600",  # a deadline a loaded machine cannot reach
          "--bundle", str(bundle), "--json", str(tmp_path / "r.json")],
-        capture_output=True, text=True, timeout=240, check=False,
+        capture_output=True, text=True, timeout=660, check=False,
         env={**os.environ, "TMPDIR": str(temp)})
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["smoke"]["ok"] is True, proc.stderr

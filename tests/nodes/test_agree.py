@@ -159,3 +159,20 @@ def test_nccl_differing_under_one_torch_points_at_the_nccl_wheel_not_torch():
     found = {f.code.id: f for f in compare_nodes(["a", "b"], pair).findings}
     assert found["NOD001"].remediation[-1].command == \
         "pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124"
+
+
+def test_per_node_paths_are_not_a_settings_difference():
+    """The smoke job sets each node's Flight Recorder dump path under its own run directory
+    (and NCCL's debug file likewise): paths that differ on every node by nature, which made
+    every two-node smoke run report NOD005."""
+    from ddp_doctor.nodes.summary import relevant_env
+
+    def node(run_dir: str) -> dict[str, str]:
+        trace = f"{run_dir}/nccl_trace_rank_"
+        return relevant_env({"TORCH_FR_DUMP_TEMP_FILE": trace,
+                             "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": trace,
+                             "NCCL_DEBUG_FILE": f"{run_dir}/nccl.%h.%p.log",
+                             "NCCL_IB_HCA": "mlx5_0"})
+
+    node0, node1 = node("/tmp/ddp-doctor-smoke-a"), node("/tmp/ddp-doctor-smoke-b")
+    assert node0 == node1 == {"NCCL_IB_HCA": "mlx5_0"}

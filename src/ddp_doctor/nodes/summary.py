@@ -28,8 +28,11 @@ ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_", "GLOO_
 _IGNORED_ENV = frozenset({"NCCL_DEBUG_FILE", "TORCH_HOME", "TORCHELASTIC_RUN_ID",
                           "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
                           "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-                          "TORCH_NCCL_ASYNC_ERROR_HANDLING_DEFAULT"})
-"""Set per process by torchrun or harmless when they differ."""
+                          "TORCH_NCCL_ASYNC_ERROR_HANDLING_DEFAULT",
+                          # Flight Recorder's dump paths: a file per node by nature (the
+                          # smoke job always sets them, under its own run directory).
+                          "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"})
+"""Set per process by torchrun, per node by nature, or harmless when they differ."""
 
 
 class NodeSummary(TypedDict, total=False):
