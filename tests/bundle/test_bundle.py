@@ -13,9 +13,11 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -491,9 +493,12 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.spawns
-def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path):
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path, request):
+    # A short TMPDIR of its own: under pytest's deep tmp_path the DataLoader workers'
+    # socket paths (TMPDIR/pymp-*/listener-*) pass AF_UNIX's 108 bytes, as they would for
+    # any torch job, and the ranks wait for ever.
+    temp = Path(tempfile.mkdtemp(prefix="b-"))
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     bundle = tmp_path / "smoke.zip"
     proc = subprocess.run(
         [sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu", "--steps", "4",

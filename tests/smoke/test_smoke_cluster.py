@@ -63,7 +63,10 @@ def test_the_childrens_environment_drops_every_inherited_rendezvous_value(tmp_pa
         os.environ.update(inherited)
         for env in (child_env(tmp_path, 2), driver_env(tmp_path)):
             assert not any(k in env for k in RENDEZVOUS_VARIABLES)
-            assert not any(k.startswith(("PET_", "TORCHELASTIC_")) for k in env)
+            # Only the doctor's own torchrun option: its log directory, in the run directory.
+            assert not any(k.startswith(("PET_", "TORCHELASTIC_")) for k in env
+                           if k != "PET_LOG_DIR")
+            assert env.get("PET_LOG_DIR", str(tmp_path)).startswith(str(tmp_path))
             assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # the user's GPU choice stays
     finally:
         os.environ.clear()
