@@ -115,14 +115,6 @@ def phrase_filter(phrases: tuple[str, ...]) -> re.Pattern[bytes]:
 
 def phrase_source(phrases: list[str]) -> str:
     """The source of ``phrase_pattern``, to compile as bytes without compiling it twice."""
-    return _phrase_source(tuple(phrases))
-
-
-# Every Scanner (one per diagnosis) asks for the same few trees of the same rules' phrases;
-# building one walks every letter of every phrase, about 0.1 s, which a corpus of 400 logs
-# (the similar-index build, the corpus score) repeated for every log.
-@lru_cache(maxsize=64)
-def _phrase_source(phrases: tuple[str, ...]) -> str:
     tree: dict[str, Any] = {}
     for phrase in phrases:
         node = tree
