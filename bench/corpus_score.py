@@ -34,10 +34,21 @@ def main() -> int:
     parser.add_argument("--split", choices=("blind", "train"), default=None)
     parser.add_argument("--unseen", action="store_true",
                         help="score tests/data/unseen (never studied) instead of the corpus")
+    parser.add_argument("--cases", metavar="TOML", default=None,
+                        help="only the cases of this file of the folder (e.g. cases_unseen_E.toml)")
     args = parser.parse_args()
     folder = UNSEEN if args.unseen else LOGS
     rows, misses = [], []
-    for case in cases(None if args.unseen else args.split, folder):
+    chosen = cases(None if args.unseen else args.split, folder)
+    if args.cases:
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # the dependency pyproject.toml declares for Python < 3.11
+            import tomli as tomllib
+        text = (folder / args.cases).read_text(encoding="utf-8")
+        files = {c["file"] for c in tomllib.loads(text)["case"]}
+        chosen = [c for c in chosen if c["file"] in files]
+    for case in chosen:
         lead = diagnose(str(folder / case["file"])).report.results[0].findings[0]
         got = lead.code.category.value
         rows.append((case["category"], got))
