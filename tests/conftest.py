@@ -17,6 +17,13 @@ import pytest
 # by git) every run repeats that, about 10 s of CPU, most of a quick loop's collection.
 sys.dont_write_bytecode = False
 
+# One intra-op thread for torch in the test process and in every job it starts (the smoke
+# launcher only sets OMP_NUM_THREADS where it is unset): two xdist workers on two cores,
+# each with an OpenMP pool as wide as the machine, spin against each other, and a loaded
+# machine made an in-process training test take 52 s where one thread took 26 s (the dp
+# smoke job's steps went from 0.5 s to 7 s). Set before anything imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from ddp_doctor.facts.snapshot import Facts, load_facts  # noqa: E402  (after the line above)
 
 # The quick loop's budget: an unmarked test over quick_test_limit_s fails (the module says
@@ -52,6 +59,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(ULTRALYTICS_GROUP))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    _heaviest_modules_first(items)
+
+
+def _heaviest_modules_first(items: list[pytest.Item]) -> None:
+    """Hand the long work out first, so the two workers finish together.
+
+    xdist gives out tests in collection order; collected alphabetically, the Ultralytics
+    group (a 5 GB venv built, then real trainers) and the real DDP jobs came last, and one
+    worker ran them alone while the other had finished. Modules move as wholes (their tests
+    keep their order, and a module-scoped fixture is set up once): the Ultralytics venv's
+    users first, then by how many slow tests a module holds. The same order on every
+    worker, as xdist requires: it depends on the collected items only.
+    """
+    weight: dict[str, tuple[int, int, int]] = {}
+    for index, item in enumerate(items):
+        module = item.nodeid.split("::")[0]
+        venv, slow, first = weight.get(module, (0, 0, index))
+        venv += "ultralytics_python" in getattr(item, "fixturenames", ())
+        slow += item.get_closest_marker("slow") is not None
+        weight[module] = (venv, slow, first)
+    items.sort(key=lambda item: (lambda w: (-w[0], -w[1], w[2]))(
+        weight[item.nodeid.split("::")[0]]))
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
