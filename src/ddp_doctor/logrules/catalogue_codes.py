@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.model import Code
+from ddp_doctor.model import Code, Severity
 
 EXTENSION_BUILD = declare(
     "LOG089", Category.PACKAGE_CONFLICT,
@@ -45,5 +45,86 @@ FATAL_SIGNAL = declare(
         "library it names. SIGILL usually means a package built for a newer CPU.",
     docs_url="https://docs.python.org/3/library/faulthandler.html")
 
-CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL)
+# --- causes of the catalogues read from torch, CPython and rdma-core (issue 23) -------------
+# rdma-core's libibverbs (libibverbs/init.c): a uverbs device the kernel exposes with no
+# userspace provider library for it, so no RDMA verbs can run in this process.
+RDMA_PROVIDER_MISSING = declare(
+    "LOG091", Category.PERFORMANCE_DEGRADED,
+    "An RDMA device is present but its userspace driver is not: traffic falls back to TCP",
+    what="libibverbs found an InfiniBand/RoCE device (/sys/class/infiniband_verbs/uverbsN) "
+         "but no userspace provider library for it (libmlx5 and the others ship in "
+         "rdma-core's ibverbs-providers), or could not load one. NCCL, MPI and Gloo then "
+         "cannot use RDMA and send everything over TCP sockets.",
+    why="Multi-node collectives run at a fraction of the fabric's bandwidth: training works "
+        "but scales badly, or times out on large messages.",
+    fix="Install the provider libraries where the job runs (apt-get install rdma-core "
+        "ibverbs-providers libibverbs1, or the MLNX_OFED user space); in a container pass "
+        "--device /dev/infiniband and install them in the image; check with ibv_devinfo.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/init.c")
+LOADER_WORKERS_OVER_CPUS = declare(
+    "LOG092", Category.PERFORMANCE_DEGRADED,
+    "The DataLoader starts more worker processes than the CPUs it may use",
+    what="torch's DataLoader compared num_workers with the CPUs this process may run on "
+         "(its affinity or cgroup cpuset) and found more workers than CPUs; with several "
+         "ranks per node each rank starts that many.",
+    why="Workers compete for the same cores: input loading becomes the bottleneck, and the "
+        "DataLoader can slow down to a crawl or freeze.",
+    fix="Lower num_workers to the suggested number divided among the ranks of the node "
+        "(e.g. os.cpu_count() // local_world_size), or give the job more CPUs.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/pytorch/pytorch/blob/main/torch/utils/data/dataloader.py")
+GRAD_LAYOUT = declare(
+    "LOG093", Category.PERFORMANCE_DEGRADED,
+    "DDP copies gradients every step: their memory layout does not match its buckets",
+    what="DDP's reducer found a gradient whose strides differ from its bucket view (a "
+         "channels_last model, a layer whose weight gradient cuDNN lays out differently, or "
+         "parameters whose strides changed after DDP was built).",
+    why="Each step copies those gradients into the buckets: slower steps and more memory, "
+        "though the results stay correct.",
+    fix="Build DDP after moving the model to its final memory format "
+        "(model.to(memory_format=torch.channels_last) before DistributedDataParallel), or "
+        "pass gradient_as_bucket_view=True.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/"
+             "reducer.cpp")
+WRAPPER_ATTRIBUTE = declare(
+    "LOG094", Category.DDP_USAGE_ERROR,
+    "The code reads a model attribute through the DDP (or DataParallel) wrapper",
+    what="DistributedDataParallel and DataParallel wrap the model; its own methods and "
+         "attributes (generate, config, a custom head) live on wrapper.module, so looking "
+         "them up on the wrapper raises AttributeError.",
+    why="The script stops at the first such access, often in evaluation or saving.",
+    fix="Use model.module.<name> where the model is wrapped (or keep a reference to the "
+        "unwrapped model: raw = model.module if hasattr(model, 'module') else model).",
+    docs_url="https://pytorch.org/docs/stable/generated/"
+             "torch.nn.parallel.DistributedDataParallel.html")
+NO_MAIN_GUARD = declare(
+    "LOG095", Category.DDP_USAGE_ERROR,
+    "A spawned process ran the script's top level again (no __main__ guard)",
+    what="With the spawn start method (the default on Windows and macOS, and what "
+         "torch.multiprocessing.spawn and DataLoader workers use there) each child imports "
+         "the main script; code that starts processes at module level, outside "
+         "`if __name__ == '__main__':`, then starts them again from the child.",
+    why="Every child fails while starting: no rank or DataLoader worker comes up.",
+    fix="Put the script's entry point under `if __name__ == '__main__':` (call main() "
+        "there), so that importing the script starts nothing.",
+    docs_url="https://docs.python.org/3/library/multiprocessing.html"
+             "#the-spawn-and-forkserver-start-methods")
+SOCKET_PATH_TOO_LONG = declare(
+    "LOG096", Category.NCCL_SHARED_MEMORY,
+    "A Unix socket path is too long: the temporary directory is nested too deep",
+    what="Python refused to bind a Unix socket whose path exceeds AF_UNIX's limit (108 bytes "
+         "on Linux, 104 on macOS). torch.multiprocessing's file-descriptor sharing, used to "
+         "hand DataLoader batches between processes, and multiprocessing managers create "
+         "these sockets under TMPDIR, so a deep TMPDIR (a job's scratch path, pytest's "
+         "tmp_path) breaks them.",
+    why="DataLoader workers or the processes exchanging tensors cannot start or stall.",
+    fix="Point TMPDIR at a short directory for the job (export TMPDIR=/tmp/j; mkdir -p "
+        "$TMPDIR).",
+    docs_url="https://man7.org/linux/man-pages/man7/unix.7.html")
+
+CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
+                           LOADER_WORKERS_OVER_CPUS, GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
+                           NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG)
 """Every code declared here, for the catalogue loader."""
