@@ -123,8 +123,31 @@ SOCKET_PATH_TOO_LONG = declare(
     fix="Point TMPDIR at a short directory for the job (export TMPDIR=/tmp/j; mkdir -p "
         "$TMPDIR).",
     docs_url="https://man7.org/linux/man-pages/man7/unix.7.html")
+MODEL_DIFFERS = declare(
+    "LOG097", Category.DDP_USAGE_ERROR,
+    "DDP refused the model: it differs between ranks or is not built yet",
+    what="When DistributedDataParallel wraps a model it checks that every rank holds the "
+         "same parameters (count, shapes, order) and that none is still uninitialised (a "
+         "lazy module): a rank that built another model (a config or a random choice read "
+         "per rank, a checkpoint loaded on one rank only) or a lazy layer fails the check.",
+    why="Every rank stops in the DistributedDataParallel constructor.",
+    fix="Build the same model on every rank (same config, same seed for any random "
+        "architecture choice, load checkpoints on all ranks or broadcast them), and run a "
+        "dummy forward pass before wrapping a model that has lazy modules.",
+    docs_url="https://pytorch.org/docs/stable/notes/ddp.html")
+INTERACTIVE_DDP = declare(
+    "LOG098", Category.DDP_USAGE_ERROR,
+    "A multi-process strategy was started from a notebook or an interactive session",
+    what="Lightning's ddp strategy starts its ranks by running the script again, which a "
+         "notebook or a Python prompt does not have, so it refuses that strategy there.",
+    why="Training does not start.",
+    fix="Run the training as a script (python train.py, or torchrun), or use "
+        "strategy='ddp_notebook' in the notebook (with no CUDA call before the Trainer "
+        "starts).",
+    docs_url="https://lightning.ai/docs/pytorch/stable/accelerators/gpu_intermediate.html")
 
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            LOADER_WORKERS_OVER_CPUS, GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
-                           NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG)
+                           NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
+                           INTERACTIVE_DDP)
 """Every code declared here, for the catalogue loader."""
