@@ -145,9 +145,36 @@ INTERACTIVE_DDP = declare(
         "strategy='ddp_notebook' in the notebook (with no CUDA call before the Trainer "
         "starts).",
     docs_url="https://lightning.ai/docs/pytorch/stable/accelerators/gpu_intermediate.html")
+GPU_TOO_OLD_FOR_FEATURE = declare(
+    "LOG099", Category.TORCH_ARCH_UNSUPPORTED,
+    "The GPU is too old for a feature the job uses (bfloat16, FlashAttention, Triton)",
+    what="A library checked the GPU's compute capability against what a feature needs and "
+         "refused: bfloat16 autocast and bf16 training need Ampere (sm_80) or newer, "
+         "FlashAttention 2 needs Ampere or newer, and torch.compile's Triton backend needs "
+         "sm_70 or newer. The build is fine; the GPU generation is not enough for the option.",
+    why="The step that uses the feature fails, usually the first forward pass.",
+    fix="Turn the feature off for this GPU: float16 instead of bfloat16 (with a GradScaler), "
+        "attn_implementation='sdpa' (or eager) instead of flash_attention_2, no "
+        "torch.compile; or run on a newer GPU.",
+    docs_url="https://developer.nvidia.com/cuda-gpus")
+ALLOCATOR_FLUSHES = declare(
+    "LOG100", Category.PERFORMANCE_DEGRADED,
+    "The CUDA allocator empties its cache during steps: the GPU memory is nearly full",
+    what="DeepSpeed ZeRO-3 counts how often torch's caching allocator had to free its cached "
+         "blocks and retry an allocation since the last step; that happens only when memory "
+         "is almost exhausted, and it synchronises the GPU each time.",
+    why="Steps slow down (each flush waits for the GPU), and ranks flushing at different "
+        "moments stall each other's collectives; one step further is an out-of-memory "
+        "error.",
+    fix="Lower memory use: a smaller micro-batch, activation checkpointing, offloading "
+        "(ZeRO offload_param / offload_optimizer), or set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/zero/"
+             "stage3.py")
 
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            LOADER_WORKERS_OVER_CPUS, GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
-                           INTERACTIVE_DDP)
+                           INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES)
 """Every code declared here, for the catalogue loader."""
