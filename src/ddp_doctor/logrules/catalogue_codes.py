@@ -62,20 +62,8 @@ RDMA_PROVIDER_MISSING = declare(
         "--device /dev/infiniband and install them in the image; check with ibv_devinfo.",
     severity=Severity.WARNING,
     docs_url="https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/init.c")
-LOADER_WORKERS_OVER_CPUS = declare(
-    "LOG092", Category.PERFORMANCE_DEGRADED,
-    "The DataLoader starts more worker processes than the CPUs it may use",
-    what="torch's DataLoader compared num_workers with the CPUs this process may run on "
-         "(its affinity or cgroup cpuset) and found more workers than CPUs; with several "
-         "ranks per node each rank starts that many.",
-    why="Workers compete for the same cores: input loading becomes the bottleneck, and the "
-        "DataLoader can slow down to a crawl or freeze.",
-    fix="Lower num_workers to the suggested number divided among the ranks of the node "
-        "(e.g. os.cpu_count() // local_world_size), or give the job more CPUs.",
-    severity=Severity.WARNING,
-    docs_url="https://github.com/pytorch/pytorch/blob/main/torch/utils/data/dataloader.py")
 GRAD_LAYOUT = declare(
-    "LOG093", Category.PERFORMANCE_DEGRADED,
+    "LOG092", Category.PERFORMANCE_DEGRADED,
     "DDP copies gradients every step: their memory layout does not match its buckets",
     what="DDP's reducer found a gradient whose strides differ from its bucket view (a "
          "channels_last model, a layer whose weight gradient cuDNN lays out differently, or "
@@ -89,7 +77,7 @@ GRAD_LAYOUT = declare(
     docs_url="https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/"
              "reducer.cpp")
 WRAPPER_ATTRIBUTE = declare(
-    "LOG094", Category.DDP_USAGE_ERROR,
+    "LOG093", Category.DDP_USAGE_ERROR,
     "The code reads a model attribute through the DDP (or DataParallel) wrapper",
     what="DistributedDataParallel and DataParallel wrap the model; its own methods and "
          "attributes (generate, config, a custom head) live on wrapper.module, so looking "
@@ -100,7 +88,7 @@ WRAPPER_ATTRIBUTE = declare(
     docs_url="https://pytorch.org/docs/stable/generated/"
              "torch.nn.parallel.DistributedDataParallel.html")
 NO_MAIN_GUARD = declare(
-    "LOG095", Category.DDP_USAGE_ERROR,
+    "LOG094", Category.DDP_USAGE_ERROR,
     "A spawned process ran the script's top level again (no __main__ guard)",
     what="With the spawn start method (the default on Windows and macOS, and what "
          "torch.multiprocessing.spawn and DataLoader workers use there) each child imports "
@@ -112,7 +100,7 @@ NO_MAIN_GUARD = declare(
     docs_url="https://docs.python.org/3/library/multiprocessing.html"
              "#the-spawn-and-forkserver-start-methods")
 SOCKET_PATH_TOO_LONG = declare(
-    "LOG096", Category.NCCL_SHARED_MEMORY,
+    "LOG095", Category.NCCL_SHARED_MEMORY,
     "A Unix socket path is too long: the temporary directory is nested too deep",
     what="Python refused to bind a Unix socket whose path exceeds AF_UNIX's limit (108 bytes "
          "on Linux, 104 on macOS). torch.multiprocessing's file-descriptor sharing, used to "
@@ -124,7 +112,7 @@ SOCKET_PATH_TOO_LONG = declare(
         "$TMPDIR).",
     docs_url="https://man7.org/linux/man-pages/man7/unix.7.html")
 MODEL_DIFFERS = declare(
-    "LOG097", Category.DDP_USAGE_ERROR,
+    "LOG096", Category.DDP_USAGE_ERROR,
     "DDP refused the model: it differs between ranks or is not built yet",
     what="When DistributedDataParallel wraps a model it checks that every rank holds the "
          "same parameters (count, shapes, order) and that none is still uninitialised (a "
@@ -136,7 +124,7 @@ MODEL_DIFFERS = declare(
         "dummy forward pass before wrapping a model that has lazy modules.",
     docs_url="https://pytorch.org/docs/stable/notes/ddp.html")
 INTERACTIVE_DDP = declare(
-    "LOG098", Category.DDP_USAGE_ERROR,
+    "LOG097", Category.DDP_USAGE_ERROR,
     "A multi-process strategy was started from a notebook or an interactive session",
     what="Lightning's ddp strategy starts its ranks by running the script again, which a "
          "notebook or a Python prompt does not have, so it refuses that strategy there.",
@@ -146,7 +134,7 @@ INTERACTIVE_DDP = declare(
         "starts).",
     docs_url="https://lightning.ai/docs/pytorch/stable/accelerators/gpu_intermediate.html")
 GPU_TOO_OLD_FOR_FEATURE = declare(
-    "LOG099", Category.TORCH_ARCH_UNSUPPORTED,
+    "LOG098", Category.TORCH_ARCH_UNSUPPORTED,
     "The GPU is too old for a feature the job uses (bfloat16, FlashAttention, Triton)",
     what="A library checked the GPU's compute capability against what a feature needs and "
          "refused: bfloat16 autocast and bf16 training need Ampere (sm_80) or newer, "
@@ -158,7 +146,7 @@ GPU_TOO_OLD_FOR_FEATURE = declare(
         "torch.compile; or run on a newer GPU.",
     docs_url="https://developer.nvidia.com/cuda-gpus")
 ALLOCATOR_FLUSHES = declare(
-    "LOG100", Category.PERFORMANCE_DEGRADED,
+    "LOG099", Category.PERFORMANCE_DEGRADED,
     "The CUDA allocator empties its cache during steps: the GPU memory is nearly full",
     what="DeepSpeed ZeRO-3 counts how often torch's caching allocator had to free its cached "
          "blocks and retry an allocation since the last step; that happens only when memory "
@@ -174,7 +162,7 @@ ALLOCATOR_FLUSHES = declare(
              "stage3.py")
 
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
-                           LOADER_WORKERS_OVER_CPUS, GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
+                           GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
                            INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES)
 """Every code declared here, for the catalogue loader."""
