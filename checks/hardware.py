@@ -35,6 +35,7 @@ Sources:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
@@ -581,6 +582,18 @@ AT_MAX_TEMPERATURE = declare(
 )
 
 
+# The clock-event reasons heat explains: the thermal ones, and HW Slowdown, which NVML sets
+# for any hardware slowdown including a thermal one (nvmlClocksEventReasons, NVML API),
+# unless the power brake, an external power signal and a cause of its own, is what set it.
+THERMAL_SLOWDOWNS = frozenset({"SW Thermal Slowdown", "HW Thermal Slowdown"})
+
+
+def _heat_explains(names: set[str]) -> bool:
+    """Whether heat accounts for these active slowing reasons of a GPU at its limit."""
+    return bool(names & THERMAL_SLOWDOWNS) or (
+        "HW Slowdown" in names and "HW Power Brake Slowdown" not in names)
+
+
 def _hot_finding(gpu: NvmlGpu) -> Finding | None:
     """The GPU at or over its max operating temperature (one snapshot's reading)."""
     margin = gpu.get("temperature_margin")
@@ -722,19 +735,26 @@ def gpu_throttle(facts: FactsView) -> Iterator[Finding | Summary]:
         if gpu.get("temperature") is not None:
             temps.append(f"{gpu['temperature']} C")
         hot = _hot_finding(gpu)
-        if hot is not None:
-            yield hot
-        if not sources:
-            continue
-        seen += 1
+        if sources:
+            seen += 1
         slowing = [(when, r, temp) for when, mask, temp in sources
                    for r in active_reasons(mask) if r.slows]
-        if not slowing:
-            continue
-        names = sorted({r.name for _, r, _ in slowing}, key=lambda n: n)
         evidence = [Evidence(f"{r.name} ({when})", f"Active: {r.meaning}",
                              "nvmlDeviceGetCurrentClocksEventReasons")
                     for when, r, _ in slowing]
+        if hot is not None and _heat_explains({r.name for _, r, _ in slowing}):
+            # One cause, one finding: a GPU at its max operating temperature whose clocks a
+            # thermal (or unattributed HW) slowdown holds down is slowed by that heat; the
+            # reasons are quoted as its consequence (HWF012 inside HWF013).
+            yield replace(hot, evidence=(*hot.evidence, *(
+                Evidence(f"consequence, {THROTTLED.id}: {e.label}", e.value, e.source)
+                for e in evidence)))
+            continue
+        if hot is not None:
+            yield hot
+        if not slowing:
+            continue
+        names = sorted({r.name for _, r, _ in slowing}, key=lambda n: n)
         hottest = max((t for _, _, t in slowing if t is not None), default=None)
         if hottest is not None:
             evidence.append(Evidence("temperature", f"{hottest} C (slowdown at "

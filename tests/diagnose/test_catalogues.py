@@ -74,6 +74,22 @@ def test_each_template_matches_the_line_printed_from_it(entry, tmp_path):
         assert found and (entry.code.id in found or _read_by_another(line, entry)), (line, found)
 
 
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+def test_no_log_printing_a_catalogued_message_gets_unknown(entry, tmp_path):
+    """Issue 23: a log that prints a catalogued message alone is never read as "unknown"
+    (DIAG001) nor left to the fallback's low-confidence guess (DIAG1xx): diagnose leads with
+    the entry's cause, or with the rule that decides that line."""
+    path = tmp_path / "job.log"
+    for template in entry.templates:
+        line = sample_line(template, entry.prefix)
+        path.write_text(line + "\n", encoding="utf-8")
+        lead = diagnose(str(path)).report.results[0].findings[0]
+        assert lead.code.id.startswith("LOG"), (line, lead.code.id)
+        assert (lead.code.id == entry.code.id
+                or lead.code.category is entry.code.category
+                or _read_by_another(line, entry)), (line, lead.code.id, lead.code.category)
+
+
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.real],
                          ids=[i for e, i in zip(ENTRIES, IDS) if e.real])
 def test_real_lines_from_public_threads_match(entry, tmp_path):

@@ -181,3 +181,25 @@ def test_no_corpus_finding_is_listed_before_a_cause_declared_for_it() -> None:
                       for late in codes[i + 1:]
                       if late in causes.get(early, ()) and early not in causes.get(late, ())]
     assert misplaced == []
+
+
+# --- findings made beside the log rules meet their declared causes ---------------------------
+
+def test_a_consequence_folds_into_its_declared_cause_at_the_better_place() -> None:
+    codes = {c: _code(c) for c in ("AAA001", "BBB001", "CCC001")}
+    declared = [Declared("AAA001", Explains(("BBB001",), reason="A makes B."))]
+    model = Relations(declared, codes, ())
+    consequence = Finding(codes["BBB001"], "B seen", severity=Severity.ERROR)
+    other = Finding(codes["CCC001"], "C seen")
+    cause = Finding(codes["AAA001"], "A seen", severity=Severity.WARNING)
+    folded = relations.fold_explained([consequence, other, cause], model)
+    assert [f.code.id for f in folded] == ["AAA001", "CCC001"]
+    assert folded[0].effective_severity is Severity.ERROR  # the more severe of the two
+    assert folded[0].evidence[-1].label == "consequence, BBB001"
+    # without the cause in the log, the consequence stands alone, unchanged
+    assert relations.fold_explained([consequence, other], model) == [consequence, other]
+
+
+def test_the_transport_and_node_findings_have_their_causes_declared() -> None:
+    assert RELATIONS.explainers("DIAG020") == ("LOG044",)  # IB failed -> sockets chosen
+    assert RELATIONS.explainers("DIAG023") == ("NOD001",)  # NCCL versions differ -> wrong data

@@ -333,14 +333,19 @@ def test_rules_read_each_errors_stable_core(text, code):
 def test_every_step_command_is_valid_shell():
     """A `$` line must paste into a shell: Python statements belong in the step's text."""
     import subprocess
+    from concurrent.futures import ThreadPoolExecutor
 
     from ddp_doctor.diagnose.compose import ATTACH_STEPS
     from ddp_doctor.diagnose.context import HANG_STEPS, WSL_STEPS
 
     steps = [s for rule in RULES for s in (*rule.steps, *rule.decide)]
     steps += [*ATTACH_STEPS, *HANG_STEPS, *WSL_STEPS]
-    for step in steps:
-        if step.command:
-            checked = subprocess.run(["bash", "-n", "-c", step.command], capture_output=True,
-                                     text=True)
-            assert checked.returncode == 0, (step.command, checked.stderr)
+    commands = sorted({step.command for step in steps if step.command})
+
+    def parse(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True)
+
+    # one bash per command, several at a time: each is mostly process start-up
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for command, checked in zip(commands, pool.map(parse, commands)):
+            assert checked.returncode == 0, (command, checked.stderr)

@@ -23,12 +23,25 @@ def _codes(path: Path) -> list[str]:
     return [f.code.id for f in diagnose(str(path)).report.results[0].findings]
 
 
-def test_sockets_next_to_a_listed_hca_is_a_slow_transport() -> None:
-    # NVIDIA/nccl#451: NCCL could not open mlx5_bond_0 in the container and chose sockets.
-    findings = diagnose(str(PASTED / "nccl-451-ib-unable-socket.txt")).report.results[0].findings
+def test_sockets_next_to_a_listed_hca_is_a_slow_transport(tmp_path: Path) -> None:
+    # NVIDIA/nccl#451's lines with NCCL's failure to open the HCA told as INFO: sockets
+    # chosen beside a listed mlx5_bond_0, and no error that explains them.
+    text = (PASTED / "nccl-451-ib-unable-socket.txt").read_text(encoding="utf-8")
+    path = tmp_path / "nccl.log"
+    path.write_text("\n".join(line.replace(" WARN ", " INFO ") for line in text.splitlines()
+                              if "ibv_open_device" not in line) + "\n", encoding="utf-8")
+    findings = diagnose(str(path)).report.results[0].findings
     found = next(f for f in findings if f.code.id == "DIAG020")
     assert found.code.category.value == "performance_degraded"
     assert any("mlx5_bond_0" in e.value for e in found.evidence)
+
+
+def test_the_ib_failure_explains_the_socket_fallback_it_leaves() -> None:
+    # NVIDIA/nccl#451: NCCL could not open mlx5_bond_0 in the container (NCCL WARN NET/IB,
+    # LOG044) and so chose sockets: one cause, the fallback quoted as its consequence.
+    findings = diagnose(str(PASTED / "nccl-451-ib-unable-socket.txt")).report.results[0].findings
+    assert [f.code.id for f in findings if f.code.id in ("LOG044", "DIAG020")] == ["LOG044"]
+    assert any(e.label == "consequence, DIAG020" for e in findings[0].evidence)
 
 
 def test_sockets_without_any_hca_are_not_judged_slow() -> None:

@@ -168,7 +168,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     ordered = [(f, -1000 + i) for i, f in enumerate(hung)] + list(ordered)
     ranked = rank([*ordered, *((f, 5_000 + i) for i, f in enumerate(between)),
                    *((f, 10_000 + i) for i, f in enumerate(env))])
-    findings = [*lead, *(finding for finding, _ in ranked)]
+    from ddp_doctor.diagnose.context import RELATIONS
+    from ddp_doctor.diagnose.relations import fold_explained
+
+    # A finding made beside the log rules meets the cause declared for it (Explains).
+    findings = [*lead, *fold_explained([finding for finding, _ in ranked], RELATIONS)]
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
         from ddp_doctor.diagnose.fallback import fallback_lead

@@ -42,6 +42,8 @@ from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.literals import required_literals
 from ddp_doctor.diagnose.relations import Declared, Relations, declared_on
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
+from ddp_doctor.diagnose.transport import CAUSES as TRANSPORT_CAUSES
+from ddp_doctor.diagnose.transport import CODES as TRANSPORT_CODES
 from ddp_doctor.logrules import LOG_CODES, RULES
 from ddp_doctor.logrules.packages import SHOW_TORCH
 from ddp_doctor.logrules.rule import ReadAs, Rule
@@ -638,8 +640,8 @@ checks do): the first that applies to the lead and is shown reads it anew."""
 
 RELATIONS = Relations(
     [*declared_on(RULES), *(Declared(reading.code, reading)
-                            for reading in (WSL_READING, WHEELS_READING))],
-    {**{code.id: code for code in LOG_CODES},
+                            for reading in (WSL_READING, WHEELS_READING)), *TRANSPORT_CAUSES],
+    {**{code.id: code for code in LOG_CODES}, **{code.id: code for code in TRANSPORT_CODES},
      **{code.id: code for code in (SILENT_HANG, UNDER_WSL, CONTAINER_BLOCKED,
                                    TWO_CUDA_WHEELS, HANG_NOT_P2P, SAME_RANK_TWICE)}},
     (environment.name for environment in ENVIRONMENTS))

@@ -14,11 +14,11 @@ are loaded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ddp_doctor.logrules.rule import Explains, ReadAs, Relation, Rule
-from ddp_doctor.model import Code, Finding
+from ddp_doctor.model import Code, Evidence, Finding
 
 
 class RelationError(ValueError):
@@ -104,6 +104,34 @@ class Relations:
 
     def code(self, code_id: str) -> Code:
         return self._codes[code_id]
+
+
+def fold_explained(findings: Sequence[Finding], relations: Relations) -> list[Finding]:
+    """The findings with each one whose declared cause (``Explains``) is also among them
+    folded into that cause: the cause keeps the better of the two places, takes the more
+    severe of the two severities, and quotes the consequence as evidence. This is how the
+    findings made beside the log rules (nodes compared, NCCL's transports, nccl-tests)
+    meet the causes declared for them, wherever either was ranked."""
+    out = list(findings)
+    at = 0
+    while at < len(out):
+        consequence = out[at]
+        causes = relations.explainers(consequence.code.id)
+        cause = next((f for f in out if f is not consequence and f.code.id in causes), None)
+        if cause is None:
+            at += 1
+            continue
+        severity = max((cause.effective_severity, consequence.effective_severity),
+                       key=lambda s: s.rank)
+        folded = replace(cause, severity=severity, evidence=(
+            *cause.evidence,
+            Evidence(f"consequence, {consequence.code.id}",
+                     f"{consequence.title} ({consequence.code.id})", "declared relation")))
+        first = min(out.index(cause), at)
+        out = [f for f in out if f is not cause and f is not consequence]
+        out.insert(first, folded)
+        at = first + 1 if first < at else at
+    return out
 
 
 def _resolved(subject: str, reading: ReadAs) -> ReadAs:

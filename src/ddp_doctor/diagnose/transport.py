@@ -34,8 +34,11 @@ from typing import Any
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.node_lines import UNNAMED, NodeLines
+from ddp_doctor.diagnose.relations import Declared
 from ddp_doctor.knowledge.floors import comparable_allreduce, floor_for
+from ddp_doctor.logrules.rule import Explains
 from ddp_doctor.model import Evidence, Finding, Severity, Step
+from ddp_doctor.nodes.codes import NCCL_DIFFERS
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests"
@@ -100,6 +103,20 @@ BUSBW_BELOW_FLOOR = declare(
         "check NVLink and PCIe links (`nvidia-smi nvlink --status`, `nvidia-smi -q -d PCIE`) "
         "and the GPUs' clocks; rerun to rule out other load.",
     severity=Severity.WARNING, docs_url=NCCL_TESTS)
+
+
+CAUSES: tuple[Declared, ...] = (
+    Declared(NCCL_DIFFERS.id, Explains(
+        (WRONG_RESULTS_NET.id,),
+        reason="NCCL's wire protocol is only kept within one version, so hosts running "
+               "different NCCL versions can exchange data each reads differently: nccl-tests' "
+               "wrong results across those hosts are the version mismatch, not the network "
+               "path (NCCL release notes; NVIDIA/nccl troubleshooting.html).")),
+)
+"""The codes that explain these findings when the same log shows both (``Explains``)."""
+CODES = (SOCKETS_WITH_IB, GDR_OFF, WRONG_RESULTS, WRONG_RESULTS_NET, BUSBW_BELOW_FLOOR,
+         NCCL_DIFFERS)
+"""The codes these findings and their declared causes use, for the relations' check."""
 
 
 def _host(name: str) -> str:

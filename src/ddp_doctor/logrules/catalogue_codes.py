@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.model import Code
+from ddp_doctor.model import Code, Severity
 
 EXTENSION_BUILD = declare(
     "LOG089", Category.PACKAGE_CONFLICT,
@@ -45,5 +45,124 @@ FATAL_SIGNAL = declare(
         "library it names. SIGILL usually means a package built for a newer CPU.",
     docs_url="https://docs.python.org/3/library/faulthandler.html")
 
-CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL)
+# --- causes of the catalogues read from torch, CPython and rdma-core (issue 23) -------------
+# rdma-core's libibverbs (libibverbs/init.c): a uverbs device the kernel exposes with no
+# userspace provider library for it, so no RDMA verbs can run in this process.
+RDMA_PROVIDER_MISSING = declare(
+    "LOG091", Category.PERFORMANCE_DEGRADED,
+    "An RDMA device is present but its userspace driver is not: traffic falls back to TCP",
+    what="libibverbs found an InfiniBand/RoCE device (/sys/class/infiniband_verbs/uverbsN) "
+         "but no userspace provider library for it (libmlx5 and the others ship in "
+         "rdma-core's ibverbs-providers), or could not load one. NCCL, MPI and Gloo then "
+         "cannot use RDMA and send everything over TCP sockets.",
+    why="Multi-node collectives run at a fraction of the fabric's bandwidth: training works "
+        "but scales badly, or times out on large messages.",
+    fix="Install the provider libraries where the job runs (apt-get install rdma-core "
+        "ibverbs-providers libibverbs1, or the MLNX_OFED user space); in a container pass "
+        "--device /dev/infiniband and install them in the image; check with ibv_devinfo.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/linux-rdma/rdma-core/blob/master/libibverbs/init.c")
+GRAD_LAYOUT = declare(
+    "LOG092", Category.PERFORMANCE_DEGRADED,
+    "DDP copies gradients every step: their memory layout does not match its buckets",
+    what="DDP's reducer found a gradient whose strides differ from its bucket view (a "
+         "channels_last model, a layer whose weight gradient cuDNN lays out differently, or "
+         "parameters whose strides changed after DDP was built).",
+    why="Each step copies those gradients into the buckets: slower steps and more memory, "
+        "though the results stay correct.",
+    fix="Build DDP after moving the model to its final memory format "
+        "(model.to(memory_format=torch.channels_last) before DistributedDataParallel), or "
+        "pass gradient_as_bucket_view=True.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/"
+             "reducer.cpp")
+WRAPPER_ATTRIBUTE = declare(
+    "LOG093", Category.DDP_USAGE_ERROR,
+    "The code reads a model attribute through the DDP (or DataParallel) wrapper",
+    what="DistributedDataParallel and DataParallel wrap the model; its own methods and "
+         "attributes (generate, config, a custom head) live on wrapper.module, so looking "
+         "them up on the wrapper raises AttributeError.",
+    why="The script stops at the first such access, often in evaluation or saving.",
+    fix="Use model.module.<name> where the model is wrapped (or keep a reference to the "
+        "unwrapped model: raw = model.module if hasattr(model, 'module') else model).",
+    docs_url="https://pytorch.org/docs/stable/generated/"
+             "torch.nn.parallel.DistributedDataParallel.html")
+NO_MAIN_GUARD = declare(
+    "LOG094", Category.DDP_USAGE_ERROR,
+    "A spawned process ran the script's top level again (no __main__ guard)",
+    what="With the spawn start method (the default on Windows and macOS, and what "
+         "torch.multiprocessing.spawn and DataLoader workers use there) each child imports "
+         "the main script; code that starts processes at module level, outside "
+         "`if __name__ == '__main__':`, then starts them again from the child.",
+    why="Every child fails while starting: no rank or DataLoader worker comes up.",
+    fix="Put the script's entry point under `if __name__ == '__main__':` (call main() "
+        "there), so that importing the script starts nothing.",
+    docs_url="https://docs.python.org/3/library/multiprocessing.html"
+             "#the-spawn-and-forkserver-start-methods")
+SOCKET_PATH_TOO_LONG = declare(
+    "LOG095", Category.NCCL_SHARED_MEMORY,
+    "A Unix socket path is too long: the temporary directory is nested too deep",
+    what="Python refused to bind a Unix socket whose path exceeds AF_UNIX's limit (108 bytes "
+         "on Linux, 104 on macOS). torch.multiprocessing's file-descriptor sharing, used to "
+         "hand DataLoader batches between processes, and multiprocessing managers create "
+         "these sockets under TMPDIR, so a deep TMPDIR (a job's scratch path, pytest's "
+         "tmp_path) breaks them.",
+    why="DataLoader workers or the processes exchanging tensors cannot start or stall.",
+    fix="Point TMPDIR at a short directory for the job (export TMPDIR=/tmp/j; mkdir -p "
+        "$TMPDIR).",
+    docs_url="https://man7.org/linux/man-pages/man7/unix.7.html")
+MODEL_DIFFERS = declare(
+    "LOG096", Category.DDP_USAGE_ERROR,
+    "DDP refused the model: it differs between ranks or is not built yet",
+    what="When DistributedDataParallel wraps a model it checks that every rank holds the "
+         "same parameters (count, shapes, order) and that none is still uninitialised (a "
+         "lazy module): a rank that built another model (a config or a random choice read "
+         "per rank, a checkpoint loaded on one rank only) or a lazy layer fails the check.",
+    why="Every rank stops in the DistributedDataParallel constructor.",
+    fix="Build the same model on every rank (same config, same seed for any random "
+        "architecture choice, load checkpoints on all ranks or broadcast them), and run a "
+        "dummy forward pass before wrapping a model that has lazy modules.",
+    docs_url="https://pytorch.org/docs/stable/notes/ddp.html")
+INTERACTIVE_DDP = declare(
+    "LOG097", Category.DDP_USAGE_ERROR,
+    "A multi-process strategy was started from a notebook or an interactive session",
+    what="Lightning's ddp strategy starts its ranks by running the script again, which a "
+         "notebook or a Python prompt does not have, so it refuses that strategy there.",
+    why="Training does not start.",
+    fix="Run the training as a script (python train.py, or torchrun), or use "
+        "strategy='ddp_notebook' in the notebook (with no CUDA call before the Trainer "
+        "starts).",
+    docs_url="https://lightning.ai/docs/pytorch/stable/accelerators/gpu_intermediate.html")
+GPU_TOO_OLD_FOR_FEATURE = declare(
+    "LOG098", Category.TORCH_ARCH_UNSUPPORTED,
+    "The GPU is too old for a feature the job uses (bfloat16, FlashAttention, Triton)",
+    what="A library checked the GPU's compute capability against what a feature needs and "
+         "refused: bfloat16 autocast and bf16 training need Ampere (sm_80) or newer, "
+         "FlashAttention 2 needs Ampere or newer, and torch.compile's Triton backend needs "
+         "sm_70 or newer. The build is fine; the GPU generation is not enough for the option.",
+    why="The step that uses the feature fails, usually the first forward pass.",
+    fix="Turn the feature off for this GPU: float16 instead of bfloat16 (with a GradScaler), "
+        "attn_implementation='sdpa' (or eager) instead of flash_attention_2, no "
+        "torch.compile; or run on a newer GPU.",
+    docs_url="https://developer.nvidia.com/cuda-gpus")
+ALLOCATOR_FLUSHES = declare(
+    "LOG099", Category.PERFORMANCE_DEGRADED,
+    "The CUDA allocator empties its cache during steps: the GPU memory is nearly full",
+    what="DeepSpeed ZeRO-3 counts how often torch's caching allocator had to free its cached "
+         "blocks and retry an allocation since the last step; that happens only when memory "
+         "is almost exhausted, and it synchronises the GPU each time.",
+    why="Steps slow down (each flush waits for the GPU), and ranks flushing at different "
+        "moments stall each other's collectives; one step further is an out-of-memory "
+        "error.",
+    fix="Lower memory use: a smaller micro-batch, activation checkpointing, offloading "
+        "(ZeRO offload_param / offload_optimizer), or set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to reduce fragmentation.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/zero/"
+             "stage3.py")
+
+CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
+                           GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
+                           NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
+                           INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES)
 """Every code declared here, for the catalogue loader."""

@@ -25,7 +25,7 @@ import re
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.rule import ANY_ERROR, ReadAs, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, Explains, ReadAs, Rule, rx
 from ddp_doctor.model import Step
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
@@ -278,7 +278,16 @@ RULES: tuple[Rule, ...] = (
              "NCCL WARN NET/IB : Got completion from peer 10.0.0.2<55921> with status=12 "
              "opcode=1 len=0 vendor err 129 (Send)",
              "NCCL WARN NET/IB : mlx5_0:1 Got async event : port error",
-             "NCCL WARN Call to ibv_create_qp failed")),
+             "NCCL WARN Call to ibv_create_qp failed"),
+         # NCCL picks NET/IB when it can open an HCA and falls back to NET/Socket otherwise
+         # (src/transport/net_ib.cc, net.cc of https://github.com/NVIDIA/nccl): the sockets
+         # chosen beside a listed HCA (DIAG020, diagnose/transport.py) are what this failure
+         # leaves behind, not a second cause.
+         relations=(Explains(("DIAG020",),
+                             reason="NCCL's IB transport failed on this host, so NCCL fell "
+                                    "back to TCP sockets beside the HCA it listed: the "
+                                    "fallback is this failure's consequence (NCCL net_ib.cc, "
+                                    "net.cc)."),)),
     Rule(NCCL_NET_TOPO, rx(r"warn could not find (?:net|nic) with id\b"),
          ("warn",),
          (Step("See the NCCL version, the net plugin and the devices NCCL finds.",
