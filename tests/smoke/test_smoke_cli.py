@@ -80,18 +80,6 @@ def test_doctor_no_smoke_and_a_python_without_torch(tmp_path):
     assert smoke_check["status"] == "skip"
 
 
-@pytest.mark.slow
-@pytest.mark.spawns
-def test_smoke_in_dataparallel_mode_writes_markdown():
-    result = invoke("smoke", "--device", "cpu", "--mode", "dp", "--steps", "20", "--imgsz", "64",
-                    "--markdown", "-")
-    assert result.exit_code == 0, result.output
-    assert "## Smoke training" in result.stdout
-    assert ("| Ranks | 1 (1 on this node), cpu, one process (DataParallel needs more than one "
-            "GPU) |") in result.stdout
-    assert "Parameters across ranks" not in result.stdout  # one replica: nothing to compare
-
-
 def test_smoke_takes_quiet_and_strict_like_every_report_command(tmp_path, monkeypatch):
     """-q: only the findings and the verdict; --strict: a warning fails the run (exit 1).
 

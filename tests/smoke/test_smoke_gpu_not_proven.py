@@ -154,10 +154,17 @@ def test_auto_on_this_cpu_machine_trains_but_is_not_ready(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.spawns
-def test_an_explicit_cpu_run_has_no_warning_and_is_ready():
-    result = invoke("smoke", "--device", "cpu", "--mode", "dp", *REAL, "--json", "-")
+def test_an_explicit_cpu_run_has_no_warning_and_is_ready(tmp_path):
+    """One DataParallel run, two reports: the JSON's verdict and the Markdown's table."""
+    report_path = tmp_path / "smoke.json"
+    result = invoke("smoke", "--device", "cpu", "--mode", "dp", *REAL, "--json",
+                    str(report_path), "--markdown", "-")
     assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    report = json.loads(report_path.read_text(encoding="utf-8"))
     assert report["verdict"] == "ready"
     assert "SMK017" not in [f["code"] for f in report["findings"]]
     assert report["smoke"]["proved"]["cpu_fallback"] is False
+    assert "## Smoke training" in result.stdout
+    assert ("| Ranks | 1 (1 on this node), cpu, one process (DataParallel needs more than one "
+            "GPU) |") in result.stdout
+    assert "Parameters across ranks" not in result.stdout  # one replica: nothing to compare
