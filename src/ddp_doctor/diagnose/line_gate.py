@@ -35,11 +35,11 @@ def letters(word: bytes) -> bytes:
 
 
 class LineGate:
-    """Groups of words; ``select`` gives each line of a chunk that may hold a word of a
-    group, with the groups it may hold one of as a bit mask (group ``i`` is bit ``1 << i``).
-    """
+    """Groups of words; ``select`` gives, per group, the lines of a chunk that may hold
+    one of its words."""
 
     def __init__(self, groups: Sequence[Sequence[bytes]]) -> None:
+        self._groups = len(groups)
         self._words: list[tuple[bytes, int]] = []  # (letters, bit), longest first
         self._always = 0  # groups with a word that has no letters: every line may hold it
         for index, group in enumerate(groups):
@@ -51,20 +51,26 @@ class LineGate:
                     self._always |= 1 << index
         self._words = sorted(dict.fromkeys(self._words), key=lambda w: -len(w[0]))
 
-    def select(self, chunk: bytes) -> tuple[int, list[bytes], list[tuple[int, int]]]:
+    def select(self, chunk: bytes) -> tuple[int, list[bytes], list[list[int]]]:
         """How many newlines the chunk holds, its lines (split at ``\\n``; empty when none
-        is selected) and, in order, (index, groups) of each line that may hold a word of
-        those groups."""
+        is selected) and, per group, the indices (in order) of the lines that may hold one
+        of its words."""
         rows = chunk.translate(_LOWER, _NOT_LETTER).split(b"\n")
         masks = self._masks(list(set(rows)))
-        if self._always:
-            every = self._always
-            return len(rows) - 1, chunk.split(b"\n"), [(i, masks.get(row, 0) | every)
-                                                       for i, row in enumerate(rows)]
-        if not masks:
-            return len(rows) - 1, [], []
-        picked = list(compress(range(len(rows)), map(masks.__contains__, rows)))
-        return len(rows) - 1, chunk.split(b"\n"), [(i, masks[rows[i]]) for i in picked]
+        newlines = len(rows) - 1
+        if not masks and not self._always:
+            return newlines, [], [[] for _ in range(self._groups)]
+        everything = range(len(rows))
+        picked: list[list[int]] = []
+        for group in range(self._groups):
+            bit = 1 << group
+            if self._always & bit:
+                picked.append(list(everything))
+                continue
+            held = {row for row, found in masks.items() if found & bit}
+            picked.append(list(compress(everything, map(held.__contains__, rows)))
+                          if held else [])
+        return newlines, chunk.split(b"\n"), picked
 
     def _masks(self, distinct: list[bytes]) -> dict[bytes, int]:
         """Each distinct line of letters that holds some word's letters: its groups."""

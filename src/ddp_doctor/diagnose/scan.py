@@ -28,9 +28,11 @@ are capped in lines and size, and the memos are capped in entries and line lengt
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import not_
 from typing import Any, NamedTuple, Protocol
 
 from ddp_doctor.diagnose.line_gate import LineGate
@@ -60,8 +62,6 @@ _BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Except
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
-# The groups of words the LineGate picks lines for, as its bits.
-_GATE_GROUP, _NODE_GROUP, _STACK_GROUP = 1, 2, 4
 
 
 class RuleLike(Protocol):
@@ -277,21 +277,34 @@ class Scanner:
 
     def _chunk(self, name: str, chunk: bytes, base: int) -> int:
         """Scan one chunk of whole lines; return how many newlines it holds."""
-        newlines, lines, picked = self._line_gate.select(chunk)
+        newlines, lines, (gated, nodes, stack_lines) = self._line_gate.select(chunk)
         if self._capture is not None:
             self._continue_capture(chunk)
         stacks = self.result.stacks
-        if stacks.started or any(groups & _STACK_GROUP for _, groups in picked):
+        if stacks.started or stack_lines:
             stacks.feed_chunk(chunk)  # (it looks for the dump's start itself)
-        nodes = [index for index, groups in picked if groups & _NODE_GROUP]
         if nodes:
             self.result.nodes.feed_lines(chunk, lines, nodes)
+        if not gated:
+            return newlines
         read, inert, tallied = self._read, self._inert, self._tallied
+        raws = list(map(lines.__getitem__, gated))
+        # In C, before the loop: the copies of lines that are only counted now, and the
+        # lines equal but for their numbers to one that said nothing. (The memos may grow
+        # in the loop: a line it then meets is read as before, to the same effect.)
+        plans = list(map(tallied.get, raws))
+        if any(plans):
+            for raw, copies in Counter(compress(raws, plans)).items():
+                for code_hits in tallied[raw]:
+                    code_hits.count += copies
+            kept = list(map(not_, plans))
+            gated, raws = list(compress(gated, kept)), list(compress(raws, kept))
+        if inert:
+            kept = list(map(not_, map(inert.__contains__,
+                                      map(bytes.translate, raws, repeat(_ZERO)))))
+            gated, raws = list(compress(gated, kept)), list(compress(raws, kept))
         done_index, done_offset = 0, 0  # a line's index and where it starts in the chunk
-        for index, groups in picked:
-            if not groups & _GATE_GROUP:
-                continue
-            raw = lines[index]
+        for index, raw in zip(gated, raws):
             tally = tallied.get(raw)
             if tally is not None:  # the thousandth copy of a quoted line: counted, no more
                 for code_hits in tally:
