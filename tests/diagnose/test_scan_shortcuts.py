@@ -328,3 +328,11 @@ def test_copies_counted_ahead_of_the_loop_count_as_reading_each_would(
     assert fast.hits["TST103"].count == sum("out of memory" in line for line in lines) + 4
     monkeypatch.setattr(scan, "MEMO_LINES", 0)
     assert _summary(_scan(path, rules)) == _summary(fast)
+
+
+def test_a_guessing_phrase_test_says_maybe_until_compiled_then_answers_exactly(
+        monkeypatch) -> None:
+    monkeypatch.setattr(literals, "COMPILE_AFTER", 2)
+    test = literals.PhraseTest(("out of memory", "nccl"), guess=True)
+    assert test(b"plain noise") and test(b"plain noise")  # "maybe": the exact tests decide
+    assert not test(b"plain noise") and test(b"cuda out of memory")

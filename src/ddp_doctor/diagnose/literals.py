@@ -144,10 +144,15 @@ class PhraseTest:
     ``in`` per phrase (a C loop, tens of microseconds for hundreds of phrases); after that,
     when the tests have cost about what compiling would, the pattern is compiled and
     searched. The two give the same answer: the pattern is the alternation of the phrases.
+
+    With ``guess``, the test is only a filter in front of exact tests of the same phrases
+    (the scan's per-gate filter, before each rule's own phrases): until compiled it then
+    answers True ("maybe") without looking, as the exact tests will decide.
     """
 
-    def __init__(self, phrases: tuple[str, ...]) -> None:
+    def __init__(self, phrases: tuple[str, ...], guess: bool = False) -> None:
         self.phrases = phrases
+        self.guess = guess
         self._words = tuple(phrase.encode() for phrase in phrases)
         self._left = COMPILE_AFTER
         self._pattern: re.Pattern[bytes] | None = None
@@ -159,11 +164,11 @@ class PhraseTest:
         if self._left < 0:
             self._pattern = phrase_filter(self.phrases)
             return self._pattern.search(data) is not None
-        return any(map(data.__contains__, self._words))
+        return self.guess or any(map(data.__contains__, self._words))
 
 
 @lru_cache(maxsize=256)
-def phrase_test(phrases: tuple[str, ...]) -> PhraseTest:
+def phrase_test(phrases: tuple[str, ...], guess: bool = False) -> PhraseTest:
     """A PhraseTest per set of phrases, shared by every Scanner in the process (the count
     towards compiling is too)."""
-    return PhraseTest(phrases)
+    return PhraseTest(phrases, guess)

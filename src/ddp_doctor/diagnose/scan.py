@@ -500,7 +500,7 @@ class Scanner:
             if gate not in self._gate_filter:
                 phrases = self._gate_phrases.get(gate)
                 self._gate_filter[gate] = None if phrases is None else \
-                    phrase_test(tuple(phrases))
+                    phrase_test(tuple(phrases), guess=True)
             gate_filter = self._gate_filter[gate]
             if gate_filter is not None and not gate_filter(key):
                 continue
