@@ -189,8 +189,7 @@ class Scanner:
                 self._by_gate.setdefault(anchor, []).append(rule)
         self._markers = tuple(dict.fromkeys(m.lower() for m in markers))
         self._gates = tuple(dict.fromkeys([*(g.lower() for g in gates), *self._markers]))
-        # Each gate as bytes, with its letters alone: a block of the log whose letters do not
-        # hold a gate's letters cannot hold the gate (see _gate_starts).
+        # Each gate as bytes: the LineGate picks lines by their letters, _holds_gate decides.
         self._gate_words = tuple(gate.encode() for gate in self._gates)
         # Where each rule is tried when its anchors are in a line: (gate, gate's index, place in
         # that gate's list), in gate order. The first anchor present decides the order in which
