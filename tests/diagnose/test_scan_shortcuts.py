@@ -1,7 +1,7 @@
 """The scan's shortcuts change nothing it finds.
 
-The scan searches gate words block by block (letters first, then line by line where a gate
-is on every line), reads each chunk with at most one copy, and remembers lines: exactly
+The scan picks the lines that may hold a gate word by their letters (``LineGate``) and tests
+the gates exactly on those, reads each chunk with at most one copy, and remembers lines: exactly
 (the same raw line), and with digits read as 0 (the rules a line could match, the shape of
 an exception, a line that said nothing). Each test here compares a shortcut with the plain
 definition it stands for, on input built to hit its edges.
@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from ddp_doctor.categories import Category
-from ddp_doctor.diagnose import normalize, scan, source
+from ddp_doctor.diagnose import literals, node_lines, normalize, scan, source
 from ddp_doctor.diagnose.compose import compose
+from ddp_doctor.diagnose.line_gate import LineGate
+from ddp_doctor.diagnose.node_lines import NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks
 from ddp_doctor.diagnose.scan import Scanner, ScanResult
 from ddp_doctor.diagnose.source import open_input
@@ -52,43 +54,64 @@ TRICKY = [
 ]
 
 
-def _reference_starts(chunk: bytes, gates: tuple[bytes, ...]) -> list[int]:
-    """The definition: the start of every line whose lowered bytes hold a gate."""
-    starts, at = [], 0
-    for line in chunk.split(b"\n"):
-        if any(gate in line.lower() for gate in gates):
-            starts.append(at)
-        at += len(line) + 1
-    return starts
+def _reference_lines(chunk: bytes, words: tuple[bytes, ...]) -> list[int]:
+    """The definition: the index of every line whose lowered bytes hold a word."""
+    return [index for index, line in enumerate(chunk.split(b"\n"))
+            if any(word.lower() in line.lower() for word in words)]
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_gate_search_finds_exactly_the_lines_holding_a_gate(monkeypatch, seed: int) -> None:
-    # Small blocks and an early switch to reading line by line, so that one chunk crosses
-    # many block boundaries and both ways of searching a block are used.
-    monkeypatch.setattr(scan, "GATE_BLOCK", 300)
-    monkeypatch.setattr(scan, "DENSE_HITS", 2)
+def _tricky_chunk(seed: int) -> bytes:
     rng = random.Random(seed)
     lines = []
     for _ in range(400):
         kind = rng.random()
-        if kind < 0.3:  # runs of one warning: a block read line by line
+        if kind < 0.3:  # runs of one warning, as a dense log has
             lines += [f"[rank{rng.randrange(8)}]: UserWarning: step {rng.randrange(99)}"] * 5
         elif kind < 0.7:
             lines.append(rng.choice(TRICKY))
         else:
             lines.append("".join(rng.choice("abcdeilmnortuw _-.0123456789")
                                  for _ in range(rng.randrange(60))))
-    chunk = "\n".join(lines).encode()  # the last line has no newline
+    return "\n".join(lines).encode()  # the last line has no newline
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_line_gate_picks_every_line_holding_a_word_and_the_exact_test_keeps_only_them(
+        seed: int) -> None:
+    chunk = _tricky_chunk(seed)
     scanner = Scanner(RULES, GATES, SECTION_MARKERS)
-    gates = tuple(gate for gate, _ in scanner._gate_bytes)
-    assert scanner._gate_starts(chunk) == _reference_starts(chunk, gates)
+    words = scanner._gate_words
+    newlines, lines, (picked,) = LineGate((words,)).select(chunk)
+    assert newlines == chunk.count(b"\n")
+    assert lines == chunk.split(b"\n")
+    reference = _reference_lines(chunk, words)
+    assert set(reference) <= set(picked)  # a superset, in order
+    assert picked == sorted(picked)
+    assert [index for index in picked if scanner._holds_gate(lines[index])] == reference
+
+
+def test_the_line_gate_tells_groups_apart_and_reads_letters_only() -> None:
+    gate = LineGate(((b"cud", b"bad_alloc"), (b"NCCL INFO NET/Plugin",), (b"\nPython v",)))
+    chunk = (b"cu-da\nc.u.d.a 42\nbad alloc\nCUDA\nnccl info net plugin\n12345\n"
+             b"Python v3.11\nnothing here")
+    newlines, lines, picked = gate.select(chunk)
+    # letters only: "cu-da" and "c.u.d.a" look like "cud" and "bad alloc" like "bad_alloc";
+    # the exact test (``_holds_gate`` for the gates) then drops them
+    assert picked == [[0, 1, 2, 3], [4], [6]]
+    assert newlines == 7 and lines[6] == b"Python v3.11"
+    assert gate.select(b"12345\n67 89\n") == (2, [], [[], [], []])
+
+
+def test_a_word_without_letters_picks_every_line() -> None:
+    newlines, _, picked = LineGate(((b"::",), (b"error",))).select(b"a\nerror\n")
+    assert newlines == 2
+    assert picked == [[0, 1, 2], [1]]
 
 
 def test_a_gate_split_by_other_bytes_is_no_candidate() -> None:
     scanner = Scanner(RULES, GATES, SECTION_MARKERS)
-    chunk = b"cu-da\nc.u.d.a 42\nbad alloc\nCUDA\n"
-    assert scanner._gate_starts(chunk) == [chunk.index(b"CUDA")]
+    lines = b"cu-da\nc.u.d.a 42\nbad alloc\nCUDA\n".split(b"\n")
+    assert [line for line in lines if scanner._holds_gate(line)] == [b"CUDA"]
 
 
 # -- chunks ----------------------------------------------------------------------------------
@@ -244,3 +267,72 @@ def test_the_summary_rank_is_read_across_a_block_boundary(tmp_path: Path,
         finding = compose(_scan(path, (EXIT,)))[0][0]
         assert finding.affects == ("rank 3",), pad
         assert finding.evidence[0].label == f"line {source.SNIFF // 2 + 4}", pad
+
+
+# -- the phrase test and the NCCL lines ------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_phrase_test_answers_as_its_pattern_before_and_after_compiling(
+        monkeypatch, seed: int) -> None:
+    monkeypatch.setattr(literals, "COMPILE_AFTER", 20)
+    rng = random.Random(seed)
+    phrases = tuple(dict.fromkeys("".join(rng.choice("abc .0") for _ in range(rng.randrange(
+        1, 6))) for _ in range(30)))
+    test = literals.PhraseTest(phrases)
+    pattern = literals.phrase_filter(phrases)
+    for _ in range(60):  # 20 by ``in``, then by the compiled pattern
+        data = "".join(rng.choice("abcd .0x") for _ in range(rng.randrange(30))).encode()
+        assert test(data) is (pattern.search(data) is not None), data
+    assert test._pattern is pattern
+
+
+def _nodes_state(nodes: NodeLines) -> object:
+    return nodes.hosts, nodes.channel_lines, nodes.transports, nodes.nccl_runs
+
+
+@pytest.mark.parametrize("name", ["nccl-257.log", "nccl-426.log", "nccl-1637.log",
+                                  "nccl-1837.log", "nccl-529.log"])
+def test_the_nccl_lines_picked_by_the_gate_are_fed_as_the_whole_chunk_was(
+        name: str, monkeypatch) -> None:
+    monkeypatch.setattr(node_lines, "MAX_CHANNEL_LINES", 3)
+    corpus = Path(__file__).resolve().parents[1] / "data" / "logs"
+    chunk = (corpus / name).read_bytes() * 2
+    whole, picked_only = NodeLines(), NodeLines()
+    whole.feed_chunk(chunk)
+    _, lines, (picked,) = LineGate(((*node_lines.MARKERS, node_lines.NCCL_TESTS_MARKER),)
+                                   ).select(chunk)
+    picked_only.feed_lines(chunk, lines, picked)
+    assert _nodes_state(picked_only) == _nodes_state(whole)
+    assert whole.hosts or whole.transports or whole.nccl_runs  # the log says something
+
+
+def test_copies_counted_ahead_of_the_loop_count_as_reading_each_would(
+        tmp_path: Path, monkeypatch) -> None:
+    # Many small chunks, so that a chunk starts with lines already only counted (tallied)
+    # and with shapes already known to say nothing: both are dropped before the loop.
+    monkeypatch.setattr(source, "BLOCK", 512)
+    rng = random.Random(7)
+    lines = []
+    for step in range(600):
+        rank = rng.randrange(4)
+        lines.append(rng.choice([
+            f"[rank{rank}]: RuntimeError: CUDA out of memory on step {step % 3}",
+            f"[rank{rank}]: UserWarning: nothing on step {step}",
+            f"[rank{rank}]:[W reducer.cpp:1360] Warning: killed by signal 9",
+            "plain noise 123",
+        ]))
+    path = tmp_path / "dense.log"
+    path.write_text("\n".join(lines) + "\n" + TWINS)
+    rules = (SIGKILL, STEP, OOM, EXIT, BARE)
+    fast = _scan(path, rules)
+    assert fast.hits["TST103"].count == sum("out of memory" in line for line in lines) + 4
+    monkeypatch.setattr(scan, "MEMO_LINES", 0)
+    assert _summary(_scan(path, rules)) == _summary(fast)
+
+
+def test_a_guessing_phrase_test_says_maybe_until_compiled_then_answers_exactly(
+        monkeypatch) -> None:
+    monkeypatch.setattr(literals, "COMPILE_AFTER", 2)
+    test = literals.PhraseTest(("out of memory", "nccl"), guess=True)
+    assert test(b"plain noise") and test(b"plain noise")  # "maybe": the exact tests decide
+    assert not test(b"plain noise") and test(b"cuda out of memory")

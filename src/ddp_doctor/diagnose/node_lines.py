@@ -91,11 +91,38 @@ class NodeLines:
                 self.feed(chunk[start:end].decode("utf-8", "replace").rstrip("\r"))
                 at = chunk.find(marker, end)
 
+    def feed_lines(self, chunk: bytes, lines: list[bytes], picked: list[int]) -> None:
+        """``feed_chunk`` given the chunk's lines (``chunk.split(b"\\n")``) and the indices
+        of those that may hold a marker (``LineGate``: any that holds one is among them):
+        the same lines are fed in the same order, marker by marker, without a pass of
+        ``bytes.find`` per marker over the whole chunk."""
+        if any(NCCL_TESTS_MARKER in lines[i] for i in picked):
+            self._nccl_tests(chunk)
+        for marker in MARKERS:
+            for index in picked:
+                line = lines[index]
+                if marker not in line:
+                    continue
+                if marker == b" via NET/":
+                    self.channel_lines += 1
+                    if self.channel_lines > MAX_CHANNEL_LINES:
+                        break
+                self.feed(line.decode("utf-8", "replace").rstrip("\r"))
+
     def _nccl_tests(self, chunk: bytes) -> None:
         at = chunk.find(NCCL_TESTS_MARKER)
         while at != -1 and len(self.nccl_runs) < MAX_RUNS:
             start = chunk.rfind(b"\n", 0, at) + 1
-            lines = chunk[start:].decode("utf-8", "replace").splitlines()[:nccl_tests.MAX_LINES]
+            # only the bytes of the lines read are decoded (up to a newline: the lines
+            # split from them are the first lines of the rest of the chunk)
+            end = start
+            for _ in range(nccl_tests.MAX_LINES):
+                end = chunk.find(b"\n", end) + 1
+                if end == 0:
+                    end = len(chunk)
+                    break
+            lines = chunk[start:end].decode("utf-8", "replace").splitlines()[
+                :nccl_tests.MAX_LINES]
             parsed = nccl_tests.parse(lines)
             if parsed is not None:
                 self.nccl_runs += parsed.facts["nccl_tests"]["runs"]

@@ -2,11 +2,12 @@
 
 Testing ~60 regular expressions on every line of a 1 GB log would take minutes. Instead:
 
-1. every *gate* word (the rules' shared anchor vocabulary, ``GATES``, plus the section
-   markers) is searched with ``bytes.find``, block by block (16 KiB): first in the block's
-   letters alone (progress bars, numbers and tables are most of a long log's bytes), then,
-   for the gates whose letters are there, in the lowered block itself; a block whose lines
-   all hold a gate already is not searched for the others (``_gate_starts``);
+1. one pass over each chunk (``LineGate``) picks the lines whose letters hold the letters
+   of a *gate* word (the rules' shared anchor vocabulary, ``GATES``, plus the section
+   markers), of an NCCL marker (``NodeLines``) or of a stack dump's start: the letters of
+   a long log's noise (progress bars, numbers, tables) repeat line after line, so the
+   words are searched for in a chunk's few distinct lines of letters; the gates are then
+   tested exactly on a picked line not met before (``_holds_gate``);
 2. a line holding a gate is kept only if it also holds one of the literal phrases some
    rule cannot match without (one prefix-tree pattern, ``literals.py``), or an exception;
 3. only those lines are decoded and cleaned, and tested against the rules whose own
@@ -15,7 +16,9 @@ Testing ~60 regular expressions on every line of a 1 GB log would take minutes. 
 Logs repeat themselves, so what a line says is remembered: per raw line, and with every
 digit read as 0 for the rules a line could match, the shape of an exception, and a line
 that said nothing (the same warning at step 1 and at step 2). Only the exact tests of
-the few rules left are run on a line's own digits (``_read_line``).
+the few rules left are run on a line's own digits (``_read_line``). A line whose every
+reading is already quoted enough is, from then on, only counted (``_tallied``): the
+worst case, eight ranks repeating one warning, costs a lookup and an addition a line.
 
 Memory stays bounded: evidence keeps a few distinct lines per code, the start and end of
 each document are kept for context, the environment sections handed to the text parsers
@@ -25,27 +28,27 @@ are capped in lines and size, and the memos are capped in entries and line lengt
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, repeat
-from operator import add, contains, not_
+from itertools import compress, repeat
+from operator import not_
 from typing import Any, NamedTuple, Protocol
 
-from ddp_doctor.diagnose.literals import phrase_filter, required_literals
-from ddp_doctor.diagnose.node_lines import NodeLines
+from ddp_doctor.diagnose.line_gate import LineGate
+from ddp_doctor.diagnose.literals import PhraseTest, phrase_test, required_literals
+from ddp_doctor.diagnose.node_lines import MARKERS as NODE_MARKERS
+from ddp_doctor.diagnose.node_lines import NCCL_TESTS_MARKER, NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
 from ddp_doctor.diagnose.rank_prefixes import SUMMARY_RANK, split_rank
 from ddp_doctor.diagnose.source import Document
-from ddp_doctor.forensics.stacks import StackText
+from ddp_doctor.forensics.stacks import STACK_MARKERS, StackText
 from ddp_doctor.logrules.rule import decided
 from ddp_doctor.redact.secrets import redact_text
 
 MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
 MEMO_LINE_BYTES = 2048  # longer lines are not remembered, so the memos stay small
-GATE_BLOCK = 16 * 1024  # bytes: the blocks a chunk is cut into for the gate search
-DENSE_HITS = 8  # lines of one block holding one gate, past which the block is read by line
 MAX_QUOTE = 300  # characters of one quoted line
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
@@ -58,10 +61,6 @@ _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|I
 _BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 
-# For the gate search: ASCII letters lowered and newlines kept, every other byte deleted.
-_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
-_NOT_LETTER = bytes(b for b in range(256)
-                    if b != ord("\n") and not (chr(b).isascii() and chr(b).isalpha()))
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -190,10 +189,8 @@ class Scanner:
                 self._by_gate.setdefault(anchor, []).append(rule)
         self._markers = tuple(dict.fromkeys(m.lower() for m in markers))
         self._gates = tuple(dict.fromkeys([*(g.lower() for g in gates), *self._markers]))
-        # Each gate as bytes, with its letters alone: a block of the log whose letters do not
-        # hold a gate's letters cannot hold the gate (see _gate_starts).
-        self._gate_bytes = tuple((gate.encode(), gate.encode().translate(_LOWER, _NOT_LETTER))
-                                 for gate in self._gates)
+        # Each gate as bytes: the LineGate picks lines by their letters, _holds_gate decides.
+        self._gate_words = tuple(gate.encode() for gate in self._gates)
         # Where each rule is tried when its anchors are in a line: (gate, gate's index, place in
         # that gate's list), in gate order. The first anchor present decides the order in which
         # the rules of one line are reported, as the gate-by-gate walk always did.
@@ -210,20 +207,30 @@ class Scanner:
             for key, phrases in self._literals.items()}
         # Per gate, one pattern of all its rules' literal phrases (zeroed): most candidate
         # lines hold a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one
-        # search. Compiled when first needed: a short log meets few gates.
-        self._gate_filter: dict[str, re.Pattern[bytes] | None] = {}
+        # search. Built when first needed (a short log meets few gates), and compiled only
+        # once it has been asked enough (``PhraseTest``).
+        self._gate_filter: dict[str, PhraseTest | None] = {}
         self._gate_phrases: dict[str, list[str] | None] = {}
         for gate, gated in self._by_gate.items():
             zeroed = [self._zeroed_literals[id(rule)] for rule in gated]
             self._gate_phrases[gate] = None if any(p is None for p in zeroed) else \
                 [w.decode() for p in zeroed for w in p or ()]
         self._zeroed_gates = tuple((gate, _zeroed(gate)) for gate in self._gates)
+        # One pass per chunk picks the lines that may hold a gate, an NCCL marker or the
+        # start of a stack dump (``LineGate``); the gates are then tested exactly, and only
+        # on a line not met before (``_holds_gate``).
+        self._line_gate = LineGate((self._gate_words,
+                                    (*NODE_MARKERS, NCCL_TESTS_MARKER), STACK_MARKERS))
+        self._digit_free_gates = not any(c.isdigit() for g in self._gates for c in g)
         # One byte-level test for a whole candidate line before it is decoded: does it hold
         # any rule's phrase, a section marker, or an exception? (None: some rule has no
         # phrase, so every candidate line is read.)
+        # Asked of the line with its digits read as 0 (the phrases too), so that a line it
+        # drops is dropped with every line equal to it but for its numbers.
         every = [self._literals[id(rule)] for rule in rules]
-        self._line_filter = None if any(p is None for p in every) else phrase_filter(
-            (*(w for p in every for w in p or ()), *self._markers, "error", "exception"))
+        self._line_filter = None if any(p is None for p in every) else phrase_test(tuple(
+            dict.fromkeys(_zeroed(w).decode("utf-8", "surrogatepass") for w in (
+                *(w for p in every for w in p or ()), *self._markers, "error", "exception"))))
         self.result = ScanResult()
         self._capture: Section | None = None
         self._capture_left = 0
@@ -235,6 +242,9 @@ class Scanner:
         self._candidates: OrderedDict[bytes, tuple[RuleLike, ...]] = OrderedDict()
         self._shapes: OrderedDict[bytes, tuple[bool, bool]] = OrderedDict()
         self._inert: OrderedDict[bytes, None] = OrderedDict()  # raw lines, digits read as 0
+        # Raw lines whose every copy is only counted (``_counted`` said so once, and says
+        # so for good): the findings whose count each further copy adds one to.
+        self._tallied: dict[bytes, tuple[CodeHits, ...]] = {}
         self._digit_free_markers = not any(c.isdigit() for m in self._markers for c in m)
 
     def scan(self, document: Document) -> None:
@@ -248,8 +258,6 @@ class Scanner:
             if self.result.blank and not chunk.isspace():
                 self.result.blank = False
             newlines = self._chunk(document.name, chunk, base)
-            self.result.nodes.feed_chunk(chunk)
-            self.result.stacks.feed_chunk(chunk)
             if len(head) < HEAD_CHARS:
                 head += chunk[: HEAD_CHARS - len(head)]
             tail, tail_first = _keep_tail(tail, tail_first, chunk, base, newlines)
@@ -266,77 +274,50 @@ class Scanner:
 
     # -- one chunk ---------------------------------------------------------------------
 
-    def _gate_starts(self, chunk: bytes) -> list[int]:
-        """Where the lines holding a gate word start, in order.
-
-        A pass of ``bytes.find`` per gate over the whole chunk is what bounds the speed, so
-        the chunk is cut (at line ends) into blocks, and each block's letters alone (the
-        rest deleted, one ``translate``) are searched first: in a log of progress bars,
-        numbers and tables they are a third of its bytes. A gate whose letters are not among
-        a block's letters is not in the block; the others are searched for exactly, in the
-        lowered block: hit by hit, or, in a block where a gate is on line after line (a
-        warning every step), line by line.
-        """
-        starts: set[int] = set()
-        size, begin = len(chunk), 0
-        while begin < size:
-            stop = chunk.find(b"\n", begin + GATE_BLOCK) + 1 or size
-            block = chunk[begin:stop]
-            # (lines with the same letters, as most noise lines are but for their numbers,
-            # are kept once: the search is then over a block's distinct lines of letters)
-            letters = b"\n".join(set(block.translate(_LOWER, _NOT_LETTER).split(b"\n")))
-            low: bytes | None = None
-            # Read by line: the lines (lowered) that hold no gate yet, and where they start.
-            pending: list[bytes] | None = None
-            where: list[int] = []
-            rest = b""  # the pending lines joined
-            for gate, gate_letters in self._gate_bytes:
-                if pending is None:
-                    if gate_letters not in letters:
-                        continue
-                    if low is None:
-                        low = block.lower()  # ASCII only, which is all the gates are
-                    at, hits = low.find(gate), 0
-                    while at != -1 and hits < DENSE_HITS:
-                        hits += 1
-                        starts.add(begin + low.rfind(b"\n", 0, at) + 1)
-                        end = low.find(b"\n", at)
-                        at = -1 if end == -1 else low.find(gate, end)
-                    if at == -1:
-                        continue
-                    pending = low.split(b"\n")
-                    # each line starts one byte (its newline) after the end of the one before
-                    where = list(map(add, accumulate(map(len, pending), initial=begin),
-                                     range(len(pending) + 1)))
-                elif gate not in rest:
-                    continue
-                held = list(map(contains, pending, repeat(gate)))  # (all in C: no loop here)
-                starts.update(compress(where, held))
-                if all(held):
-                    break  # every line of the block is read: no other gate can add one
-                kept = list(map(not_, held))
-                pending, where = list(compress(pending, kept)), list(compress(where, kept))
-                rest = b"\n".join(pending)
-            begin = stop
-        return sorted(starts)
-
     def _chunk(self, name: str, chunk: bytes, base: int) -> int:
         """Scan one chunk of whole lines; return how many newlines it holds."""
-        starts = self._gate_starts(chunk)
+        newlines, lines, (gated, nodes, stack_lines) = self._line_gate.select(chunk)
         if self._capture is not None:
             self._continue_capture(chunk)
-        counted_to, line_no = 0, base
-        read, inert, size = self._read, self._inert, len(chunk)
-        for start in starts:
-            end = chunk.find(b"\n", start)
-            end = size if end == -1 else end
-            raw = chunk[start:end]
+        stacks = self.result.stacks
+        if stacks.started or stack_lines:
+            stacks.feed_chunk(chunk)  # (it looks for the dump's start itself)
+        if nodes:
+            self.result.nodes.feed_lines(chunk, lines, nodes)
+        if not gated:
+            return newlines
+        read, inert, tallied = self._read, self._inert, self._tallied
+        raws = list(map(lines.__getitem__, gated))
+        # In C, before the loop: the copies of lines that are only counted now, and the
+        # lines equal but for their numbers to one that said nothing. (The memos may grow
+        # in the loop: a line it then meets is read as before, to the same effect.)
+        plans = list(map(tallied.get, raws))
+        if any(plans):
+            for raw, copies in Counter(compress(raws, plans)).items():
+                for code_hits in tallied[raw]:
+                    code_hits.count += copies
+            kept = list(map(not_, plans))
+            gated, raws = list(compress(gated, kept)), list(compress(raws, kept))
+        if inert:
+            kept = list(map(not_, map(inert.__contains__,
+                                      map(bytes.translate, raws, repeat(_ZERO)))))
+            gated, raws = list(compress(gated, kept)), list(compress(raws, kept))
+        done_index, done_offset = 0, 0  # a line's index and where it starts in the chunk
+        for index, raw in zip(gated, raws):
+            tally = tallied.get(raw)
+            if tally is not None:  # the thousandth copy of a quoted line: counted, no more
+                for code_hits in tally:
+                    code_hits.count += 1
+                continue
             line = read.get(raw, _UNREAD)
             if line is _UNREAD:
                 shape = raw.translate(_ZERO)
                 if shape in inert:
                     continue  # as a line met before but for its numbers, which said nothing
-                line, said_nothing = self._read_line(raw)
+                if self._holds_gate(raw):
+                    line, said_nothing = self._read_line(raw)
+                else:  # its letters only looked like a gate's
+                    line, said_nothing = None, self._digit_free_gates
                 if len(raw) <= MEMO_LINE_BYTES:
                     read[raw] = line
                     if len(read) > MEMO_LINES:
@@ -347,13 +328,27 @@ class Scanner:
                             inert.popitem(last=False)
             if line is None:
                 continue  # a gate word by chance ("cudaDev"), or nothing any rule reads
-            line_no += chunk.count(b"\n", counted_to, start)
-            counted_to = start
-            if line.rank is not None and line.matched and not line.marker and not line.bare \
-                    and self._counted(line):
-                continue  # the thousandth copy of a quoted line: counted, nothing more
-            self._line(name, chunk, start, line, line_no)
-        return line_no - base + chunk.count(b"\n", counted_to)
+            line_no = base + index
+            if line.rank is not None and line.matched and not line.marker and not line.bare:
+                counted = self._counted(line)
+                if counted:
+                    if len(raw) <= MEMO_LINE_BYTES and MEMO_LINES:
+                        if len(tallied) >= MEMO_LINES:
+                            tallied.clear()
+                        tallied[raw] = counted
+                    continue
+            # where the line starts: the lengths of the lines since the last one, plus
+            # their newlines (summed in C, and only for the few lines that go on)
+            done_offset += sum(map(len, lines[done_index:index])) + index - done_index
+            done_index = index
+            self._line(name, chunk, done_offset, line, line_no)
+        return newlines
+
+    def _holds_gate(self, raw: bytes) -> bool:
+        """Whether a raw line holds a gate word (ASCII case ignored), as the letters-only
+        ``LineGate`` cannot tell."""
+        low = raw.lower()
+        return any(map(low.__contains__, self._gate_words))
 
     def _read_line(self, raw: bytes) -> tuple[_Line | None, bool]:
         """What one raw candidate line says, apart from where it is (None: nothing), and
@@ -366,10 +361,9 @@ class Scanner:
         """
         line_filter = self._line_filter
         if line_filter is not None:
-            low = raw.lower()
-            if b"error" not in low and line_filter.search(low) is None \
-                    and b"\x1b" not in raw:
-                return None, False  # a phrase with a digit may be in its numbered twin
+            low = raw.lower().translate(_ZERO)
+            if b"error" not in low and not line_filter(low) and b"\x1b" not in raw:
+                return None, True  # (digits read as 0: so says its numbered twin)
         line = clean_line(raw)
         rank, text = split_rank(line)
         low_line = line.lower()
@@ -408,21 +402,23 @@ class Scanner:
                     self._shapes.popitem(last=False)
         return shape
 
-    def _counted(self, line: _Line) -> bool:
+    def _counted(self, line: _Line) -> tuple[CodeHits, ...]:
         """``_line`` for a line every reading of which is already a finding that quotes it
-        (or quotes enough): each is counted with the line's rank, as ``_record`` would.
-        False, having changed nothing, when some reading would quote the line or start a
-        finding."""
+        (or quotes enough): each is counted with the line's rank, as ``_record`` would, and
+        the findings counted are returned. Empty, having changed nothing, when some reading
+        would quote the line or start a finding. Once not empty for a line, never empty
+        again for it: a finding is never removed and only gains quotes, so the scan then
+        counts the line's further copies without reading them (``_tallied``)."""
         hits = self.result.hits
         found: list[tuple[Any, CodeHits]] = []
         for rule, quoted in line.matched:
             code_hits = hits.get(rule.code.id)
             if code_hits is None or quoted != line.text or code_hits.wants(line.key):
-                return False
+                return ()
             found.append((rule, code_hits))
         for rule, code_hits in found:
             code_hits.again(rule, line.rank)
-        return True
+        return tuple(code_hits for _, code_hits in found)
 
     def _line(self, name: str, chunk: bytes, start: int, line: _Line, line_no: int) -> None:
         rank, text = line.rank, line.text
@@ -503,9 +499,9 @@ class Scanner:
             if gate not in self._gate_filter:
                 phrases = self._gate_phrases.get(gate)
                 self._gate_filter[gate] = None if phrases is None else \
-                    phrase_filter(tuple(phrases))
+                    phrase_test(tuple(phrases), guess=True)
             gate_filter = self._gate_filter[gate]
-            if gate_filter is not None and gate_filter.search(key) is None:
+            if gate_filter is not None and not gate_filter(key):
                 continue
             for rule in self._by_gate.get(gate, ()):
                 if id(rule) in tested:

@@ -253,12 +253,19 @@ def error_lines(scan: ScanResult, every_line_if_none: bool = False) -> list[str]
     lines) is described by all of its lines, as they are all its thread showed. A query
     never is: the lines of a package list or a healthy run would find threads by chance.
     """
-    found = _capped([n for n in (normalize_line(line)
-                                 for line in _raw_lines(scan, errors_only=True))
+    found = _capped([n for n in _normalized(_raw_lines(scan, errors_only=True))
                      if not _BOILERPLATE.match(n)])
     if found or not every_line_if_none:
         return found
-    return _capped([normalize_line(line) for line in _raw_lines(scan, errors_only=False)])
+    return _capped(_normalized(_raw_lines(scan, errors_only=False)))
+
+
+def _normalized(lines: list[str]) -> list[str]:
+    """``normalize_line`` of each line, each distinct line normalised once: a log's start
+    repeats the same warning from every rank, and ten substitutions a line add up."""
+    done: dict[str, str] = {}
+    return [done[line] if line in done else done.setdefault(line, normalize_line(line))
+            for line in lines]
 
 
 def _raw_lines(scan: ScanResult, errors_only: bool) -> list[str]:
