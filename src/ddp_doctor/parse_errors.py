@@ -17,18 +17,19 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from ddp_doctor.option_values import plain_values
 from ddp_doctor.usage import EXIT_PROBLEMS, EXIT_READY, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
     from typer._click import exceptions as click_errors
-    from typer._click.core import Command, Context
+    from typer._click.core import Command, Context, Parameter
 else:
     try:  # typer vendors click from 0.2x on; older typer depends on click itself
         from typer._click import exceptions as click_errors
-        from typer._click.core import Command, Context
+        from typer._click.core import Command, Context, Parameter
     except ImportError:
         from click import exceptions as click_errors
-        from click.core import Command, Context
+        from click.core import Command, Context, Parameter
 
 # Spellings retired because they meant different things in different commands.
 RETIRED = {
@@ -61,6 +62,9 @@ class DoctorGroup(TyperGroup):
             return code
         sys.exit(code if isinstance(code, int) else EXIT_READY)
 
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return plain_values(super().get_params(ctx))
+
     def resolve_command(self, ctx: Context, args: list[str]
                         ) -> tuple[Optional[str], Optional[Command], list[str]]:
         name = args[0] if args else ""
@@ -76,6 +80,9 @@ class DoctorCommand(TyperCommand):
     whose extra arguments are named with what the command takes."""
 
     allow_extra_args = True  # collected in ctx.args, refused below in the doctor's words
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return plain_values(super().get_params(ctx))
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         try:

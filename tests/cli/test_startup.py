@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,19 +27,26 @@ try:
 except SystemExit as exc:
     code = exc.code
 loaded = sorted(m for m in sys.modules if m == "ddp_doctor" or m.startswith("ddp_doctor."))
-sys.stderr.write("@@modules@@ " + json.dumps({"code": code, "loaded": loaded}) + "\\n")
+sys.stderr.write("@@modules@@ " + json.dumps({"code": code, "loaded": loaded,
+                                              "pydantic": "pydantic" in sys.modules}) + "\\n")
 """
 
 COMMANDS = ("doctor", "check", "diagnose", "compare", "smoke", "run", "checks", "codes",
             "explain")
 
 
-def loaded_by(*args: str) -> tuple[int, list[str]]:
-    """The exit code of ``ddp-doctor ARGS`` and the ddp_doctor modules it loaded."""
+def run_counted(*args: str) -> dict:
+    """``ddp-doctor ARGS`` in a child: its exit code, the ddp_doctor modules it loaded and
+    whether pydantic was loaded."""
     done = subprocess.run([sys.executable, "-c", COUNT, *args], capture_output=True,
                           text=True, timeout=120)
     line = next(line for line in done.stderr.splitlines() if line.startswith("@@modules@@ "))
-    result = json.loads(line.split(" ", 1)[1])
+    return json.loads(line.split(" ", 1)[1])
+
+
+def loaded_by(*args: str) -> tuple[int, list[str]]:
+    """The exit code of ``ddp-doctor ARGS`` and the ddp_doctor modules it loaded."""
+    result = run_counted(*args)
     return result["code"], result["loaded"]
 
 
@@ -74,3 +82,15 @@ def test_a_command_that_runs_loads_its_flow():
     assert code == 0
     assert {"ddp_doctor.app.catalogue", "ddp_doctor.codes"} <= set(loaded)
     assert "ddp_doctor.app.smoke" not in loaded  # and no other command's flow
+
+
+def test_a_command_line_with_values_loads_no_pydantic(tmp_path):
+    """typer 0.2x coerces values through pydantic adapters; the doctor's text and paths are
+    coerced without them (option_values), so neither parsing nor running ``check`` pays
+    for importing pydantic (0.2 s, before the torch probe could start)."""
+    sandbox = Path(__file__).parents[1] / "fixtures" / "facts" / "healthy_8x_h100_nvlink.json"
+    result = run_counted("check", "--facts", str(sandbox), "--json", str(tmp_path / "r.json"),
+                         "--gpus", "8", "--quiet")
+    assert result["code"] in (0, 1)
+    assert (tmp_path / "r.json").is_file()
+    assert result["pydantic"] is False

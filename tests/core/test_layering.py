@@ -63,8 +63,9 @@ FLOORS: tuple[tuple[str, str], ...] = (
      "the checks; renderers of a finished Report; the checks run on the facts"),
     ("ddp_doctor.checklist, ddp_doctor.bundle",
      "the built-in checks with the plugins; the support bundle"),
-    ("ddp_doctor.inputs, ddp_doctor.usage",
-     "what a file given to a command holds; bad usage and unreadable input"),
+    ("ddp_doctor.inputs, ddp_doctor.usage, ddp_doctor.option_values",
+     "what a file given to a command holds; bad usage and unreadable input; option values "
+     "coerced as typer does, without its pydantic adapters"),
     ("ddp_doctor.diagnose, ddp_doctor.smoke, ddp_doctor.parse_errors",
      "a log in, causes out; the smoke-training job; the option parser's errors"),
     ("ddp_doctor.job", "the user's own job, supervised and judged through diagnose"),
@@ -101,7 +102,8 @@ LAYERS: tuple[tuple[str, str, str, str, str], ...] = (
      "supervising a job and judging how it ended know nothing of how the Report is shown"),
     ("ddp_doctor.train_smoke", IMPORTS_ONLY, "ddp_doctor.train_smoke, torch, <stdlib>", "",
      "it runs in the training interpreter, where ddp-doctor's dependencies may be absent"),
-    ("typer", IMPORTED_ONLY_BY, "ddp_doctor.cli, ddp_doctor.parse_errors", "",
+    ("typer", IMPORTED_ONLY_BY,
+     "ddp_doctor.cli, ddp_doctor.parse_errors, ddp_doctor.option_values", "",
      "the command-line framework stays at the edge; the rest is usable as a library"),
 )
 

@@ -223,6 +223,55 @@ def test_a_hung_torch_probe_is_an_observation_not_a_lost_fact():
     assert facts.available("nvml")
 
 
+def test_the_in_process_probes_start_once_the_torch_probe_is_starting(monkeypatch):
+    """The torch probe's thread gets its child going before the in-process probes are
+    imported and started (their imports would hold the GIL it needs): with its script slow
+    to read, the in-process probes still come after it, and the caller's event is set by
+    the time the child is run."""
+    from ddp_doctor.facts import torch_probe
+
+    order: list[str] = []
+    starting = threading.Event()
+    source = torch_probe.probe_script_source()
+
+    def slow_source() -> str:
+        time.sleep(0.3)  # far longer than starting every other probe takes
+        return source
+
+    class Recording(FakeEnv):
+        def run(self, argv, timeout, env=None, input_text=None):
+            if tuple(argv[:2]) == (PY, "-c"):
+                order.append(f"torch probe run, starting set: {starting.is_set()}")
+            return super().run(argv, timeout, env, input_text)
+
+        def platform(self):
+            order.append("in-process probe")
+            return super().platform()
+
+    monkeypatch.setattr(torch_probe, "probe_script_source", slow_source)
+    env = v100_server()
+    env.__class__ = Recording
+    facts = gather(env, GatherOptions(python=PY, probe_starting=starting))
+    assert facts.errors() == {}
+    assert order[0] == "torch probe run, starting set: True"
+    assert "in-process probe" in order
+
+
+def test_a_torch_probe_that_cannot_start_still_lets_the_rest_go_on(monkeypatch):
+    from ddp_doctor.facts import torch_probe
+
+    def unreadable() -> str:
+        raise OSError("the probe script is gone")
+
+    monkeypatch.setattr(torch_probe, "probe_script_source", unreadable)
+    starting = threading.Event()
+    facts = gather(v100_server(), GatherOptions(python=PY, probe_starting=starting))
+    assert starting.is_set()
+    assert facts.records["torch"].ok is False
+    assert "the probe script is gone" in facts.records["torch"].error
+    assert facts.available("nvml") and facts.available("host")
+
+
 # ---------------------------------------------------------------- run_with_deadline
 
 

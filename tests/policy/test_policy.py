@@ -269,7 +269,7 @@ def test_doctor_runs_the_smoke_job_with_scaling_when_the_policy_asks(tmp_path, m
     monkeypatch.setattr(smoke_plan, "plan_smoke", plan)
     # A live run that gathers nothing: "this machine" is the recorded H100 server.
     monkeypatch.setattr(examine, "gather_facts", lambda machine, python, probe_timeout,
-                        keep_smi_text: (
+                        keep_smi_text, starting=None: (
         load_fixture_facts("healthy_8x_h100_nvlink"), "live"))
     monkeypatch.chdir(tmp_path)
     for text, scaling in (("min-scaling-efficiency = 0.7\n", True), ("min-gpus = 1\n", False)):

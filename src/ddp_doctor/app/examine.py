@@ -32,7 +32,7 @@ from ddp_doctor.app.requests import (
     interpreter,
     load_policy,
 )
-from ddp_doctor.facts.gather import GatherOptions, gather
+from ddp_doctor.facts.gather import PROBE_START_WAIT_S, GatherOptions, gather
 from ddp_doctor.facts.plan import apply_plan, make_plan
 from ddp_doctor.facts.probe_deadline import TORCH_PROBE_TIMEOUT_S
 from ddp_doctor.facts.seam import RealEnv
@@ -97,9 +97,14 @@ def _examine(common: Common, machine: MachineRequest, smoke: bool, device: str =
     policy = load_policy(common.config)
     # A bad --python is a one-line error before anything is shown or gathered.
     python = interpreter(machine.python) if machine.python else sys.executable
-    # Every input is good: start the gather now, and load the rest while it runs.
+    # Every input is good: start the gather now, and load the rest while it runs, once the
+    # torch probe's child is starting (these imports would hold the GIL its thread needs).
+    starting = threading.Event()
     gathering = _in_background(lambda: gather_facts(machine, python, probe_timeout,
-                                                    keep_smi_text=common.bundle is not None))
+                                                    keep_smi_text=common.bundle is not None,
+                                                    starting=starting))
+    gathering.add_done_callback(lambda _: starting.set())  # a gather that failed first
+    starting.wait(PROBE_START_WAIT_S)
     from ddp_doctor import runner
     from ddp_doctor.app.outputs import confirm, emit, phase, remove_kept
     from ddp_doctor.checklist import load_catalogue
@@ -166,10 +171,13 @@ def _ultralytics_note(packages: object, python: str) -> Optional[str]:
     return doctor_note(packages, python)
 
 
-def gather_facts(machine: MachineRequest, python: str, probe_timeout: float, keep_smi_text: bool
-           ) -> tuple[Facts, str]:
-    """This machine's facts (in ``--python``'s interpreter), or the saved ones replayed."""
+def gather_facts(machine: MachineRequest, python: str, probe_timeout: float, keep_smi_text: bool,
+                 starting: Optional[threading.Event] = None) -> tuple[Facts, str]:
+    """This machine's facts (in ``--python``'s interpreter), or the saved ones replayed;
+    ``starting`` is set as the torch probe's child starts, at once when there is none."""
     if machine.facts is not None:
+        if starting is not None:
+            starting.set()
         from ddp_doctor.inputs import read_facts
 
         try:
@@ -178,7 +186,8 @@ def gather_facts(machine: MachineRequest, python: str, probe_timeout: float, kee
             raise UsageError(str(exc)) from None
     facts = gather(RealEnv(), GatherOptions(python=python, torch_timeout_s=probe_timeout,
                                             nvidia_smi_text=keep_smi_text,
-                                            log_code_of=_log_code_of))
+                                            log_code_of=_log_code_of,
+                                            probe_starting=starting))
     return facts, "live"
 
 

@@ -1,6 +1,10 @@
 """Where a run's results go: ``emit`` writes every output of one Report after one
 redaction pass; files are confirmed, slow phases and the smoke job's progress are shown on
 stderr.
+
+The console and JSON renderers load with this module; the bundle writer, the Markdown,
+JUnit and GitHub renderers only for a run that asks for them (``check``'s CPU beside its
+torch probe is shared with it on a busy machine).
 """
 
 from __future__ import annotations
@@ -18,8 +22,6 @@ from typing import TYPE_CHECKING, Optional, Protocol
 from rich.console import Console
 
 from ddp_doctor.app.requests import Common
-from ddp_doctor.bundle.archive import BundleError
-from ddp_doctor.bundle.write import write_bundle
 from ddp_doctor.facts.snapshot import (
     Facts,
     write_text_atomic,
@@ -27,10 +29,7 @@ from ddp_doctor.facts.snapshot import (
 from ddp_doctor.model import Report
 from ddp_doctor.redact.redactor import Redactor
 from ddp_doctor.report.console import render_console
-from ddp_doctor.report.github import emit_github
 from ddp_doctor.report.json import render_json
-from ddp_doctor.report.junit import render_junit
-from ddp_doctor.report.markdown import render_markdown
 from ddp_doctor.usage import (
     UsageError,
 )
@@ -68,6 +67,9 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
     report = redactor.report(report)
     strict = outputs.strict
     if outputs.bundle is not None:
+        from ddp_doctor.bundle.archive import BundleError
+        from ddp_doctor.bundle.write import write_bundle
+
         try:
             write_bundle(Path(outputs.bundle), report, facts, redactor, force=outputs.force,
                          strict=strict, smoke_dir=smoke_dir, run_log=run_log,
@@ -77,13 +79,15 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
         confirm(outputs, "support bundle", outputs.bundle)
     for target, render, option, what in (
             (outputs.json, render_json, "--json", "JSON report"),
-            (outputs.markdown, render_markdown, "--markdown", "Markdown report"),
+            (outputs.markdown, _render_markdown, "--markdown", "Markdown report"),
             (outputs.junit, _render_junit, "--junit", "JUnit report")):
         if target:
             write_output(target, render(report, strict), option)
             if target != "-":
                 confirm(outputs, what, target)
     if os.environ.get("GITHUB_ACTIONS") == "true":
+        from ddp_doctor.report.github import emit_github
+
         # A report on stdout stays parseable: the annotations go to stderr, which the
         # runner also reads for workflow commands (see ddp_doctor.report.github, docs/ci.md).
         emit_github(report, strict, out=sys.stderr if outputs.to_stdout else None)
@@ -92,8 +96,15 @@ def emit(report: Report, outputs: Common, *, facts: Optional[Facts] = None,
              strict=strict)
 
 
+def _render_markdown(report: Report, strict: bool) -> str:
+    from ddp_doctor.report.markdown import render_markdown
+
+    return render_markdown(report, strict)
+
+
 def _render_junit(report: Report, strict: bool) -> str:
     """The JUnit report, its smoke criteria judged by the smoke job's own codes."""
+    from ddp_doctor.report.junit import render_junit
     from ddp_doctor.smoke.junit_codes import SMOKE_CODES
 
     return render_junit(report, strict, SMOKE_CODES)

@@ -13,7 +13,9 @@ within N s") and the thread, if it never returns, does not keep the doctor from 
 
 The two child processes start first, before this module even imports the in-process
 probes: the torch probe is the longest part of any run, so every moment the parent spends
-before starting it is added to the run, and every moment after is hidden behind it.
+before starting it is added to the run, and every moment after is hidden behind it. Its
+thread is waited for until it is starting its child (``probe_starting``): imports made
+meanwhile, here or by the caller, would hold the GIL that thread needs to get there.
 """
 
 from __future__ import annotations
@@ -27,20 +29,25 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ddp_doctor import __version__
-from ddp_doctor.facts.kernel_log import LogCodeOf
 from ddp_doctor.facts.nvidia_smi_text import NVIDIA_SMI_TEXT_TIMEOUT_S
 from ddp_doctor.facts.nvml import NVML_TIMEOUT_S, probe_nvml
 from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord, Facts
 from ddp_doctor.facts.torch_probe import TORCH_PROBE_TIMEOUT_S, probe_python
 
+if TYPE_CHECKING:  # the kernel-log probe loads with the other in-process ones, later
+    from ddp_doctor.facts.kernel_log import LogCodeOf
+
 # In-process probes read /proc, /sys and a few syscalls: well under a second normally.
 IN_PROCESS_TIMEOUT_S = 15.0
 # Slack on top of a child probe's own timeout, for starting it and reading its output.
 CHILD_SLACK_S = 10.0
+# The longest the gather waits for the torch probe's child to be started before it goes on
+# to the in-process probes (it is set within milliseconds; the bound is for a stuck exec).
+PROBE_START_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,11 @@ class GatherOptions:
     # What diagnose's rules make of a kernel-log line (logrules.code_of_line): the rules
     # lie above the facts, so the caller hands them in; without them the code is None.
     log_code_of: LogCodeOf | None = None
+    # Set as the torch probe's child starts (or the probe fails to): a caller that has
+    # imports of its own to make waits for it, as the gather does before importing the
+    # in-process probes, since an import holds the GIL the probe's thread needs to get
+    # its child going.
+    probe_starting: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -105,12 +117,16 @@ def _in_process(name: str, fn: Callable[[], Any], deadline_s: float) -> _Job:
     return _Job((name,), lambda: _timed(name, fn), deadline_s)
 
 
-def _child_jobs(env: Env, options: GatherOptions) -> list[_Job]:
+def _child_jobs(env: Env, options: GatherOptions, starting: threading.Event) -> list[_Job]:
     """The probes that run child processes: the torch probe and the NVML child."""
+    def torch_probe() -> list[FactRecord]:
+        try:
+            return probe_python(env, options.python, options.torch_timeout_s, starting)
+        finally:
+            starting.set()  # also when the probe could not start
+
     return [
-        _Job(("python", "torch"),
-             lambda: _guarded(("python", "torch"),
-                              lambda: probe_python(env, options.python, options.torch_timeout_s)),
+        _Job(("python", "torch"), lambda: _guarded(("python", "torch"), torch_probe),
              options.torch_timeout_s + CHILD_SLACK_S),
         _Job(("nvml",), lambda: _guarded(("nvml",), lambda: [probe_nvml(env,
                                                                          options.nvml_timeout_s)]),
@@ -161,7 +177,9 @@ def gather(env: Env, options: GatherOptions | None = None) -> Facts:
         "target_python": options.python,
     })
     start = time.monotonic()
-    futures = [(job, _start(job)) for job in _child_jobs(env, options)]
+    starting = options.probe_starting or threading.Event()
+    futures = [(job, _start(job)) for job in _child_jobs(env, options, starting)]
+    starting.wait(PROBE_START_WAIT_S)
     futures += [(job, _start(job)) for job in _in_process_jobs(env, options)]
     for job, future in futures:
         left = max(0.0, start + job.deadline_s - time.monotonic())

@@ -29,10 +29,10 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from ddp_doctor.facts.nvml_topology import safe_topology
-from ddp_doctor.facts.seam import Env
 from ddp_doctor.facts.snapshot import FactRecord
 
 if TYPE_CHECKING:  # the child process stays light: shapes are for the type checker only
+    from ddp_doctor.facts.seam import Env
     from ddp_doctor.facts.shapes import (
         Ecc,
         Fabric,

@@ -8,8 +8,12 @@ it so a support engineer replays the customer's plan too.
 
 from __future__ import annotations
 
-from ddp_doctor.facts.shapes import PlanFact
+from typing import TYPE_CHECKING
+
 from ddp_doctor.facts.snapshot import FactRecord, Facts
+
+if TYPE_CHECKING:  # the shapes are for the type checker: check imports this before its probe
+    from ddp_doctor.facts.shapes import PlanFact
 
 DEFAULT_SCRIPT = "train.py"
 

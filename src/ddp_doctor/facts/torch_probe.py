@@ -12,6 +12,7 @@ packages) and ``torch`` (the build, its libraries, CUDA devices and every except
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,12 @@ def interpret_probe(result: CommandResult, python: str) -> list[FactRecord]:
     ]
 
 
-def probe_python(env: Env, python: str, timeout: float = TORCH_PROBE_TIMEOUT_S) -> list[FactRecord]:
-    """Run the probe script in ``python`` and return its two fact records."""
-    result = env.run([python, "-c", probe_script_source()], timeout=timeout)
+def probe_python(env: Env, python: str, timeout: float = TORCH_PROBE_TIMEOUT_S,
+                 starting: threading.Event | None = None) -> list[FactRecord]:
+    """Run the probe script in ``python`` and return its two fact records; ``starting``
+    is set as the child is started (after the script is read, before the command runs)."""
+    argv = [python, "-c", probe_script_source()]
+    if starting is not None:
+        starting.set()
+    result = env.run(argv, timeout=timeout)
     return interpret_probe(result, python)
