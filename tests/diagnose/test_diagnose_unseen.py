@@ -13,7 +13,7 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 
 # The score measured when the split was last scored (README); a change that loses ground
 # on threads nobody studied fails here.
-FLOOR = 99 / 147
+FLOOR = 82 / 102
 
 
 @cache
@@ -28,8 +28,10 @@ def test_the_split_is_complete_and_outside_the_corpus() -> None:
     assert sorted(files) == sorted(p.name for p in UNSEEN.glob("*.log")), "unlisted logs"
     corpus = read_cases(LOGS)
     studied_urls = {c["url"] for c in corpus}
+    # A split studied after these threads were collected (split E, moved to the corpus with
+    # moved_from set) may share a repository with one of them; its threads still differ.
     studied_repos = {"/".join(c["url"].split("/")[3:5]) for c in corpus
-                     if "github.com" in c["url"]}
+                     if "github.com" in c["url"] and "moved_from" not in c}
     for case in cases():
         assert case["category"] in valid, case
         assert case["split"] == "unseen" and case["url"].startswith("https://"), case

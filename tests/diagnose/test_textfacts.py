@@ -130,6 +130,15 @@ def test_hand_edited_report_with_full_width_colons() -> None:
     assert "410.104" in finding.title and "CUDA 10.2" in finding.title
 
 
+def test_a_version_field_filled_with_pip_pins_gives_torchs_version() -> None:
+    # an issue template's field, as mkocabas/VIBE#83 filled it
+    text = ("Pytorch version: torch==1.4.0, torchvision==0.5.0, torchgeometry==0.1.2\n"
+            "Is CUDA available: Yes\n")
+    result = facts_from_text(text)
+    assert result is not None
+    assert result.facts["torch"]["build"]["version"] == "1.4.0"
+
+
 def test_cpu_build_on_a_gpu_laptop_is_an_error() -> None:
     facts = parse("collect_env-pytorch-122924.txt").facts
     assert facts["torch"]["build"]["cuda"] is None  # "Could not collect"

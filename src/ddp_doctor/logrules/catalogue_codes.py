@@ -161,8 +161,22 @@ ALLOCATOR_FLUSHES = declare(
     docs_url="https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/runtime/zero/"
              "stage3.py")
 
+LAUNCHER_LOCAL_RANK_OPTION = declare(
+    "LOG100", Category.DDP_USAGE_ERROR,
+    "The launcher passed --local_rank but the script does not accept that option",
+    what="torch.distributed.launch (torch 1.x, without --use_env) and DeepSpeed's launcher "
+         "append --local_rank=N to the script's arguments for every process; a script "
+         "written for torchrun (which sets LOCAL_RANK in the environment instead) or never "
+         "meant to be launched per GPU has no such option, so argparse refuses it.",
+    why="Every rank exits with argparse's usage error (exit code 2) before training starts.",
+    fix="Launch with torchrun, which passes no option and sets LOCAL_RANK; or make the script "
+        "accept it: parser.add_argument('--local_rank', '--local-rank', dest='local_rank', "
+        "type=int, default=int(os.environ.get('LOCAL_RANK', 0))).",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#launch-utility")
+
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
-                           INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES)
+                           INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES,
+                           LAUNCHER_LOCAL_RANK_OPTION)
 """Every code declared here, for the catalogue loader."""

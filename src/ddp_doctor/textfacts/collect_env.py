@@ -131,8 +131,15 @@ def _facts(values: dict[str, str], gpus: list[tuple[int, str]],
     return out
 
 
+# An issue template's "PyTorch version:" field filled with pip pins ("torch==1.4.0,
+# torchvision==0.5.0": mkocabas/VIBE#83) names torch's version after "torch==".
+_TORCH_PIN = re.compile(r"\btorch==([^\s,;]+)", re.IGNORECASE)
+
+
 def _torch(values: dict[str, str]) -> dict[str, Any]:
-    version = known(values.get("torch_version"))
+    raw = values.get("torch_version")
+    pinned = _TORCH_PIN.search(raw or "")
+    version = known(pinned.group(1) if pinned else raw)
     if version is None:
         return {"importable": False,
                 "import_error": {"type": "ImportError",
