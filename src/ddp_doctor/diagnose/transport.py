@@ -38,7 +38,7 @@ from ddp_doctor.diagnose.relations import Declared
 from ddp_doctor.knowledge.floors import comparable_allreduce, floor_for
 from ddp_doctor.logrules.rule import Explains
 from ddp_doctor.model import Evidence, Finding, Severity, Step
-from ddp_doctor.nodes.codes import NCCL_DIFFERS
+from ddp_doctor.nodes import codes as node_codes  # a module: its codes stay the nodes'
 
 NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 NCCL_TESTS = "https://github.com/NVIDIA/nccl-tests"
@@ -106,7 +106,7 @@ BUSBW_BELOW_FLOOR = declare(
 
 
 CAUSES: tuple[Declared, ...] = (
-    Declared(NCCL_DIFFERS.id, Explains(
+    Declared(node_codes.NCCL_DIFFERS.id, Explains(
         (WRONG_RESULTS_NET.id,),
         reason="NCCL's wire protocol is only kept within one version, so hosts running "
                "different NCCL versions can exchange data each reads differently: nccl-tests' "
@@ -115,7 +115,7 @@ CAUSES: tuple[Declared, ...] = (
 )
 """The codes that explain these findings when the same log shows both (``Explains``)."""
 CODES = (SOCKETS_WITH_IB, GDR_OFF, WRONG_RESULTS, WRONG_RESULTS_NET, BUSBW_BELOW_FLOOR,
-         NCCL_DIFFERS)
+         node_codes.NCCL_DIFFERS)
 """The codes these findings and their declared causes use, for the relations' check."""
 
 
