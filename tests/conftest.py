@@ -47,6 +47,7 @@ def fixture_facts():
 ULTRALYTICS_GROUP = "ultralytics-venv"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the groups into work units
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist with ``--dist loadgroup`` (CONTRIBUTING.md), the tests that need the
     Ultralytics venv all go to one worker: that worker builds it once and the other worker
