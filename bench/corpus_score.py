@@ -22,8 +22,8 @@ from ddp_doctor.diagnose import diagnose
 from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 
 
-def cases(split: str | None, folder: Path = LOGS) -> list[dict]:
-    found = read_cases(folder)
+def cases(split: str | None, folder: Path = LOGS, pattern: str = "cases_*.toml") -> list[dict]:
+    found = read_cases(folder, pattern)
     if split is not None:
         found = [c for c in found if c.get("split", "train") == split]
     return found
@@ -39,15 +39,9 @@ def main() -> int:
     args = parser.parse_args()
     folder = UNSEEN if args.unseen else LOGS
     rows, misses = [], []
-    chosen = cases(None if args.unseen else args.split, folder)
-    if args.cases:
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # the dependency pyproject.toml declares for Python < 3.11
-            import tomli as tomllib
-        text = (folder / args.cases).read_text(encoding="utf-8")
-        files = {c["file"] for c in tomllib.loads(text)["case"]}
-        chosen = [c for c in chosen if c["file"] in files]
+    chosen = cases(None if args.unseen else args.split, folder, args.cases or "cases_*.toml")
+    if not chosen:
+        parser.error(f"no cases in {folder} match {args.cases or 'cases_*.toml'}")
     for case in chosen:
         lead = diagnose(str(folder / case["file"])).report.results[0].findings[0]
         got = lead.code.category.value

@@ -39,13 +39,15 @@ from ddp_doctor.redact.secrets import redact_text
 _SPACE = re.compile(r"\s+")
 
 
-def read_cases(logs: Path) -> list[dict[str, Any]]:
+def read_cases(logs: Path, pattern: str = "cases_*.toml") -> list[dict[str, Any]]:
+    """The cases of every index file in ``logs`` matching ``pattern`` (one file's name
+    picks that file alone)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - the dependency pyproject.toml declares for Python < 3.11
         import tomli as tomllib
     found: list[dict[str, Any]] = []
-    for index in sorted(logs.glob("cases_*.toml")):
+    for index in sorted(logs.glob(pattern)):
         found += tomllib.loads(index.read_text(encoding="utf-8"))["case"]
     return found
 
