@@ -66,22 +66,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _heaviest_modules_first(items: list[pytest.Item]) -> None:
     """Hand the long work out first, so the two workers finish together.
 
-    xdist gives out tests in collection order; collected alphabetically, the Ultralytics
-    group (a 5 GB venv built, then real trainers) and the real DDP jobs came last, and one
-    worker ran them alone while the other had finished. Modules move as wholes (their tests
-    keep their order, and a module-scoped fixture is set up once): the Ultralytics venv's
-    users first, then by how many slow tests a module holds. The same order on every
-    worker, as xdist requires: it depends on the collected items only.
+    xdist hands out its groups first, largest first, then the other tests in collection
+    order; collected alphabetically, modules of real DDP jobs came last, and one worker ran
+    them alone while the other had finished. Modules move as wholes (their tests keep their
+    order, and a module-scoped fixture is set up once): the Ultralytics venv's users first,
+    then by how many slow tests a module holds. The same order on every worker, as xdist
+    requires: it depends on the collected items only.
     """
-    weight: dict[str, tuple[int, int, int]] = {}
+    key: dict[str, tuple[int, int, int]] = {}  # (-venv users, -slow tests, first index)
     for index, item in enumerate(items):
         module = item.nodeid.split("::")[0]
-        venv, slow, first = weight.get(module, (0, 0, index))
-        venv += "ultralytics_python" in getattr(item, "fixturenames", ())
-        slow += item.get_closest_marker("slow") is not None
-        weight[module] = (venv, slow, first)
-    items.sort(key=lambda item: (lambda w: (-w[0], -w[1], w[2]))(
-        weight[item.nodeid.split("::")[0]]))
+        venv, slow, first = key.get(module, (0, 0, index))
+        venv -= "ultralytics_python" in getattr(item, "fixturenames", ())
+        slow -= item.get_closest_marker("slow") is not None
+        key[module] = (venv, slow, first)
+    items.sort(key=lambda item: key[item.nodeid.split("::")[0]])
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
