@@ -24,7 +24,7 @@ GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
-    "oom-kill",
+    "oom-kill", "dynamo hit config",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -35,14 +35,16 @@ Dao-AILab/flash-attention#928); "exception" is the word the exception classes na
 *Exception share when nothing else on their line is a gate (Lightning's
 MisconfigurationException, torch.multiprocessing's ProcessRaisedException).
 
-The last five let catalogued messages be read when they are pasted without an ``Error:``
+The last six let catalogued messages be read when they are pasted without an ``Error:``
 or exception prefix, each spelled by the message itself: torch's "Default process group has
 not been initialized" (distributed_c10d.py raises it as a ValueError that users paste
 alone), the shells' "torchrun: command not found" (bash) and "command not found: torchrun"
 (zsh), NCCL's INFO line "ncclMaxSharedMem N exceeds device/fn maxSharedMem M" (2.25, a GPU
 generation its kernels were not built for: NVIDIA/nccl#1637), pip's "X requires Y, but you
-have Z which is incompatible" (pip/_internal/commands/install.py) and the kernel's
-"invoked oom-killer" / "oom-kill:constraint=" lines (mm/oom_kill.c).
+have Z which is incompatible" (pip/_internal/commands/install.py), the kernel's
+"invoked oom-killer" / "oom-kill:constraint=" lines (mm/oom_kill.c) and torch.compile's
+"torch._dynamo hit config.cache_size_limit (8)", which glog prints as "W1128 ..." with no
+other gate (torch/_dynamo/convert_frame.py).
 
 How many there may be: the scan finds every gate in one pass over a chunk's distinct lines
 of letters (``diagnose/line_gate.py``), so a gate costs one ``bytes.find`` over those few
@@ -50,7 +52,7 @@ distinct lines per chunk, plus the exact test on the lines its letters pick. Wha
 that cost bounded is not a count but what the words pick: none may pick a line of the noise
 a long training log is made of (``diagnose/synthetic.py``: progress bars, metric rows, NCCL
 INFO channel lines), which tests/diagnose/test_logrules.py holds, and ``nccl`` is never a
-gate (NCCL's INFO lines are floods). Going from 18 gates to these 23 cost nothing measurable
+gate (NCCL's INFO lines are floods). Going from 18 gates to these 24 cost nothing measurable
 on bench/diagnose_throughput.py's realistic log (a paired A/B ratio; docs/catalogues.md)."""
 
 # What a line's own wording says about how serious it is, whatever rule matched it. Every
