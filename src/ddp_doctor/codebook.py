@@ -14,6 +14,7 @@ rebuilding a recorded report's findings) is handed them by its caller.
 
 from __future__ import annotations
 
+import ddp_doctor.diagnose.accelerate_state
 import ddp_doctor.diagnose.compose
 import ddp_doctor.diagnose.context
 import ddp_doctor.diagnose.fallback
@@ -38,6 +39,7 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.LOG: (ddp_doctor.logrules.__name__,),  # imports every area module of the rules
     # (diagnose's package binds the name ``compose`` to its function: the module's name)
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", ddp_doctor.diagnose.context.__name__,
+                      ddp_doctor.diagnose.accelerate_state.__name__,
                       ddp_doctor.diagnose.similar.__name__, ddp_doctor.diagnose.fallback.__name__,
                       ddp_doctor.diagnose.transport.__name__),
     Family.POLICY: (ddp_doctor.policy.codes.__name__,),

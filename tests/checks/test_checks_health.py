@@ -403,6 +403,66 @@ def test_the_same_heading_inside_a_whole_report_does_not_split_it():
     assert all(g.get("name") for g in result.facts.records["nvml"].value["gpus"])
 
 
+def _section(text: str, heading: str) -> list[str]:
+    """One section of a whole nvidia-smi -q report, cut out as it is printed there: its
+    heading and the lines indented under it, with the report's indentation kept."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == heading)
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = next((i for i in range(start + 1, len(lines))
+                if len(lines[i]) - len(lines[i].lstrip()) <= indent), len(lines))
+    return lines[start:end]
+
+
+def test_sections_of_a_real_report_pasted_alone_are_read_with_their_indentation():
+    """The live H200's "Clocks Event Reasons" and "Temperature" sections, copied out of its
+    report with the report's indentation and nothing around them: read as one GPU."""
+    report = capture("nvidia-smi-q-h200-live.txt")
+    reasons, temperature = (_section(report, "Clocks Event Reasons"),
+                            _section(report, "Temperature"))
+    assert reasons[0].startswith("    Clocks") and temperature[1].startswith("        GPU")
+    text = "\n".join(["The GPU looks slow, here is nvidia-smi -q:", *reasons, *temperature])
+    result = facts_from_text(text)
+    assert result is not None and len(result.sections) == 2
+    (gpu,) = result.facts.records["nvml"].value["gpus"]
+    whole = facts_from_text(report)
+    assert whole is not None
+    (full,) = whole.facts.records["nvml"].value["gpus"]
+    for key in ("clock_event_reasons", "temperature", "temperature_margin"):
+        assert gpu[key] == full[key] is not None, key
+    assert "name" not in gpu and "pci_bus_id" not in gpu
+
+
+def test_an_indented_power_braked_excerpt_is_still_hwf012():
+    text = "\n".join("    " + line
+                     for line in capture("nvidia-smi-q-l4rz-c4130-v100-power-brake.txt")
+                     .splitlines())
+    assert "HWF012" in _text_codes(text)
+
+
+def test_a_hot_temperature_section_alone_is_hwf013():
+    text = ("    Temperature\n"
+            "        GPU Current Temp                  : 92 C\n"
+            "        GPU Shutdown Temp                 : 96 C\n"
+            "        GPU Slowdown Temp                 : 93 C\n"
+            "        GPU Max Operating Temp            : 87 C\n")
+    assert "HWF013" in _text_codes(text)
+
+
+@pytest.mark.parametrize("text", [
+    "GPU Current Temp : 92 C, which seems high to me",  # one field: prose, not the report
+    "    Temperature\n        GPU Current Temp : 92 C\n        Fan Speed : 100 %\n",
+])
+def test_a_lone_temperature_line_is_not_a_report(text):
+    assert facts_from_text(text) is None
+
+
+def test_a_whole_reports_own_sections_are_not_read_again_as_excerpts():
+    result = facts_from_text(capture("nvidia-smi-q-h200-live.txt"))
+    assert result is not None
+    assert [s.kind for s in result.sections] == ["nvidia_smi_q"]
+
+
 # ---------------------------------------------------------------- nccl.p2p_data
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.diagnose.accelerate_state import SAME_DEVICE, ranks_on_one_device
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.literals import required_literals
@@ -549,6 +550,18 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
     return []
 
 
+# The leads that ranks sharing one GPU explains: NCCL's "Duplicate GPU detected" (LOG057,
+# read as ranks and devices that do not line up) is what NCCL says of it.
+SHARED_DEVICE_LEADS = ("LOG057",)
+
+
+def _shared_device(scan: ScanResult, many: bool) -> list[tuple[str, str]]:
+    """accelerate's state lines showing every process on one GPU (``accelerate_state``)."""
+    return ranks_on_one_device(
+        (line_label(context.document, number, many), line)
+        for context in scan.contexts for number, line in _document_lines(context))
+
+
 def _container_without_gpus(scan: ScanResult, many: bool) -> list[Seen]:
     """The `docker run` lines of a log where none asks for GPUs; empty otherwise."""
     runs = [seen for context in scan.contexts
@@ -697,6 +710,17 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         explained = _explained(findings, lead)
         if explained is not None:
             return explained
+    shared = _shared_device(scan, many) if not multi_node else []
+    if shared and (lead is None or lead.code.id in SHARED_DEVICE_LEADS):
+        shown = [Seen(where, text) for where, text in shared]
+        shared_steps = (Step(SAME_DEVICE.fix,
+                             command="nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES"),)
+        if lead is not None:
+            return _replaced_lead(findings, lead, SAME_DEVICE, shown,
+                                  "accelerate's state: the job's processes", shared_steps)
+        return [_made(SAME_DEVICE, tuple(Evidence(seen.where, seen.text,
+                                                  "accelerate's state: the job's processes")
+                                         for seen in shown), shared_steps), *findings]
     if lead is None:
         ungated = _ungated(scan, many)
         if ungated:

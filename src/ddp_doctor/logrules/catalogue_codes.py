@@ -174,9 +174,49 @@ LAUNCHER_LOCAL_RANK_OPTION = declare(
         "type=int, default=int(os.environ.get('LOCAL_RANK', 0))).",
     docs_url="https://pytorch.org/docs/stable/distributed.html#launch-utility")
 
+# CPython's "cannot import name X from Y" (Python/ceval.c import_from at v3.12.7) where Y is
+# a library whose public names change from release to release (the catalogue lists them):
+# the importing code was written for another release of Y. From user code such a failure
+# can be a typo or a circular import, which CPython words differently ("partially
+# initialized module"), so only those libraries are read.
+IMPORT_NAME_MISSING = declare(
+    "LOG101", Category.PACKAGE_CONFLICT,
+    "A module imports a name that the installed release of a library does not have",
+    what="Code (a training repository, or a library such as peft, trl, diffusers or timm) "
+         "imports a name from transformers, diffusers, accelerate, peft, torchvision, timm or "
+         "another library whose public names change between releases, and the installed "
+         "release has no such name: it is older than the one the code was written for (the "
+         "name was added later), or newer (the name was removed or moved).",
+    why="The import fails, so the job stops before it starts training.",
+    fix="Install the release of that library the code was written for (the repository's "
+        "requirements file, or the importing package's own pins), or upgrade the importing "
+        "package to one written for the installed release.",
+    docs_url="https://docs.python.org/3/reference/simple_stmts.html#the-import-statement")
+
+# torch.compile's frame cache: when a compiled function is recompiled more times than
+# config.cache_size_limit (8; recompile_limit in later releases) allows, dynamo logs
+# "torch._dynamo hit config.<limit> (N)" and runs that function without compiling it from
+# then on (torch/_dynamo/convert_frame.py at v2.5.1; https://pytorch.org/docs/stable/
+# torch.compiler_troubleshooting.html).
+RECOMPILE_LIMIT = declare(
+    "LOG102", Category.PERFORMANCE_DEGRADED,
+    "torch.compile gave up on a function that kept recompiling: it runs uncompiled",
+    what="A compiled function's guards failed again and again (a shape, a Python value or a "
+         "tensor's properties changing between calls), so dynamo recompiled it until its "
+         "cache limit and then stopped compiling it.",
+    why="That function runs eagerly from then on, after the time spent on every "
+        "recompilation: the steps are slower than the compiled run the job was set up for.",
+    fix="Find what changes between calls (TORCH_LOGS=recompiles prints each reason) and make "
+        "it static (fixed shapes, or dynamic=True / torch._dynamo.mark_dynamic for the "
+        "dimension that varies); raise torch._dynamo.config.cache_size_limit only when the "
+        "variants are few and expected.",
+    severity=Severity.WARNING,
+    docs_url="https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html")
+
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
                            INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES,
-                           LAUNCHER_LOCAL_RANK_OPTION)
+                           LAUNCHER_LOCAL_RANK_OPTION, IMPORT_NAME_MISSING,
+                           RECOMPILE_LIMIT)
 """Every code declared here, for the catalogue loader."""

@@ -2,8 +2,8 @@
 
 A log of 1 GB must scan at tens of MB/s, so no rule's regular expression is run on every
 line. Each rule names *anchors*: lowercase words from the small shared ``GATES`` vocabulary,
-at least one of which is in every line the rule can match. The engine makes one pass per
-gate over the (lowercased) text and tries a rule only on lines that hold one of its anchors.
+at least one of which is in every line the rule can match. The engine finds every gate in
+one pass over the text and tries a rule only on lines that hold one of its anchors.
 That is why the patterns here spell an anchor word out literally in each alternative (a
 test checks it), and why ``nccl`` is not a gate: NCCL's INFO lines are floods, so a rule
 reading an NCCL line anchors on another of its words ("warn", "fail", "refused").
@@ -23,17 +23,40 @@ _R = TypeVar("_R", bound=Any)
 GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
-    "exception",
+    "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
+    "oom-kill", "dynamo hit config",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
-rule's anchors (compare against the lowercased line). At most 18: each is one pass. "cud"
-stands for both "cuda" and "cudnn" (one pass instead of two); ".cc:" is the file:line of
-NCCL's error trace ("NCCL INFO misc/socket.cc:567 -> 2"), printed without any other gate;
-"undefined symbol" is the dynamic loader's line, which users often paste without the
-ImportError before it (facebookresearch/detectron2#3710, Dao-AILab/flash-attention#928);
-"exception" is the word the exception classes named *Exception share when nothing else on
-their line is a gate (Lightning's MisconfigurationException, torch.multiprocessing's
-ProcessRaisedException)."""
+rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
+"cudnn"; ".cc:" is the file:line of NCCL's error trace ("NCCL INFO misc/socket.cc:567 -> 2"),
+printed without any other gate; "undefined symbol" is the dynamic loader's line, which users
+often paste without the ImportError before it (facebookresearch/detectron2#3710,
+Dao-AILab/flash-attention#928); "exception" is the word the exception classes named
+*Exception share when nothing else on their line is a gate (Lightning's
+MisconfigurationException, torch.multiprocessing's ProcessRaisedException).
+
+The last six let catalogued messages be read when they are pasted without an ``Error:``
+or exception prefix, each spelled by the message itself: torch's "Default process group has
+not been initialized" (distributed_c10d.py raises it as a ValueError that users paste
+alone), the shells' "torchrun: command not found" (bash) and "command not found: torchrun"
+(zsh), NCCL's INFO line "ncclMaxSharedMem N exceeds device/fn maxSharedMem M" (2.25, a GPU
+generation its kernels were not built for: NVIDIA/nccl#1637), pip's "X requires Y, but you
+have Z which is incompatible" (pip/_internal/commands/install.py), the kernel's
+"invoked oom-killer" / "oom-kill:constraint=" lines (mm/oom_kill.c) and torch.compile's
+"torch._dynamo hit config.cache_size_limit (8)", which glog prints as "W1128 ..." with no
+other gate (torch/_dynamo/convert_frame.py).
+
+How many there may be: the scan finds every gate in one pass over a chunk's distinct lines
+of letters (``diagnose/line_gate.py``), so a gate costs one ``bytes.find`` over those few
+distinct lines per chunk, plus the exact test on the lines its letters pick. What keeps
+that cost bounded is not a count but what the words pick: none may pick a line of the noise
+a long training log is made of (``diagnose/synthetic.py``: progress bars, metric rows, NCCL
+INFO channel lines), which tests/diagnose/test_logrules.py holds, and ``nccl`` is never a
+gate (NCCL's INFO lines are floods). Going from 18 gates to these 24 (and one more section
+marker) cost nothing outside the noise on bench/diagnose_throughput.py's logs, timed as
+whole processes in alternating pairs against the 18-gate tree, CPU-time ratio new/old,
+median of 7 pairs: 1.03 on a 128 MB realistic log (pairs ranged 0.89-1.20), 1.05 on a
+16 MB worst case (0.76-1.17); with the first 23 gates alone, 0.96 and 0.97."""
 
 # What a line's own wording says about how serious it is, whatever rule matched it. Every
 # process of a job prints the same import-time warnings (torch's "UserWarning: Failed to

@@ -25,7 +25,10 @@ Errors" > "Volatile" > "DRAM Uncorrectable"); each value is one NVML query
 
 The section starts at the "Driver Version" line (the "NVSMI LOG" banner and Timestamp
 before it carry nothing); pastes are often excerpts ("[...]" where the author cut), so a
-missing block is simply unknown. ``nvidia-smi -q -i N`` shows one GPU without its index;
+missing block is simply unknown. Users also paste one section of one GPU alone, the
+"Clocks Event Reasons" (``parse_excerpt``) or the "Temperature" one (``parse_temperature``,
+from its exact field names), flush left or with the report's indentation: read as one GPU
+whose identity the paste does not show. ``nvidia-smi -q -i N`` shows one GPU without its index;
 the GPU's index is then its "Minor Number" where shown, else its position in the text.
 """
 
@@ -46,6 +49,19 @@ START = re.compile(r"^Driver Version\s*:\s*\S", re.IGNORECASE)
 # The clock-event reasons pasted on their own, flush left (a thread about throttling quotes
 # just the reasons and the clocks): read as one GPU whose identity the paste does not show.
 EXCERPT = re.compile(r"^Clocks (?:Event|Throttle) Reasons\s*$")
+# The same heading with the report's indentation, copied out of a terminal: an excerpt only
+# where no whole report comes before it in the text (``sections.find_sections``).
+INDENTED_EXCERPT = re.compile(r"^\s+Clocks (?:Event|Throttle) Reasons\s*$")
+# The "Temperature" section's first field, as nvidia-smi -q prints it (the heading alone,
+# "Temperature", is any prose's word): a paste of that section is read from its exact field
+# names, the R470-R570 absolute ones and the R580 "T.Limit" ones
+# (https://docs.nvidia.com/deploy/nvidia-smi/index.html, "Temperature").
+TEMPERATURE = re.compile(r"^\s*GPU Current Temp\s*:\s*\S")
+TEMPERATURE_FIELDS = frozenset({
+    "GPU Current Temp", "GPU Shutdown Temp", "GPU Slowdown Temp", "GPU Max Operating Temp",
+    "GPU T.Limit Temp", "GPU Shutdown T.Limit Temp", "GPU Slowdown T.Limit Temp",
+    "GPU Max Operating T.Limit Temp", "GPU Target Temperature", "Memory Current Temp",
+    "Memory Max Operating Temp", "Memory Max Operating T.Limit Temp"})
 MAX_LINES = 20000  # 8 GPUs of a recent driver are about 2,500 lines
 _COMPUTE_MODES = {"default": "Default", "exclusive_process": "Exclusive_Process",
                   "exclusive_thread": "Exclusive_Thread", "prohibited": "Prohibited"}
@@ -116,10 +132,15 @@ def parse(lines: Sequence[str]) -> Parsed | None:
 
 
 def parse_excerpt(lines: Sequence[str]) -> Parsed | None:
-    """Read sections of one GPU pasted without their report (LINES[0] is EXCERPT's line):
-    the clock-event reasons and what follows them (the clocks, sometimes the link)."""
-    if not lines or not EXCERPT.match(normalize_line(lines[0]).rstrip()):
+    """Read sections of one GPU pasted without their report (LINES[0] is EXCERPT's or
+    INDENTED_EXCERPT's line): the clock-event reasons and what follows them (the clocks,
+    sometimes the link)."""
+    first = normalize_line(lines[0]).rstrip() if lines else ""
+    if not (EXCERPT.match(first) or INDENTED_EXCERPT.match(first)):
         return None
+    # the heading made flush left, and every line after it moved by as much
+    cut = len(first) - len(first.lstrip(" "))
+    lines = [_dedent(normalize_line(line), cut) for line in lines]
     _, blocks = _tree(lines, headless=True)
     gpu = _gpu(blocks[0], 0)
     if gpu.get("clock_event_reasons") is None and gpu.get("pcie") is None:
@@ -130,6 +151,36 @@ def parse_excerpt(lines: Sequence[str]) -> Parsed | None:
     out.summary = ("nvidia-smi -q excerpt of one GPU (which one is not shown)"
                    + (" (" + "; ".join(problems) + ")" if problems else ""))
     return out
+
+
+def parse_temperature(lines: Sequence[str]) -> Parsed | None:
+    """Read the "Temperature" section of one GPU pasted without its report (LINES[0] is
+    TEMPERATURE's line): its consecutive fields, each one of nvidia-smi -q's own names; at
+    least two of them, so that one "GPU Current Temp" line in prose is not a report."""
+    block: dict[Path, str] = {}
+    for raw in lines[:len(TEMPERATURE_FIELDS)]:
+        match = _KEY_VALUE.match(normalize_line(raw).strip())
+        if match is None or match.group(1) not in TEMPERATURE_FIELDS:
+            break
+        block[("Temperature", match.group(1))] = match.group(2)
+    if len(block) < 2:
+        return None
+    gpu = _gpu(block, 0)
+    gpu.pop("clock_event_reasons", None)
+    if gpu.get("temperature") is None:
+        return None
+    out = Parsed(kind="nvidia_smi_q")
+    out.facts["nvml"] = {"initialized": True, "error": None, "gpus": [gpu]}
+    problems = _problems(gpu)
+    out.summary = ("nvidia-smi -q temperature excerpt of one GPU (which one is not shown)"
+                   + (" (" + "; ".join(problems) + ")" if problems else ""))
+    return out
+
+
+def _dedent(line: str, cut: int) -> str:
+    """LINE without up to CUT leading blanks."""
+    kept = len(line) - len(line.lstrip(" "))
+    return line[min(cut, kept):]
 
 
 def _get(block: dict[Path, str], *path: str) -> str | None:

@@ -8,7 +8,9 @@ lowercase substrings, and hands over the lines after each hit; every start patte
 matches only lines that contain one of them (tests/diagnose/test_textfacts.py checks it on every
 capture).
 
-Five markers, because each is one pass over the log:
+The markers are few and specific because each line that holds one starts a capture of the
+lines after it (``diagnose/scan.py``, at most eight per log); the scan finds them all in one
+pass with its gate words:
 - "pytorch version": collect_env's "PyTorch version: 2.1.0" (also the old "PyTorch version
   1.5.0" without a colon);
 - "driver": the nvidia-smi table header ("| NVIDIA-SMI 535.104.05  Driver Version: ..."),
@@ -18,7 +20,11 @@ Five markers, because each is one pass over the log:
 - "device handle": "Unable to determine the device handle for GPU...: Unknown Error";
 - "torch-": the Ultralytics / YOLOv5 banner ("Python-3.10.9 torch-1.13.1+cu117 CUDA:0 ...");
 - "reasons": ``nvidia-smi -q``'s "Clocks Event Reasons" ("Clocks Throttle Reasons" before
-  R535) pasted alone, flush left, as threads about a throttled GPU quote it.
+  R535) pasted alone, flush left as threads about a throttled GPU quote it, or with the
+  report's indentation where no whole report comes before it;
+- "gpu current temp": the first field of ``nvidia-smi -q``'s "Temperature" section, pasted
+  alone (the heading "Temperature" is prose's word too), read from its exact field names
+  where no whole report comes before it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from ddp_doctor.textfacts import collect_env, nvidia_smi, nvidia_smi_q, yolo_che
 from ddp_doctor.textfacts.parsed import Parsed, normalize_line
 
 SECTION_MARKERS: tuple[str, ...] = ("pytorch version", "driver", "device handle", "torch-",
-                                     "reasons")
+                                     "reasons", "gpu current temp")
 
 Parser = Callable[[Sequence[str]], "Parsed | None"]
 
@@ -61,8 +67,11 @@ def _parser_for(line: str) -> Parser | None:
     if not any(marker in low for marker in SECTION_MARKERS):
         return None
     normalized = normalize_line(line)
-    if nvidia_smi_q.EXCERPT.match(normalized.rstrip()):  # flush left only: the same
-        return nvidia_smi_q.parse_excerpt  # heading indented is inside a whole report
+    if nvidia_smi_q.EXCERPT.match(normalized.rstrip()) \
+            or nvidia_smi_q.INDENTED_EXCERPT.match(normalized.rstrip()):
+        return nvidia_smi_q.parse_excerpt
+    if nvidia_smi_q.TEMPERATURE.match(normalized):
+        return nvidia_smi_q.parse_temperature
     text = normalized.strip()
     for pattern, parser, anywhere in _STARTS:
         if (pattern.search(text) if anywhere else pattern.match(text)) is not None:
@@ -73,8 +82,14 @@ def _parser_for(line: str) -> Parser | None:
 def find_sections(text: str) -> list[Section]:
     """Every section of TEXT that its parser could read, in order."""
     lines = text.splitlines()
-    starts = [(i, p) for i, p in ((i, _parser_for(line)) for i, line in enumerate(lines))
-              if p is not None]
+    starts: list[tuple[int, Parser]] = []
+    report = False  # a whole nvidia-smi -q report came before: its sections are its own
+    for i, line in enumerate(lines):
+        parser = _parser_for(line)
+        if parser is None or (report and _inside_report(line, parser)):
+            continue
+        report = report or parser is nvidia_smi_q.parse
+        starts.append((i, parser))
     found: list[Section] = []
     for n, (start, parser) in enumerate(starts):
         end = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
@@ -85,3 +100,13 @@ def find_sections(text: str) -> list[Section]:
         if parsed is not None:
             found.append(Section(start, parsed))
     return found
+
+
+def _inside_report(line: str, parser: Parser) -> bool:
+    """Whether a start, after a whole ``nvidia-smi -q`` report, is one of its own sections:
+    an indented "Clocks Event Reasons" heading or a "GPU Current Temp" field (a flush-left
+    heading is an excerpt pasted after the report, as before)."""
+    if parser is nvidia_smi_q.parse_temperature:
+        return True
+    return parser is nvidia_smi_q.parse_excerpt \
+        and not nvidia_smi_q.EXCERPT.match(normalize_line(line).rstrip())

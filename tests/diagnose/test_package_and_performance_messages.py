@@ -1,0 +1,66 @@
+"""Messages of the sources that state a package conflict or a slow run (issue 23 item 2).
+
+Each line is printed by the program named beside it; each test fails without its catalogue
+entry (the line was read as nothing before, or, for the gate, never reached a rule).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ddp_doctor.diagnose import diagnose
+
+
+def _lead(tmp_path, text: str) -> tuple[str, str]:
+    path = tmp_path / "job.log"
+    path.write_text(text + "\n", encoding="utf-8")
+    lead = diagnose(str(path)).report.results[0].findings[0]
+    return lead.code.id, lead.code.category.value
+
+
+@pytest.mark.parametrize(("line", "code"), [
+    # NumPy 1.24's expired aliases (numpy/__init__.py __getattr__): the message's second and
+    # third lines, and the first without "AttributeError: "
+    ("`np.int` was a deprecated alias for the builtin `int`. To avoid this error in existing "
+     "code, use `int` by itself. Doing this will not modify any behavior and is safe.",
+     "LOG026"),
+    ("The aliases was originally deprecated in NumPy 1.20; for more details and guidance see "
+     "the original release note at:", "LOG026"),
+    ("module 'numpy' has no attribute 'float'.", "LOG026"),
+    # CPython's import_from, for libraries whose names move between releases
+    ("ImportError: cannot import name 'EncoderDecoderCache' from 'transformers' "
+     "(/opt/conda/lib/python3.10/site-packages/transformers/__init__.py)", "LOG101"),
+    ("ImportError: cannot import name 'is_flash_attn_greater_or_equal_2_10' from "
+     "'transformers.utils'", "LOG101"),
+    ("ImportError: cannot import name 'load_state_dict_from_url' from "
+     "'torchvision.models.utils'", "LOG101"),
+    ("ImportError: cannot import name 'soft_unicode' from 'markupsafe' "
+     "(/usr/local/lib/python3.8/dist-packages/markupsafe/__init__.py)", "LOG101"),
+    ("ImportError: cannot import name 'Iterable' from 'collections' "
+     "(/usr/lib/python3.10/collections/__init__.py)", "LOG083"),
+])
+def test_a_version_split_is_read_as_a_package_conflict(tmp_path, line, code):
+    assert _lead(tmp_path, line) == (code, "package_conflict")
+
+
+@pytest.mark.parametrize("line", [
+    # a circular import, and the user's own module: no library release to blame
+    "ImportError: cannot import name 'Trainer' from partially initialized module "
+    "'transformers' (most likely due to a circular import)",
+    "ImportError: cannot import name 'helper' from 'utils' (/home/me/project/utils.py)",
+    # NumPy 1.20-1.23's warning: the alias still works there
+    "DeprecationWarning: `np.int` is a deprecated alias for the builtin `int`. To silence "
+    "this warning, use `int` by itself.",
+])
+def test_what_names_no_release_is_not_read_as_a_conflict(tmp_path, line):
+    assert _lead(tmp_path, line)[1] != "package_conflict"
+
+
+@pytest.mark.parametrize("line", [
+    # torch/_dynamo/convert_frame.py, printed by logging in glog's format (no "warn")
+    "W1128 10:15:02.553000 140211 torch/_dynamo/convert_frame.py:844] [0/8] torch._dynamo hit "
+    "config.cache_size_limit (8)",
+    "torch._dynamo hit config.recompile_limit (8)",
+])
+def test_torch_compile_giving_up_on_a_function_is_a_slow_run(tmp_path, line):
+    assert _lead(tmp_path, line) == ("LOG102", "performance_degraded")
