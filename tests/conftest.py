@@ -94,8 +94,9 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
 @pytest.fixture(scope="session")
 def ultralytics_python(tmp_path_factory) -> str:
     """A venv with the registry's torch build (a CUDA build of the same torch version as this
-    venv's +cpu one), torchvision and Ultralytics (5 GB; about 90 s of CPU), built once per session for
-    the Ultralytics tests and the two-node smoke whose nodes differ in their torch build.
+    venv's +cpu one), torchvision and Ultralytics (5 GB, about 90 s of CPU), built once per
+    session for the Ultralytics tests and the two-node smoke whose nodes differ in their torch
+    build.
 
     Once per session means once for all pytest-xdist workers too: it is built in the folder
     the workers' temporary folders share, under a lock, and a worker that finds it built

@@ -13,7 +13,7 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 
 # The score measured when the split was last scored (README); a change that loses ground
 # on threads nobody studied fails here.
-FLOOR = 104 / 142
+FLOOR = 176 / 246
 
 
 @cache
