@@ -69,6 +69,18 @@ def test_every_rank_records_every_phase_in_order(torchrun_run):
         assert all(rank["phases"][p]["end_s"] >= rank["phases"][p]["start_s"] for p in expected)
 
 
+def test_a_healthy_run_names_no_slow_rank_and_splits_every_rank_s_steps(torchrun_run):
+    """The slow-rank reading's healthy side (tests/smoke/test_smoke_transport.py plants the
+    slow rank): no finding, and each rank's compute/sync split covers every step but the
+    first (which includes the warm-up). Read from the module's one healthy run."""
+    report = torchrun_run[1]
+    assert [f["code"] for f in report["findings"]] == []
+    timing = report["smoke"]["compute_split"]
+    assert set(timing) == {"0", "1"} and all(t["steps"] == 19 for t in timing.values())
+    # Neither waits long for the other: under the rank's own compute.
+    assert all(0 <= t["sync_s"] < t["compute_s"] for t in timing.values()), timing
+
+
 def test_loss_fell_params_in_sync_and_all_reduce_right(torchrun_run):
     smoke = torchrun_run[1]["smoke"]
     assert smoke["loss_last"] < 0.9 * smoke["loss_first"]
