@@ -36,7 +36,7 @@ from operator import not_
 from typing import Any, NamedTuple, Protocol
 
 from ddp_doctor.diagnose.line_gate import LineGate
-from ddp_doctor.diagnose.literals import PhraseTest, phrase_test, required_literals
+from ddp_doctor.diagnose.literals import phrase_test, required_literals
 from ddp_doctor.diagnose.node_lines import MARKERS as NODE_MARKERS
 from ddp_doctor.diagnose.node_lines import NCCL_TESTS_MARKER, NodeLines
 from ddp_doctor.diagnose.normalize import byte_chunks, clean, clean_line
@@ -205,16 +205,23 @@ class Scanner:
         self._zeroed_literals: dict[int, tuple[bytes, ...] | None] = {
             key: None if phrases is None else tuple(dict.fromkeys(_zeroed(p) for p in phrases))
             for key, phrases in self._literals.items()}
-        # Per gate, one pattern of all its rules' literal phrases (zeroed): most candidate
-        # lines hold a gate word by chance ("cudaDev" in NCCL INFO) and are dropped by one
-        # search. Built when first needed (a short log meets few gates), and compiled only
-        # once it has been asked enough (``PhraseTest``).
-        self._gate_filter: dict[str, PhraseTest | None] = {}
-        self._gate_phrases: dict[str, list[str] | None] = {}
+        # Per gate, its rules' distinct phrases (zeroed), the rules that spell each, and the
+        # rules with no phrase: a line's candidates under a gate are found by one C loop of
+        # ``in`` over the phrases (most lines hold a gate word by chance, "cudaDev" in NCCL
+        # INFO, and none of its phrases), not a Python step per rule and phrase.
+        self._gate_phrases: dict[str, tuple[tuple[bytes, ...], tuple[tuple[RuleLike, ...], ...],
+                                            tuple[RuleLike, ...]]] = {}
         for gate, gated in self._by_gate.items():
-            zeroed = [self._zeroed_literals[id(rule)] for rule in gated]
-            self._gate_phrases[gate] = None if any(p is None for p in zeroed) else \
-                [w.decode() for p in zeroed for w in p or ()]
+            spelt: dict[bytes, list[RuleLike]] = {}
+            free: list[RuleLike] = []
+            for rule in gated:
+                phrases = self._zeroed_literals[id(rule)]
+                if phrases is None:
+                    free.append(rule)
+                for phrase in phrases or ():
+                    spelt.setdefault(phrase, []).append(rule)
+            self._gate_phrases[gate] = (tuple(spelt), tuple(map(tuple, spelt.values())),
+                                        tuple(free))
         self._zeroed_gates = tuple((gate, _zeroed(gate)) for gate in self._gates)
         # One pass per chunk picks the lines that may hold a gate, an NCCL marker or the
         # start of a stack dump (``LineGate``); the gates are then tested exactly, and only
@@ -491,27 +498,17 @@ class Scanner:
         rule that can match is left out; a few that cannot are let through and then fail
         the exact test.
         """
-        found: list[RuleLike] = []
-        tested: set[int] = set()
+        found: dict[int, RuleLike] = {}  # (the order is the exact test's to decide)
         for gate, zeroed in self._zeroed_gates:
-            if zeroed not in key:
+            if zeroed not in key or gate not in self._gate_phrases:
                 continue
-            if gate not in self._gate_filter:
-                phrases = self._gate_phrases.get(gate)
-                self._gate_filter[gate] = None if phrases is None else \
-                    phrase_test(tuple(phrases), guess=True)
-            gate_filter = self._gate_filter[gate]
-            if gate_filter is not None and not gate_filter(key):
-                continue
-            for rule in self._by_gate.get(gate, ()):
-                if id(rule) in tested:
-                    continue
-                tested.add(id(rule))
-                literals = self._zeroed_literals[id(rule)]
-                if literals is not None and not any(map(key.__contains__, literals)):
-                    continue
-                found.append(rule)
-        return tuple(found)
+            phrases, spelling, free = self._gate_phrases[gate]
+            for rule in free:
+                found.setdefault(id(rule), rule)
+            for rules in compress(spelling, map(key.__contains__, phrases)):
+                for rule in rules:
+                    found.setdefault(id(rule), rule)
+        return tuple(found.values())
 
     def _record(self, rule: RuleLike, name: str, chunk: bytes, start: int, text: str,
                 line_no: int, rank: str | None, quoted: str | None = None,
