@@ -61,3 +61,16 @@ def test_interleaved_blocks_are_read_by_their_values(tmp_path):
 ])
 def test_what_is_not_ranks_sharing_a_gpu(tmp_path, lines):
     assert "DIAG025" not in _codes(tmp_path, lines)
+
+
+def test_the_duplicate_gpu_lead_is_a_declared_consequence_not_an_engine_case():
+    """The relation is declared beside the reader (accelerate_state.CAUSES, with its
+    reason) and applied by the one evidence model: refine() names no log code for it."""
+    from pathlib import Path
+
+    from ddp_doctor.diagnose import context
+    from ddp_doctor.diagnose.accelerate_state import CAUSES
+
+    assert "DIAG025" in context.RELATIONS.explainers("LOG057")
+    assert all(item.relation.reason for item in CAUSES)
+    assert "LOG057" not in Path(context.__file__).read_text(encoding="utf-8")

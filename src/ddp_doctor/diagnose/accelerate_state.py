@@ -31,6 +31,8 @@ from collections.abc import Iterable
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.diagnose.relations import Declared
+from ddp_doctor.logrules.rule import Explains
 
 SAME_DEVICE = declare(
     "DIAG025", Category.GPU_NOT_VISIBLE,
@@ -45,6 +47,15 @@ SAME_DEVICE = declare(
         "container), launch with accelerate launch or torchrun so each process gets its "
         "LOCAL_RANK, and set --num_processes to the GPUs the node has.",
     docs_url="https://huggingface.co/docs/accelerate/basic_tutorials/launch")
+
+CAUSES: tuple[Declared, ...] = (
+    Declared(SAME_DEVICE.id, Explains(
+        ("LOG057",),
+        reason="NCCL refuses a communicator two of whose ranks are on one GPU and says so as "
+               "'Duplicate GPU detected' (NVIDIA/nccl src/init.cc); accelerate's state lines "
+               "showing every process on one device are that situation's cause.")),
+)
+"""The codes ranks sharing one GPU explains when the same log shows both (``Explains``)."""
 
 # The fields of PartialState.__repr__, each on its own line (after a logging prefix on the
 # first, "11/28/2026 10:00:00 - INFO - __main__ - Distributed environment: ...").

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.diagnose.accelerate_state import CAUSES as ACCELERATE_CAUSES
 from ddp_doctor.diagnose.accelerate_state import SAME_DEVICE, ranks_on_one_device
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
@@ -550,11 +551,6 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
     return []
 
 
-# The leads that ranks sharing one GPU explains: NCCL's "Duplicate GPU detected" (LOG057,
-# read as ranks and devices that do not line up) is what NCCL says of it.
-SHARED_DEVICE_LEADS = ("LOG057",)
-
-
 def _shared_device(scan: ScanResult, many: bool) -> list[tuple[str, str]]:
     """accelerate's state lines showing every process on one GPU (``accelerate_state``)."""
     return ranks_on_one_device(
@@ -653,10 +649,12 @@ checks do): the first that applies to the lead and is shown reads it anew."""
 
 RELATIONS = Relations(
     [*declared_on(RULES), *(Declared(reading.code, reading)
-                            for reading in (WSL_READING, WHEELS_READING)), *TRANSPORT_CAUSES],
+                            for reading in (WSL_READING, WHEELS_READING)), *TRANSPORT_CAUSES,
+     *ACCELERATE_CAUSES],
     {**{code.id: code for code in LOG_CODES}, **{code.id: code for code in TRANSPORT_CODES},
      **{code.id: code for code in (SILENT_HANG, UNDER_WSL, CONTAINER_BLOCKED,
-                                   TWO_CUDA_WHEELS, HANG_NOT_P2P, SAME_RANK_TWICE)}},
+                                   TWO_CUDA_WHEELS, HANG_NOT_P2P, SAME_RANK_TWICE,
+                                   SAME_DEVICE)}},
     (environment.name for environment in ENVIRONMENTS))
 """Every relation declared beside the rules and the whole-log codes, checked on load."""
 
@@ -710,17 +708,21 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         explained = _explained(findings, lead)
         if explained is not None:
             return explained
+    # accelerate's state lines with every rank on one GPU (a whole-log finding): it leads a
+    # log where nothing else does, and the leads declared beside it as its consequences
+    # (``accelerate_state.CAUSES``), not any other cause the log shows.
     shared = _shared_device(scan, many) if not multi_node else []
-    if shared and (lead is None or lead.code.id in SHARED_DEVICE_LEADS):
-        shown = [Seen(where, text) for where, text in shared]
-        shared_steps = (Step(SAME_DEVICE.fix,
-                             command="nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES"),)
-        if lead is not None:
-            return _replaced_lead(findings, lead, SAME_DEVICE, shown,
-                                  "accelerate's state: the job's processes", shared_steps)
-        return [_made(SAME_DEVICE, tuple(Evidence(seen.where, seen.text,
-                                                  "accelerate's state: the job's processes")
-                                         for seen in shown), shared_steps), *findings]
+    if shared:
+        on_one_gpu = _made(SAME_DEVICE, tuple(Evidence(where, text,
+                                                       "accelerate's state: the job's processes")
+                                              for where, text in shared),
+                           (Step(SAME_DEVICE.fix,
+                                 command="nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES"),))
+        if lead is None:
+            return [on_one_gpu, *findings]
+        explained = _explained([on_one_gpu, *findings], lead)
+        if explained is not None:
+            return explained
     if lead is None:
         ungated = _ungated(scan, many)
         if ungated:
