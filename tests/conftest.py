@@ -91,6 +91,16 @@ def _uses_a_module_fixture(item: pytest.Item) -> bool:
                for definition in definitions)
 
 
+# What the Ultralytics venv's processes import (the trainer, DDP's torch._dynamo, torchrun):
+# compiled once when the venv is built (see ultralytics_python); a module left out is only
+# compiled by each process that imports it.
+WARM_IMPORTS = ("import torch, torchvision, torch.distributed.run, torch._dynamo, "
+                "torch.nn.parallel, ultralytics, ultralytics.utils.dist, "
+                "ultralytics.data.build, matplotlib.pyplot; "
+                "from ultralytics.models.yolo.detect import DetectionTrainer, "
+                "DetectionValidator; import os; os._exit(0)")
+
+
 @pytest.fixture(scope="session")
 def ultralytics_python(tmp_path_factory) -> str:
     """A venv with the registry's torch build (a CUDA build of the same torch version as this
@@ -121,11 +131,16 @@ def ultralytics_python(tmp_path_factory) -> str:
             shutil.rmtree(venv, ignore_errors=True)  # a build that failed half-way
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
                            timeout=120)
-            # --no-compile: pip byte-compiles every module it installs (all of torch's,
-            # CUDA build included), about half the build's CPU (171 -> 92 CPU-s measured);
-            # the few modules the tests import are compiled on first import instead.
+            # pip byte-compiles every module it installs, all of the CUDA build's included:
+            # ~80 CPU-s of the build. Only the modules the tests import are compiled instead
+            # (WARM_IMPORTS, ~20 CPU-s), written to __pycache__ even where
+            # PYTHONDONTWRITEBYTECODE is set: it is on the shared machines, and every process
+            # of the venv would otherwise compile torch afresh (18 CPU-s to import torch,
+            # torchvision and ultralytics uncompiled, 6 compiled).
             subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile",
                             "torch===2.13.0", "torchvision", "ultralytics"], check=True,
                            timeout=1200)
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            subprocess.run([python, "-c", WARM_IMPORTS], check=True, timeout=600, env=env)
             (folder / "ready").write_text(python + "\n")
     return python
