@@ -76,6 +76,7 @@ def test_the_open_modules_refusal_explains_the_rminitadapter_failure(tmp_path):
                    "               NVRM: installed in this system is not supported by open\n"
                    "               NVRM: nvidia.ko because it does not include the required GPU\n"
                    "               NVRM: System Processor (GSP).\n"
-                   "[  988.289884] NVRM: GPU 0000:03:00.0: RmInitAdapter failed! (0x24:0x72:1603)\n")
+                   "[  988.289884] NVRM: GPU 0000:03:00.0: RmInitAdapter failed! "
+                   "(0x24:0x72:1603)\n")
     lead = diagnose(str(log)).report.results[0].findings[0]
     assert (lead.code.id, lead.code.category.value) == ("LOG009", "driver_missing")
