@@ -20,7 +20,9 @@ THRESHOLD = 0.95
 # moved_from, docs/blind-misses.md). Many of its threads describe the failure in words the
 # scan cannot read, or do not show the cause at all, so it is held to the score it reached
 # when studied, not to THRESHOLD, and the 95% bar stays on the cases studied before it.
-MOVED_SPLIT_FLOOR = 24 / 45
+# The studied half of split G (cases_studied_G.toml) joined the same way, at the score it
+# reached when studied (35/52 blind, 41/52 after).
+MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52}
 
 
 @cache
@@ -57,18 +59,20 @@ def test_every_case_is_complete_and_the_corpus_is_large_and_varied() -> None:
 @pytest.mark.slow
 def test_diagnosis_names_the_threads_root_cause_for_95_percent_of_cases() -> None:
     every = [(case["category"], got) for case, got, _ in outcomes()]
-    moved = [(case["category"], got) for case, got, _ in outcomes() if "moved_from" in case]
     rows = [(case["category"], got) for case, got, _ in outcomes() if "moved_from" not in case]
     correct = sum(1 for expected, got in rows if expected == got)
     accuracy = correct / len(rows)
     misses = "\n".join(f"  {case['file']}: expected {case['category']}, got {got}"
                        for case, got, _ in outcomes() if got != case["category"])
     table = confusion(every)
-    moved_right = sum(1 for expected, got in moved if expected == got)
-    print(f"\n{correct}/{len(rows)} correct ({accuracy:.1%}) before the moved split; "
-          f"moved split {moved_right}/{len(moved)}\n{table}\n{misses}")
-    assert moved_right / max(len(moved), 1) >= MOVED_SPLIT_FLOOR - 1e-9, (
-        f"moved split: {moved_right}/{len(moved)}\n{misses}")
+    print(f"\n{correct}/{len(rows)} correct ({accuracy:.1%}) before the moved splits\n"
+          f"{table}\n{misses}")
+    for split, floor in MOVED_SPLIT_FLOORS.items():
+        moved = [(case["category"], got) for case, got, _ in outcomes()
+                 if case.get("moved_from") == split]
+        moved_right = sum(1 for expected, got in moved if expected == got)
+        assert moved and moved_right / len(moved) >= floor - 1e-9, (
+            f"moved split {split}: {moved_right}/{len(moved)}\n{misses}")
     assert accuracy >= THRESHOLD, (
         f"{correct}/{len(rows)} correct ({accuracy:.1%}) is below {THRESHOLD:.0%}\n"
         f"{table}\nmisdiagnosed:\n{misses}")

@@ -12,8 +12,9 @@ from ddp_doctor.diagnose import diagnose
 from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 
 # The score measured when the split was last scored (README); a change that loses ground
-# on threads nobody studied fails here.
-FLOOR = 176 / 246
+# on threads nobody studied fails here. After the studied half of split G moved to the
+# corpus: splits A-F (104/142) and G's held-out half (40/52, 37/52 before that study).
+FLOOR = 144 / 194
 
 
 @cache

@@ -76,10 +76,31 @@ def test_the_neighbouring_line_is_not_read_so(tmp_path, line, code):
     assert_not_read_so(tmp_path, line, code)
 
 
-def test_torch_failing_to_import_for_a_missing_cudnn_stays_torch_missing():
+def test_a_missing_cudnn_alone_is_read_as_cudnn_absent():
+    """TensorFlow, Paddle, onnxruntime and nnabla print the same loader line when cuDNN is
+    not installed (sony/nnabla#806): without torch's import in view it is cuDNN's absence."""
     found = match_text("ImportError: libcudnn.so.8: cannot open shared object file: No such "
                        "file or directory")
-    assert found[0].rule.code.id == "LOG022"
+    assert found[0].rule.code.id == "LOG033"
+
+
+def test_a_missing_cudnn_under_torchs_own_import_stays_torch_missing(tmp_path):
+    log = tmp_path / "torch-import.log"
+    log.write_text('  File "/venv/lib64/python3.11/site-packages/torch/__init__.py", line 427\n'
+                   "    from torch._C import *  # noqa: F403\n"
+                   "ImportError: libcudnn.so.9: cannot open shared object file: No such file "
+                   "or directory\n")
+    lead = diagnose(str(log)).report.results[0].findings[0]
+    assert (lead.code.id, lead.code.category.value) == ("LOG022", "torch_missing")
+
+
+def test_a_missing_cudnn_beside_another_frameworks_import_is_cudnn_absent(tmp_path):
+    log = tmp_path / "nnabla.log"
+    log.write_text("    import nnabla_ext.cuda\n"
+                   "ImportError: libcudnn.so.8: cannot open shared object file: No such file "
+                   "or directory\n")
+    lead = diagnose(str(log)).report.results[0].findings[0]
+    assert (lead.code.id, lead.code.category.value) == ("LOG033", "cudnn_failure")
 
 
 def test_lightnings_line_is_gated_only_by_the_exception_word():

@@ -205,6 +205,12 @@ WHEELS_READING = ReadAs(
 # A CPU-only torch build as pip, conda, collect_env or a trainer's banner names it
 # ("torch 2.1.0+cpu", "torch==2.1.0+cpu", "PyTorch version: 2.1.0+cpu", "torch-2.1.0+cpu"):
 # no GPU can be used by it, whatever CUDA says elsewhere in the log.
+# torch's own import failing: the line of torch/__init__.py that loads its native libraries
+# ("from torch._C import *"), a frame in torch/__init__.py, or an interpreter line that only
+# imports torch. A shared library missing under it is torch's install problem (LOG022), while
+# the same loader line from TensorFlow, Paddle or nnabla means the library itself is absent.
+TORCH_IMPORT = re.compile(r"from torch\._C import|torch[/\\]__init__\.py|^\W*import torch\s*$",
+                          re.IGNORECASE)
 CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:\.\d+)?"
                        r"(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b", re.IGNORECASE)
 
@@ -638,6 +644,8 @@ ENVIRONMENTS: tuple[Environment, ...] = (
     Environment("two-cuda-wheels", lambda scan, lead, many: _two_cuda_wheels(scan, many),
                 "installed packages", lambda code: WHEEL_STEPS, quoted=2),
     Environment("cpu-torch", _marked(CPU_TORCH), "torch build", lambda code: (SHOW_TORCH,)),
+    Environment("torch-import", _marked(TORCH_IMPORT), "torch's own import",
+                lambda code: ()),
     Environment("data-preparation", _marked(DATA_PREPARATION),
                 "rank 0 still preparing the dataset", lambda code: DATA_PREPARATION_STEPS),
     Environment("long-progress-bar", _long_bars, "one rank busy for the whole timeout",

@@ -174,8 +174,12 @@ RULES: tuple[Rule, ...] = (
                    "ImportError: Failed to load PyTorch C extensions:")),
     # Not cuDNN 8's own loader ("Could not load library libcudnn_X.so.8. Error: ..."): it
     # opens its sub-libraries lazily at the first cuDNN call, after torch imported (LOG033).
+    # A missing libcudnn is not read here: TensorFlow, Paddle, onnxruntime and nnabla print
+    # the same loader line when cuDNN is absent (cudnn_failure, the `loader` catalogue's
+    # LOG033 entry); that entry is read as this code where the log shows torch's own import
+    # failing (the "torch-import" environment of diagnose/context.py).
     Rule(TORCH_IMPORT, rx(r"^(?!.*could not load library)[^\n]*"
-                          r"error: \S*lib(?:cudart|cublas\w*|cudnn\w*|nccl|cusparse\w*|cufft\w*"
+                          r"error: \S*lib(?:cudart|cublas\w*|nccl|cusparse\w*|cufft\w*"
                           r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
                           r"\.so[.\d]*: cannot open shared object file",
                           r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch|libc10)\S*: undefined "
