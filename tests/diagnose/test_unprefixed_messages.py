@@ -2,7 +2,7 @@
 
 The scan reads only lines holding a gate word (``logrules/rule.GATES``); these messages spell
 none of the older gates, so before the gates "process group", "command not found",
-"ncclmaxsharedmem", "incompatible" and "oom-kill" they were never read and the log got
+"ncclmaxsharedmem", "incompatible", "oom-kill" and "gpu count" they were never read and the log got
 "unknown". A prose sentence that only mentions the phrase must still read as nothing.
 """
 
@@ -35,6 +35,9 @@ def _lead(tmp_path, text: str) -> tuple[str, str]:
     # pip/_internal/commands/install.py _warn_about_conflicts
     ("torchvision 0.17.2 requires torch==2.2.2, but you have torch 2.5.1 which is "
      "incompatible.", "LOG027", "package_conflict"),
+    # paddle/phi/backends/gpu/cuda/cuda_info.cc, pasted without "InvalidArgumentError: "
+    ("Device id must be less than GPU count, but received id is: 3. GPU count is: 1",
+     "LOG029", "gpu_not_visible"),
     # mm/oom_kill.c dump_header and dump_oom_summary
     ("[Tue Mar  5 10:12:01 2024] python invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_"
      "MOVABLE|__GFP_COMP), order=0, oom_score_adj=0", "LOG038", "host_out_of_memory"),
