@@ -213,10 +213,84 @@ RECOMPILE_LIMIT = declare(
     severity=Severity.WARNING,
     docs_url="https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html")
 
+# --- causes of the ultralytics catalogue (issue 23 point 1: trainers) -------------------------
+# Read from ultralytics/ultralytics v8.4.190: utils/checks.py (check_amp, check_requirements,
+# check_version), nn/tasks.py (torch_safe_load), data/utils.py (check_image_speed) and
+# utils/downloads.py (safe_download); https://docs.ultralytics.com/guides/model-training-tips/.
+AMP_CHECK_FAILED = declare(
+    "LOG103", Category.PERFORMANCE_DEGRADED,
+    "YOLO: the AMP check failed, so training runs without mixed precision",
+    what="Before training, Ultralytics compares a small model's float32 and float16 (AMP) "
+         "outputs on the GPU, and skips the test for GPU models known to give NaN losses under "
+         "float16 (GeForce GTX 16xx, Quadro T400-T2000, Tesla K40m). The outputs differed, or "
+         "the GPU is one of those, so it turned AMP off: on other GPUs that points at the CUDA, "
+         "cuDNN or torch installation.",
+    why="Training runs in float32: slower and with more GPU memory per image than the AMP run "
+        "the batch size was chosen for.",
+    fix="On a GTX 16xx/T-series GPU this is expected (train with amp=False, or on another "
+        "GPU); elsewhere reinstall torch from the index for the driver's CUDA and rerun; the "
+        "message names which case it is.",
+    severity=Severity.WARNING,
+    docs_url="https://github.com/ultralytics/ultralytics/blob/v8.4.190/ultralytics/utils/"
+             "checks.py")
+REQUIREMENT_NOT_INSTALLED = declare(
+    "LOG104", Category.PACKAGE_CONFLICT,
+    "YOLO: a package the trainer needs is missing and could not be installed",
+    what="Ultralytics installs the packages a step needs at run time (cloudpickle for "
+         "multi-GPU training from 8.4, lap, onnx and others) with pip; on a node without "
+         "internet access, or with YOLO_AUTOINSTALL=False, it skips the install and the "
+         "package stays missing.",
+    why="The step that needs it (the DDP launch, tracking, export) fails with "
+        "ModuleNotFoundError.",
+    fix="Install the package the message names in the training interpreter beforehand (in "
+        "the image of air-gapped nodes), e.g. pip install 'cloudpickle>=3.1.1'.",
+    docs_url="https://docs.ultralytics.com/quickstart/")
+FOREIGN_WEIGHTS = declare(
+    "LOG105", Category.PACKAGE_CONFLICT,
+    "YOLO: the weights were saved by another repository or release than the installed "
+    "Ultralytics",
+    what="The checkpoint pickles classes from the code that saved it: weights trained in the "
+         "ultralytics/yolov5 repository (or a fork such as YOLOv7/YOLOv9's) need its "
+         "'models' package, and weights from a newer Ultralytics name modules the installed "
+         "release does not have.",
+    why="The model cannot be loaded, so training (or fine-tuning from those weights) stops "
+        "before it starts.",
+    fix="Load the weights with the code that made them (the yolov5 repository for YOLOv5 "
+        "weights), or upgrade Ultralytics to the release they were saved with (pip install "
+        "-U ultralytics); or start from official Ultralytics weights and train again.",
+    docs_url="https://docs.ultralytics.com/models/yolov5/")
+SLOW_IMAGE_STORAGE = declare(
+    "LOG106", Category.PERFORMANCE_DEGRADED,
+    "YOLO: the training images are read from slow (remote or mounted) storage",
+    what="Ultralytics timed opening and reading a sample of the dataset's images before "
+         "training: the latency or the read rate is that of a network or mounted file system "
+         "(NFS, SMB, a cloud bucket mount, Google Drive), not a local disk.",
+    why="The DataLoader workers wait for the images, so the GPUs idle between batches and "
+        "every epoch takes longer than the hardware should.",
+    fix="Copy the dataset to a local disk (or the node's local scratch) and point the dataset "
+        "YAML there, or cache the images with cache=ram (or cache=disk).",
+    severity=Severity.WARNING,
+    docs_url="https://docs.ultralytics.com/guides/model-training-tips/")
+DOWNLOAD_FAILED = declare(
+    "LOG107", Category.UNKNOWN,
+    "YOLO: a file the trainer fetches at run time could not be downloaded",
+    what="Ultralytics downloads what is not on disk when it is first needed: model weights, "
+         "the font its plots use (Arial.ttf), the AMP check's model, datasets named in a "
+         "YAML. The download failed after its retries: the node has no internet access (a "
+         "compute node, a firewall or proxy) or the address is wrong.",
+    why="The step that needs the file fails; the training never starts.",
+    fix="Fetch the file on a machine with internet access and copy it where the message "
+        "says (weights beside the script, fonts to the Ultralytics settings directory, "
+        "datasets to the datasets directory), or set the proxy variables (HTTPS_PROXY) for "
+        "the job.",
+    docs_url="https://docs.ultralytics.com/quickstart/#understanding-settings")
+
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
                            INTERACTIVE_DDP, GPU_TOO_OLD_FOR_FEATURE, ALLOCATOR_FLUSHES,
                            LAUNCHER_LOCAL_RANK_OPTION, IMPORT_NAME_MISSING,
-                           RECOMPILE_LIMIT)
+                           RECOMPILE_LIMIT, AMP_CHECK_FAILED,
+                           REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
+                           DOWNLOAD_FAILED)
 """Every code declared here, for the catalogue loader."""
