@@ -64,3 +64,34 @@ def test_what_names_no_release_is_not_read_as_a_conflict(tmp_path, line):
 ])
 def test_torch_compile_giving_up_on_a_function_is_a_slow_run(tmp_path, line):
     assert _lead(tmp_path, line) == ("LOG102", "performance_degraded")
+
+
+# torch/serialization.py (v2.6 and later): torch.load became weights-only by default, and a
+# checkpoint pickling a model class is refused when the loading code predates it (the
+# Ultralytics and YOLOv5 threads of 2025: ComfyUI-Impact-Pack#1120, comfyui_facetools#31).
+WEIGHTS_ONLY = (
+    "Traceback (most recent call last):\n"
+    "  File \"train.py\", line 12, in <module>\n"
+    "    model = YOLO(\"yolov8n.pt\")\n"
+    "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do "
+    "so you have two options, do those steps only if you trust the source of the checkpoint.\n"
+    "\t(1) In PyTorch 2.6, we changed the default value of the `weights_only` argument in "
+    "`torch.load` from `False` to `True`. Re-running `torch.load` with `weights_only` set to "
+    "`False` will likely succeed, but it can result in arbitrary code execution.\n"
+    "\tWeightsUnpickler error: Unsupported global: GLOBAL ultralytics.nn.tasks.DetectionModel "
+    "was not an allowed global by default.")
+
+
+def test_a_checkpoint_refused_by_torch_2_6_weights_only_default_is_a_package_conflict(
+        tmp_path):
+    assert _lead(tmp_path, WEIGHTS_ONLY) == ("LOG108", "package_conflict")
+    # The second wording (no global named) opens with the default's change itself.
+    assert _lead(tmp_path, "Weights only load failed. In PyTorch 2.6, we changed the default "
+                 "value of the `weights_only` argument in `torch.load` from `False` to `True`. "
+                 "Re-running `torch.load` with `weights_only` set to `False` will likely "
+                 "succeed") == ("LOG108", "package_conflict")
+
+
+def test_code_that_passes_weights_only_is_not_read(tmp_path):
+    code, _ = _lead(tmp_path, "ckpt = torch.load(path, map_location='cpu', weights_only=False)")
+    assert code == "DIAG001"

@@ -285,6 +285,21 @@ DOWNLOAD_FAILED = declare(
         "the job.",
     docs_url="https://docs.ultralytics.com/quickstart/#understanding-settings")
 
+WEIGHTS_ONLY_DEFAULT = declare(
+    "LOG108", Category.PACKAGE_CONFLICT,
+    "torch 2.6 or newer refused a checkpoint the loading code expects to unpickle whole",
+    what="From torch 2.6, torch.load loads with weights_only=True unless told otherwise "
+         "(torch/serialization.py): only tensors and allowlisted types are unpickled. A "
+         "checkpoint that pickles a model class (ultralytics.nn.tasks.DetectionModel, "
+         "YOLOv5's models.yolo.Model) is refused when the code loading it predates the "
+         "change and does not pass weights_only=False.",
+    why="The weights cannot be loaded, so training or fine-tuning from them stops.",
+    fix="Upgrade the code that loads the checkpoint to a release written for torch 2.6 "
+        "(pip install -U ultralytics), or install a torch before 2.6 for that code; for a "
+        "checkpoint you trust, pass weights_only=False to torch.load or set "
+        "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the job.",
+    docs_url="https://pytorch.org/docs/stable/generated/torch.load.html")
+
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -292,5 +307,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            LAUNCHER_LOCAL_RANK_OPTION, IMPORT_NAME_MISSING,
                            RECOMPILE_LIMIT, AMP_CHECK_FAILED,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
-                           DOWNLOAD_FAILED)
+                           DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT)
 """Every code declared here, for the catalogue loader."""
