@@ -105,6 +105,10 @@ def test_a_job_started_in_a_cluster_shell_meets_where_the_doctor_says(
                                     master_port=free_port(), **FAST))
     assert result.ok, [f.title for f in result.findings]
     assert result.data["ranks"] == 2 and result.data["steps_done"] == FAST["steps"]
+    # This is also each launcher's healthy two-rank run (spawn has no other one): it is
+    # recorded as launched, the ranks' parameters end bit-identical, nothing is left.
+    assert result.data["launcher"] == launcher and result.data["params_in_sync"] is True
+    assert ("--spawn 2" in result.data["command"]) == (launcher == "spawn")
     assert_nothing_left(run_tag(result.data["command"]))
 
 
@@ -148,10 +152,11 @@ def test_between_peers_the_node_with_fewer_gpus_ranks_or_rails_is_named():
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
 def test_nodes_with_different_rank_counts_train_and_both_name_the_short_node(launcher):
-    """Node 0 runs 2 ranks, node 1 one (a node short of a GPU). Before: node 1 watched the
-    event file of a rank numbered 1 that torchrun had numbered 2, and reported SMK004
-    "Ranks 1 (0/4 steps) did not finish"; under spawn the nodes disagreed on the world
-    size and never met."""
+    """Node 0 runs 2 ranks, node 1 one (a node short of a GPU): the suite's two-node job on
+    loopback under each launcher (both nodes pass, with the short node named). Before: node
+    1 watched the event file of a rank numbered 1 that torchrun had numbered 2, and reported
+    SMK004 "Ranks 1 (0/4 steps) did not finish"; under spawn the nodes disagreed on the
+    world size and never met."""
     port = free_port()
 
     def node(node_rank: int):
