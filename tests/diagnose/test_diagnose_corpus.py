@@ -22,7 +22,7 @@ THRESHOLD = 0.95
 # when studied, not to THRESHOLD, and the 95% bar stays on the cases studied before it.
 # The studied half of split G (cases_studied_G.toml) joined the same way, at the score it
 # reached when studied (35/52 blind, 41/52 after).
-MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52}
+MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52, "unseen H": 11 / 18}
 
 
 @cache

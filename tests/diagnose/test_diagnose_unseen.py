@@ -14,8 +14,9 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # The score measured when the split was last scored (README); a change that loses ground
 # on threads nobody studied fails here. After the studied half of split G moved to the
 # corpus: splits A-F (104/142) and G's held-out half (40/52, 37/52 before that study); with
-# split H, scored blind before anything changed for it (18/35).
-FLOOR = 162 / 229
+# split H, scored blind before anything changed for it (18/35); then H's even positions moved
+# to the corpus to be studied (11/18 before the study), and its held-out half (7/17) stayed.
+FLOOR = 151 / 211
 
 
 @cache

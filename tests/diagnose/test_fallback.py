@@ -14,6 +14,7 @@ from ddp_doctor.diagnose.fallback import (
     LEAD_CODES,
     LOO_PRECISION,
     MIN_TERMS,
+    MIN_THREADS,
     THRESHOLD,
     NaiveBayes,
 )
@@ -39,10 +40,27 @@ def test_one_lead_code_per_category_each_with_that_category():
 def test_the_posterior_follows_the_words_each_category_uses():
     nb = NaiveBayes([_thread("gpu_out_of_memory", "cuda out of memory tried to allocate"),
                      _thread("gpu_out_of_memory", "out of memory reserved by pytorch"),
-                     _thread("nccl_shared_memory", "bus error shared memory dev shm")])
+                     _thread("gpu_out_of_memory", "cuda out of memory free"),
+                     *[_thread("nccl_shared_memory", f"bus error shared memory dev shm {i}")
+                       for i in range(MIN_THREADS)]])
     guess = nb.guess(["RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"])
     assert guess is not None and guess.category == "gpu_out_of_memory"
     assert guess.posterior > 0.5 and guess.known_terms >= MIN_TERMS
+
+
+def test_a_category_of_too_few_threads_is_never_named():
+    """One thread's common words ("error", "rank", "cuda", "device") weigh as near-certain
+    evidence for its category: split H's single node_mismatch thread took most leave-one-out
+    guesses until categories under MIN_THREADS were left unnamed."""
+    common = "error rank cuda device on both"
+    many = [_thread("gpu_not_visible", f"error cuda device ordinal invalid {i}")
+            for i in range(MIN_THREADS)]
+    nb = NaiveBayes([_thread("node_mismatch", common) for _ in range(MIN_THREADS - 1)] + many)
+    guess = nb.guess([f"Error: {common}"])
+    assert guess is not None and guess.category == "gpu_not_visible"
+    enough = NaiveBayes([_thread("node_mismatch", common) for _ in range(MIN_THREADS)] + many)
+    named = enough.guess([f"Error: {common}"])
+    assert named is not None and named.category == "node_mismatch"
 
 
 @pytest.mark.slow
