@@ -19,7 +19,7 @@ READINGS = [
      "LOG079", "cudnn_failure"),
     ("F0903 14:31:26.106397 92421 syncedmem.cpp:56] Check failed: error == cudaSuccess "
      "(2 vs. 0)  out of memory", "LOG005", "gpu_out_of_memory"),
-    # facebookresearch/moco main_moco.py (and SimSiam's and their descendants' copies)
+    # facebookresearch/moco main_moco.py (and the copies in repositories built on it)
     ("NotImplementedError: Only DistributedDataParallel is supported.", "LOG056",
      "ddp_usage_error"),
     # nvcc: an architecture the toolkit does not know, in the older and the newer wording
