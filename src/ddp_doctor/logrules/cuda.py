@@ -115,7 +115,9 @@ CUDNN_INIT = declare(
          "beneath it could not start for this process - it cannot open the GPU's device "
          "nodes (a container run as a user outside the video/render groups, or started "
          "without the NVIDIA runtime), the cuDNN build does not fit the CUDA toolkit or "
-         "driver, or, less often, the GPU is already full.",
+         "driver, or, less often, the GPU is already full. In Caffe, cudnnCreate's "
+         "CUDNN_STATUS_INTERNAL_ERROR: its cuDNN convolution creates three handles per "
+         "group, which a depthwise layer (as many groups as channels) exhausts.",
     why="No cuDNN handle exists, so no layer can run: the program stops at start-up.",
     fix="Run the program as a user that can open /dev/nvidia* (in Docker: as root or with "
         "the device groups, with --gpus all or --runtime nvidia), and check that cuDNN, "

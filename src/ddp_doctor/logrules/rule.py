@@ -24,7 +24,7 @@ GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
-    "oom-kill", "dynamo hit config", "gpu count",
+    "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -47,7 +47,9 @@ have Z which is incompatible" (pip/_internal/commands/install.py), the kernel's
 other gate (torch/_dynamo/convert_frame.py). "gpu count" is PaddlePaddle's "Device id must be
 less than GPU count, but received id is: 3. GPU count is: 1"
 (paddle/phi/backends/gpu/cuda/cuda_info.cc), which users paste without the
-``InvalidArgumentError:`` before it (PaddlePaddle/PaddleOCR#15497).
+``InvalidArgumentError:`` before it (PaddlePaddle/PaddleOCR#15497). "nvcc fatal" is the prefix
+the CUDA compiler driver puts before its refusals ("nvcc fatal   : Unsupported gpu
+architecture 'compute_86'"), none of which spells another gate (the `nvcc` catalogue).
 
 How many there may be: the scan finds every gate in one pass over a chunk's distinct lines
 of letters (``diagnose/line_gate.py``), so a gate costs one ``bytes.find`` over those few
@@ -60,7 +62,8 @@ marker) cost nothing outside the noise on bench/diagnose_throughput.py's logs, t
 whole processes in alternating pairs against the 18-gate tree, CPU-time ratio new/old,
 median of 7 pairs: 1.03 on a 128 MB realistic log (pairs ranged 0.89-1.20), 1.05 on a
 16 MB worst case (0.76-1.17); with the first 23 gates alone, 0.96 and 0.97. The 25th,
-"gpu count", came after that measurement and passes the same noise test."""
+"gpu count", and the 26th, "nvcc fatal", came after that measurement and pass the same noise
+test."""
 
 # What a line's own wording says about how serious it is, whatever rule matched it. Every
 # process of a job prints the same import-time warnings (torch's "UserWarning: Failed to
