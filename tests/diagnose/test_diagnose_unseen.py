@@ -15,8 +15,9 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # on threads nobody studied fails here. After the studied half of split G moved to the
 # corpus: splits A-F (104/142) and G's held-out half (40/52, 37/52 before that study); with
 # split H, scored blind before anything changed for it (18/35); then H's even positions moved
-# to the corpus to be studied (11/18 before the study), and its held-out half (7/17) stayed.
-FLOOR = 151 / 211
+# to the corpus to be studied (11/18 before the study, 14/18 after), and its held-out half
+# stayed (7/17 before that study, 9/17 after).
+FLOOR = 153 / 211
 
 
 @cache
