@@ -28,7 +28,8 @@ from ddp_doctor.facts.snapshot import Facts, load_facts  # noqa: E402  (after th
 
 # The quick loop's budget: an unmarked test over quick_test_limit_s fails (the module says
 # why and how it is timed); pytester runs it on planted tests in tests/core/test_quick_budget.py.
-pytest_plugins = ["tests.support.quick_budget", "pytester"]
+# tests.support.real_runs: real runs several modules' tests read (one job, not one each).
+pytest_plugins = ["tests.support.quick_budget", "tests.support.real_runs", "pytester"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FACTS_DIR = FIXTURES / "facts"

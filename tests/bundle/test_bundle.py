@@ -13,11 +13,7 @@ import io
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
 import tarfile
-import tempfile
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +33,7 @@ from ddp_doctor.smoke.launch import SmokeOptions
 from ddp_doctor.smoke.run import _base_data
 from tests.conftest import FACTS_DIR
 from tests.support.cli import invoke
+from tests.support.real_runs import GROUP as REAL_RUN_GROUP
 from tests.support.smi_captures import capture
 
 SHM = FACTS_DIR / "container_64mb_shm.json"
@@ -493,24 +490,13 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 @pytest.mark.slow
 @pytest.mark.spawns
-def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path, request):
-    # A short TMPDIR of its own: under pytest's deep tmp_path the DataLoader workers'
-    # socket paths (TMPDIR/pymp-*/listener-*) pass AF_UNIX's 108 bytes, as they would for
-    # any torch job, and the ranks wait for ever.
-    temp = Path(tempfile.mkdtemp(prefix="b-"))
-    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
-    bundle = tmp_path / "smoke.zip"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu", "--steps", "4",
-         "--timeout", "600",  # a deadline a loaded machine cannot reach
-         "--bundle", str(bundle), "--json", str(tmp_path / "r.json")],
-        capture_output=True, text=True, timeout=660, check=False,
-        env={**os.environ, "TMPDIR": str(temp)})
-    report = json.loads((tmp_path / "r.json").read_text())
-    assert report["smoke"]["ok"] is True, proc.stderr
+@pytest.mark.xdist_group(REAL_RUN_GROUP)
+def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(cli_smoke_run):
+    report, temp = cli_smoke_run.report, cli_smoke_run.tmpdir
+    assert report["smoke"]["ok"] is True, cli_smoke_run.proc.stderr
     assert report["smoke"]["run_dir"] is None  # a passed run keeps no directory...
     assert list(temp.glob("ddp-doctor-smoke-*")) == []  # ...and the bundle's copy is gone
-    files = members(bundle)
+    files = members(cli_smoke_run.bundle)
     for rank in (0, 1):
         events = [json.loads(line) for line in files[f"smoke/local{rank}.jsonl"].splitlines()]
         assert events and all(isinstance(e, dict) for e in events)
@@ -518,7 +504,7 @@ def test_smoke_bundle_of_a_real_cpu_run_keeps_nothing_behind(tmp_path, request):
     assert "facts.json" not in files and "smoke/launcher.stderr" in files
     # Diagnosed later from a ticket, the bundle says what the machine measured: ready. The
     # ranks' harmless warnings (torch without NumPy prints one) do not turn it into a fault.
-    diagnosed = invoke("diagnose", str(bundle), "--json", "-")
+    diagnosed = invoke("diagnose", str(cli_smoke_run.bundle), "--json", "-")
     assert diagnosed.exit_code == 0, diagnosed.output
     assert [f for f in json.loads(diagnosed.stdout)["findings"]
             if f["severity"] == "error"] == []

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import FACTS_DIR
 from tests.support.cli import invoke
+from tests.support.real_runs import GROUP as REAL_RUN_GROUP
 
 HEALTHY = str(FACTS_DIR / "healthy_8x_h100_nvlink.json")
 
@@ -56,16 +57,15 @@ def test_gathering_facts_in_a_pipe_says_so_before_and_after():
 
 @pytest.mark.slow
 @pytest.mark.spawns
-def test_the_smoke_job_in_a_pipe_prints_its_phases_and_steps():
-    proc = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
-                           "--steps", "12", "--imgsz", "64", "--json", "-"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("ddp-doctor: smoke: ")]
+@pytest.mark.xdist_group(REAL_RUN_GROUP)
+def test_the_smoke_job_in_a_pipe_prints_its_phases_and_steps(cli_smoke_run):
+    lines = [line for line in cli_smoke_run.proc.stderr.splitlines()
+             if line.startswith("ddp-doctor: smoke: ")]
     text = "\n".join(lines)
     assert lines[0].startswith("ddp-doctor: smoke: launched 2 ranks (ranks 0-1), 12 steps each")
     for phase in ("rendezvous: init_process_group", "training", "ranks exited"):
         assert phase in text, text
-    assert json.loads(proc.stdout)["smoke"]["ok"] is True
+    assert cli_smoke_run.report["smoke"]["ok"] is True
     quiet = subprocess.run([sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu",
                             "--mode", "dp", "--steps", "2", "--imgsz", "64", "-q"],
                            capture_output=True, text=True, timeout=300, check=False)

@@ -67,9 +67,11 @@ def _archive_texts(path: Path) -> dict[str, str]:
                 for m in archive.getmembers() if m.isfile()}
 
 
-@pytest.mark.slow
-@pytest.mark.spawns
-def test_no_planted_secret_reaches_any_artifact(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def doctor_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, dict[str, str]]:
+    """The one real ``ddp-doctor doctor`` of this module, with every output and the planted
+    secrets: (the finished process, the working folder, its environment)."""
+    tmp_path = tmp_path_factory.mktemp("doctor")
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
@@ -82,6 +84,38 @@ def test_no_planted_secret_reaches_any_artifact(tmp_path: Path) -> None:
                    str(out / "report.md"), "--junit", str(out / "junit.xml"), "--save-facts",
                    str(out / "facts.json"), "--bundle", str(out / "bundle.tar.gz")],
                   env, tmp_path)
+    return doctor, tmp_path, env
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+def test_the_doctor_runs_the_checks_then_the_cpu_smoke_job_here(doctor_run) -> None:
+    """`ddp-doctor doctor` with no option on this GPU-less machine: every check, then the
+    smoke job on the CPU, whose pass proves nothing about GPU training. (The run is this
+    module's, with secrets in its environment, as a user's often has: they change nothing
+    of the verdict. A run of its own cost ~26 CPU-s more.)"""
+    doctor, tmp_path, _ = doctor_run
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    smoke = report["smoke"]
+    checks = {c["id"]: c for c in report["checks"]}
+    why = [(f["code"], f["title"]) for f in checks["smoke.train"]["findings"]]
+    assert smoke["ok"] is True, why
+    assert smoke["device"] == "cpu" and smoke["ranks"] == 2
+    # No usable GPU here: the job trained on the CPU, which proves nothing about GPU training.
+    assert smoke["proved"]["cpu_fallback"] is True and smoke["proved"]["gpu_training"] is False
+    assert checks["smoke.train"]["status"] == "warn"
+    assert [code for code, _ in why] == ["SMK017"]
+    assert report["verdict"] != "ready"
+    assert list(checks)[-1] == "smoke.train"  # after every check
+    assert doctor.returncode == report["exit_code"]
+
+
+@pytest.mark.slow
+@pytest.mark.spawns
+def test_no_planted_secret_reaches_any_artifact(doctor_run) -> None:
+    doctor, tmp_path, env = doctor_run
+    summary = tmp_path / "step-summary.md"
+    out = tmp_path / "out"
     assert doctor.returncode in (0, 1), doctor.stderr
     bundle = _archive_texts(out / "bundle.tar.gz")
     smoke_logs = [name for name in bundle if "/smoke/" in name]
