@@ -17,14 +17,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ddp_doctor.diagnose.fallback import MIN_TERMS, NaiveBayes
-from ddp_doctor.diagnose.similar import load_index
+from ddp_doctor.diagnose.similar import load_index, terms
 
 
 def leave_one_out() -> list[tuple[float, bool, int]]:
     threads = load_index().threads
+    docs = [(t.category, frozenset(terms(t.lines))) for t in threads]  # read once
     rows = []
     for i, thread in enumerate(threads):
-        guess = NaiveBayes(threads[:i] + threads[i + 1:]).guess(thread.lines)
+        guess = NaiveBayes.from_words(docs[:i] + docs[i + 1:]).guess(thread.lines)
         if guess is not None:
             rows.append((guess.posterior, guess.category == thread.category,
                          guess.known_terms))

@@ -87,7 +87,18 @@ class NaiveBayes:
     """Bernoulli naive Bayes over the distinct words of each thread's error lines."""
 
     def __init__(self, threads: Sequence[SolvedThread]) -> None:
-        docs = [(t.category, set(terms(t.lines))) for t in threads]
+        self._fit([(t.category, frozenset(terms(t.lines))) for t in threads])
+
+    @classmethod
+    def from_words(cls, docs: Sequence[tuple[str, frozenset[str]]]) -> NaiveBayes:
+        """A model of threads already read into (category, distinct words): leave-one-out
+        calibration fits one model per thread, and reading every thread's words each time
+        made it quadratic in the corpus's text (bench/fallback_calibration.py)."""
+        model = cls.__new__(cls)
+        model._fit(docs)
+        return model
+
+    def _fit(self, docs: Sequence[tuple[str, frozenset[str]]]) -> None:
         seen = Counter(c for c, _ in docs)
         self.count: dict[str, Counter[str]] = {c: Counter() for c in seen}
         for category, words in docs:
