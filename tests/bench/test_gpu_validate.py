@@ -28,6 +28,15 @@ GPU_STEPS = ("nvidia-smi", "nvidia-smi -q", "nvidia-smi topo -m",
              "ddp-doctor smoke --trainer ultralytics")
 
 
+def this_torch() -> dict[str, str | None]:
+    """torch_identity of this interpreter, read from the torch this test process imported
+    (what a child of it reports before the run, without a 2 CPU-s import); after the run a
+    child is still asked, since only a fresh import sees what the run did to the install."""
+    import torch
+
+    return {"version": torch.__version__, "file": torch.__file__, "cuda": torch.version.cuda}
+
+
 def torch_identity(python: str) -> dict[str, str | None]:
     out = subprocess.run([python, "-c", "import json, torch; print(json.dumps({'version': "
                           "torch.__version__, 'file': torch.__file__, 'cuda': "
@@ -77,7 +86,7 @@ def run_script(wheelhouse: Path, out: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 @pytest.mark.spawns
 def test_the_dry_run_sets_up_for_real_and_skips_each_gpu_step(wheelhouse, tmp_path):
-    before = torch_identity(sys.executable)
+    before = this_torch()
     out = tmp_path / "validate"
     proc = run_script(wheelhouse, out)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -138,7 +147,7 @@ def test_a_wheelhouse_that_would_replace_torch_fails_the_run_loudly(tmp_path):
                 requires=("torch==99.0",))
     write_wheel(house, "torch", "99.0", {
         "torch/__init__.py": "__version__ = '99.0'\n\n\nclass version:\n    cuda = None\n"})
-    before = torch_identity(sys.executable)
+    before = this_torch()
     out = tmp_path / "validate"
     proc = run_script(house, out)
     assert proc.returncode == 1
