@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import FACTS_DIR
+from tests.support.smoke import short_tmpdir
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ci.md"
 BIN = Path(sys.executable).parent
@@ -492,11 +493,13 @@ def run_pods(tmp_path: Path, pod_env: list[dict[str, str]]) -> list[tuple[int, s
                                                                   "$JOB_COMPLETION_INDEX"))
     (tmp_path / "shims" / "torchrun").chmod(stat.S_IRWXU)
     (tmp_path / "pod.sh").write_text(script, encoding="utf-8")
-    pods = [subprocess.Popen(["bash", str(tmp_path / "pod.sh")], cwd=tmp_path,
-                             env=dict(env, JOB_COMPLETION_INDEX=str(index), **extra),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for index, extra in enumerate(pod_env)]
-    outputs = [pod.communicate(timeout=280)[0] for pod in pods]
+    with short_tmpdir("pods-") as temp:  # a pod's failed smoke keeps its folder there
+        pods = [subprocess.Popen(["bash", str(tmp_path / "pod.sh")], cwd=tmp_path,
+                                 env=dict(env, JOB_COMPLETION_INDEX=str(index), TMPDIR=temp,
+                                          **extra),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for index, extra in enumerate(pod_env)]
+        outputs = [pod.communicate(timeout=280)[0] for pod in pods]
     return [(pod.returncode, output) for pod, output in zip(pods, outputs)]
 
 

@@ -39,7 +39,7 @@ from ddp_doctor.smoke.verdict.nodes import (
     missing_node_findings,
     summary_from_worker,
 )
-from tests.support.smoke import assert_nothing_left, run_tag
+from tests.support.smoke import assert_nothing_left, run_tag, short_tmpdir
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text(encoding="utf-8"))
@@ -282,12 +282,13 @@ def test_rendezvous_peers_counts_accepted_and_outgoing_connections():
 
 @pytest.mark.slow
 @pytest.mark.spawns
-def test_a_node_that_never_joins_is_named_on_each_side():
+def test_a_node_that_never_joins_is_named_on_each_side(tmp_path):
     """Node 0 of one job and node 1 of another, each waiting for its peer in vain."""
-    def alone(node_rank: int):
+    def alone(node_rank: int):  # a failed run keeps its folder: put it where pytest cleans
         return run_smoke(SmokeOptions(device="cpu", nproc=1, nnodes=2, node_rank=node_rank,
                                       master_addr="127.0.0.1", master_port=free_port(),
-                                      steps=10, imgsz=64, timeout=20))
+                                      steps=10, imgsz=64, timeout=20,
+                                      run_dir=str(tmp_path / f"node{node_rank}")))
 
     with ThreadPoolExecutor(2) as pool:
         first, second = pool.map(alone, (0, 1))
@@ -313,16 +314,18 @@ def two_node_reports(ultralytics_python, tmp_path_factory):
     common = ["--device", "cpu", "--nproc", "1", "--nnodes", "2", "--master-addr",
               "127.0.0.1", "--master-port", str(port), "--steps", "16", "--imgsz", "64",
               "--timeout", "240"]
-    env0 = {k: v for k, v in os.environ.items() if k != "NCCL_ALGO"}
-    env1 = dict(env0, NCCL_ALGO="Ring")
-    procs = [subprocess.Popen([sys.executable, "-m", "ddp_doctor", "smoke", *common,
-                               "--node-rank", str(rank), "--python", str(python),
-                               "--json", str(out / f"node{rank}.json")],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
-             for rank, python, env in ((0, Path(sys.executable), env0),
-                                       (1, other_venv, env1))]
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    with short_tmpdir("nodes-") as temp:  # a node whose run fails keeps its folder there
+        env0 = {k: v for k, v in os.environ.items() if k != "NCCL_ALGO"}
+        env0["TMPDIR"] = temp
+        env1 = dict(env0, NCCL_ALGO="Ring")
+        procs = [subprocess.Popen([sys.executable, "-m", "ddp_doctor", "smoke", *common,
+                                   "--node-rank", str(rank), "--python", str(python),
+                                   "--json", str(out / f"node{rank}.json")],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+                 for rank, python, env in ((0, Path(sys.executable), env0),
+                                           (1, other_venv, env1))]
+        outputs = [p.communicate(timeout=300)[0] for p in procs]
     reports = [json.loads((out / f"node{rank}.json").read_text()) for rank in (0, 1)]
     return [p.returncode for p in procs], outputs, reports, other_venv
 

@@ -1,10 +1,15 @@
-"""Shared helpers for the smoke-job and run tests: leftover-process checks."""
+"""Shared helpers for the smoke-job and run tests: leftover-process checks, and a short
+temporary folder for the runs that fail on purpose."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psutil
 
@@ -58,3 +63,17 @@ def assert_nothing_left(tag: str) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"processes left behind: {leftovers(tag)}")
+
+
+@contextmanager
+def short_tmpdir(prefix: str) -> Iterator[str]:
+    """A folder for a run's TMPDIR, removed afterwards. A smoke run that fails keeps its
+    folder (ddp-doctor-smoke-*) for the user by design, so a test whose run fails on purpose
+    gives it a TMPDIR of its own, or the suite leaves a folder in /tmp per run. Short, in
+    the system's temporary folder: under pytest's deep tmp_path, the DataLoader workers'
+    socket paths (TMPDIR/pymp-*/listener-*) pass AF_UNIX's 108 bytes."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
