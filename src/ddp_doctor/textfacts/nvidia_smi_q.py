@@ -145,12 +145,7 @@ def parse_excerpt(lines: Sequence[str]) -> Parsed | None:
     gpu = _gpu(blocks[0], 0)
     if gpu.get("clock_event_reasons") is None and gpu.get("pcie") is None:
         return None
-    out = Parsed(kind="nvidia_smi_q")
-    out.facts["nvml"] = {"initialized": True, "error": None, "gpus": [gpu]}
-    problems = _problems(gpu)
-    out.summary = ("nvidia-smi -q excerpt of one GPU (which one is not shown)"
-                   + (" (" + "; ".join(problems) + ")" if problems else ""))
-    return out
+    return _one_gpu(gpu, "nvidia-smi -q excerpt")
 
 
 def parse_temperature(lines: Sequence[str]) -> Parsed | None:
@@ -169,10 +164,16 @@ def parse_temperature(lines: Sequence[str]) -> Parsed | None:
     gpu.pop("clock_event_reasons", None)
     if gpu.get("temperature") is None:
         return None
+    return _one_gpu(gpu, "nvidia-smi -q temperature excerpt")
+
+
+def _one_gpu(gpu: dict[str, Any], what: str) -> Parsed:
+    """The facts of sections of one GPU pasted without their report: NVML as read, that
+    GPU alone (its index unknown), and a summary naming its problems."""
     out = Parsed(kind="nvidia_smi_q")
     out.facts["nvml"] = {"initialized": True, "error": None, "gpus": [gpu]}
     problems = _problems(gpu)
-    out.summary = ("nvidia-smi -q temperature excerpt of one GPU (which one is not shown)"
+    out.summary = (f"{what} of one GPU (which one is not shown)"
                    + (" (" + "; ".join(problems) + ")" if problems else ""))
     return out
 
