@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
+from tests.support.rules import lead, lead_reading
 
 READINGS = [
     # Caffe 1.0 (include/caffe/util/cudnn.hpp CUDNN_CHECK, device_alternate.hpp CUDA_CHECK):
@@ -47,18 +47,12 @@ NEAR_MISSES = [
 
 @pytest.mark.parametrize(("line", "code", "category"), READINGS)
 def test_the_message_alone_leads_with_its_cause(tmp_path, line, code, category):
-    log = tmp_path / "one.log"
-    log.write_text(line + "\n")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    assert (lead.code.id, lead.code.category.value) == (code, category)
+    assert lead_reading(tmp_path, line) == (code, category)
 
 
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_the_neighbouring_message_is_not_read_so(tmp_path, line):
-    log = tmp_path / "one.log"
-    log.write_text(line + "\n")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    assert lead.code.id not in {"LOG028", "LOG056", "LOG079"}
+    assert lead_reading(tmp_path, line)[0] not in {"LOG028", "LOG056", "LOG079"}
 
 
 def test_torch_and_tensorflow_keep_the_memory_reading_of_cudnns_internal_error(tmp_path):
@@ -67,18 +61,13 @@ def test_torch_and_tensorflow_keep_the_memory_reading_of_cudnns_internal_error(t
     for line in ("RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
                  "E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] Could not create cudnn "
                  "handle: CUDNN_STATUS_INTERNAL_ERROR"):
-        log = tmp_path / "one.log"
-        log.write_text(line + "\n")
-        lead = diagnose(str(log)).report.results[0].findings[0]
-        assert (lead.code.id, lead.code.category.value) == ("LOG037", "gpu_out_of_memory")
+        assert lead_reading(tmp_path, line) == ("LOG037", "gpu_out_of_memory")
 
 
 def test_the_nvcc_refusal_names_the_old_architecture_alternative(tmp_path):
     """The same refusal is printed for an architecture a newer toolkit dropped (sm_35 under
     CUDA 12): the finding says so and how to tell the two apart."""
-    log = tmp_path / "build.log"
-    log.write_text("nvcc fatal   : Unsupported gpu architecture 'compute_35'\n")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    text = " ".join(str(e) for e in lead.evidence)
-    assert lead.code.id == "LOG028"
+    found = lead(tmp_path, "nvcc fatal   : Unsupported gpu architecture 'compute_35'\n")
+    text = " ".join(str(e) for e in found.evidence)
+    assert found.code.id == "LOG028"
     assert "package_conflict" in text

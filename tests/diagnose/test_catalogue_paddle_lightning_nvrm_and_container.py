@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
+from tests.support.rules import lead, lead_reading
 
 READINGS = [
     # PaddlePaddle (paddle/fluid/pybind/place.cc, phi/backends/gpu/cuda/cuda_info.cc,
@@ -55,29 +55,22 @@ NEAR_MISSES = [
 
 @pytest.mark.parametrize(("line", "code", "category"), READINGS)
 def test_the_message_alone_leads_with_its_cause(tmp_path, line, code, category):
-    log = tmp_path / "one.log"
-    log.write_text(line + "\n")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    assert (lead.code.id, lead.code.category.value) == (code, category)
+    assert lead_reading(tmp_path, line) == (code, category)
 
 
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_the_neighbouring_message_is_not_read_so(tmp_path, line):
-    log = tmp_path / "one.log"
-    log.write_text(line + "\n")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    assert lead.code.id not in {"LOG024", "LOG071", "LOG005"}
+    assert lead_reading(tmp_path, line)[0] not in {"LOG024", "LOG071", "LOG005"}
 
 
 def test_the_open_modules_refusal_explains_the_rminitadapter_failure(tmp_path):
     """The GSP refusal is the cause; the RmInitAdapter failure after it (hardware_fault on
     its own) is its consequence (zzzhouuu/truenas-nvidia-drivers#20)."""
-    log = tmp_path / "dmesg.log"
-    log.write_text("[   87.358035] NVRM: The NVIDIA GPU 0000:03:00.0 (PCI ID: 10de:1bb3)\n"
-                   "               NVRM: installed in this system is not supported by open\n"
-                   "               NVRM: nvidia.ko because it does not include the required GPU\n"
-                   "               NVRM: System Processor (GSP).\n"
-                   "[  988.289884] NVRM: GPU 0000:03:00.0: RmInitAdapter failed! "
-                   "(0x24:0x72:1603)\n")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    assert (lead.code.id, lead.code.category.value) == ("LOG009", "driver_missing")
+    found = lead(tmp_path,
+                 "[   87.358035] NVRM: The NVIDIA GPU 0000:03:00.0 (PCI ID: 10de:1bb3)\n"
+                 "               NVRM: installed in this system is not supported by open\n"
+                 "               NVRM: nvidia.ko because it does not include the required GPU\n"
+                 "               NVRM: System Processor (GSP).\n"
+                 "[  988.289884] NVRM: GPU 0000:03:00.0: RmInitAdapter failed! "
+                 "(0x24:0x72:1603)\n")
+    assert (found.code.id, found.code.category.value) == ("LOG009", "driver_missing")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
 from ddp_doctor.logrules import CATALOGUES
+from tests.support.rules import lead
 
 READINGS = [
     # utils/checks.py check_amp: the GPU-name list, then the float32/AMP comparison (ERROR
@@ -96,12 +96,6 @@ NEAR_MISSES = [
 OWN_CODES = {"LOG103", "LOG104", "LOG105", "LOG106", "LOG107"}
 
 
-def _lead(tmp_path, text: str):
-    log = tmp_path / "run.log"
-    log.write_text(text)
-    return diagnose(str(log)).report.results[0].findings[0]
-
-
 def test_the_catalogue_cites_ultralytics_at_its_version():
     source, entries = CATALOGUES["ultralytics"]
     assert (source.repository, source.version) == (
@@ -111,20 +105,20 @@ def test_the_catalogue_cites_ultralytics_at_its_version():
 
 @pytest.mark.parametrize(("line", "code", "category"), READINGS)
 def test_the_message_alone_leads_with_its_cause(tmp_path, line, code, category):
-    lead = _lead(tmp_path, line + "\n")
-    assert (lead.code.id, lead.code.category.value) == (code, category)
+    found = lead(tmp_path, line + "\n")
+    assert (found.code.id, found.code.category.value) == (code, category)
 
 
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_the_neighbouring_line_is_not_read_so(tmp_path, line):
-    lead = _lead(tmp_path, line + "\n")
-    assert lead.code.id not in OWN_CODES | {"LOG005", "LOG027", "LOG066"}
+    found = lead(tmp_path, line + "\n")
+    assert found.code.id not in OWN_CODES | {"LOG005", "LOG027", "LOG066"}
 
 
 def test_an_offline_multi_gpu_launch_is_read_as_the_missing_package(tmp_path):
     """Ultralytics 8.4 pip-installs cloudpickle at the first multi-GPU run
     (utils/dist.py generate_ddp_file); offline it cannot, and the import then fails."""
-    lead = _lead(tmp_path, (
+    found = lead(tmp_path, (
         "Ultralytics 8.4.190 🚀 Python-3.11.7 torch-2.5.1+cu124 CUDA:0 (NVIDIA A100-SXM4-80GB, "
         "81051MiB)\n"
         "requirements: Ultralytics requirement ['cloudpickle>=3.1.1'] not found, attempting "
@@ -135,14 +129,14 @@ def test_an_offline_multi_gpu_launch_is_read_as_the_missing_package(tmp_path):
         "generate_ddp_file\n"
         "    import cloudpickle\n"
         "ModuleNotFoundError: No module named 'cloudpickle'\n"))
-    assert lead.code.id == "LOG104"
+    assert found.code.id == "LOG104"
 
 
 def test_an_out_of_memory_error_still_leads_a_run_whose_amp_check_failed(tmp_path):
     """The AMP warning is a performance warning: an error later in the run leads."""
-    lead = _lead(tmp_path, (
+    found = lead(tmp_path, (
         "WARNING ⚠️ AMP: checks failed ❌. AMP training on NVIDIA GeForce GTX 1650 GPU may "
         "cause NaN losses or zero-mAP results, so AMP will be disabled during training.\n"
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a "
         "total capacity of 3.81 GiB of which 1.06 MiB is free.\n"))
-    assert lead.code.id == "LOG005"
+    assert found.code.id == "LOG005"

@@ -8,14 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
-
-
-def _lead(tmp_path, text: str) -> tuple[str, str]:
-    path = tmp_path / "job.log"
-    path.write_text(text + "\n", encoding="utf-8")
-    lead = diagnose(str(path)).report.results[0].findings[0]
-    return lead.code.id, lead.code.category.value
+from tests.support.rules import lead_reading
 
 
 @pytest.mark.parametrize(("line", "code"), [
@@ -40,7 +33,7 @@ def _lead(tmp_path, text: str) -> tuple[str, str]:
      "(/usr/lib/python3.10/collections/__init__.py)", "LOG083"),
 ])
 def test_a_version_split_is_read_as_a_package_conflict(tmp_path, line, code):
-    assert _lead(tmp_path, line) == (code, "package_conflict")
+    assert lead_reading(tmp_path, line) == (code, "package_conflict")
 
 
 @pytest.mark.parametrize("line", [
@@ -53,7 +46,7 @@ def test_a_version_split_is_read_as_a_package_conflict(tmp_path, line, code):
     "this warning, use `int` by itself.",
 ])
 def test_what_names_no_release_is_not_read_as_a_conflict(tmp_path, line):
-    assert _lead(tmp_path, line)[1] != "package_conflict"
+    assert lead_reading(tmp_path, line)[1] != "package_conflict"
 
 
 @pytest.mark.parametrize("line", [
@@ -63,7 +56,7 @@ def test_what_names_no_release_is_not_read_as_a_conflict(tmp_path, line):
     "torch._dynamo hit config.recompile_limit (8)",
 ])
 def test_torch_compile_giving_up_on_a_function_is_a_slow_run(tmp_path, line):
-    assert _lead(tmp_path, line) == ("LOG102", "performance_degraded")
+    assert lead_reading(tmp_path, line) == ("LOG102", "performance_degraded")
 
 
 # torch/serialization.py (v2.6 and later): torch.load became weights-only by default, and a
@@ -84,14 +77,16 @@ WEIGHTS_ONLY = (
 
 def test_a_checkpoint_refused_by_torch_2_6_weights_only_default_is_a_package_conflict(
         tmp_path):
-    assert _lead(tmp_path, WEIGHTS_ONLY) == ("LOG108", "package_conflict")
+    assert lead_reading(tmp_path, WEIGHTS_ONLY) == ("LOG108", "package_conflict")
     # The second wording (no global named) opens with the default's change itself.
-    assert _lead(tmp_path, "Weights only load failed. In PyTorch 2.6, we changed the default "
-                 "value of the `weights_only` argument in `torch.load` from `False` to `True`. "
-                 "Re-running `torch.load` with `weights_only` set to `False` will likely "
-                 "succeed") == ("LOG108", "package_conflict")
+    assert lead_reading(
+        tmp_path, "Weights only load failed. In PyTorch 2.6, we changed the default "
+        "value of the `weights_only` argument in `torch.load` from `False` to `True`. "
+        "Re-running `torch.load` with `weights_only` set to `False` will likely "
+        "succeed") == ("LOG108", "package_conflict")
 
 
 def test_code_that_passes_weights_only_is_not_read(tmp_path):
-    code, _ = _lead(tmp_path, "ckpt = torch.load(path, map_location='cpu', weights_only=False)")
+    code, _ = lead_reading(
+        tmp_path, "ckpt = torch.load(path, map_location='cpu', weights_only=False)")
     assert code == "DIAG001"

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.diagnose import diagnose
-
-
-def _lead(tmp_path, text: str) -> tuple[str, str]:
-    path = tmp_path / "job.log"
-    path.write_text(text + "\n", encoding="utf-8")
-    lead = diagnose(str(path)).report.results[0].findings[0]
-    return lead.code.id, lead.code.category.value
+from tests.support.rules import lead_reading
 
 
 @pytest.mark.parametrize(("line", "code", "category"), [
@@ -45,7 +38,7 @@ def _lead(tmp_path, text: str) -> tuple[str, str]:
      "mems_allowed=0-1", "LOG038", "host_out_of_memory"),
 ])
 def test_a_message_without_its_prefix_is_read(tmp_path, line, code, category):
-    assert _lead(tmp_path, line) == (code, category)
+    assert lead_reading(tmp_path, line) == (code, category)
 
 
 @pytest.mark.parametrize("line", [
@@ -55,5 +48,5 @@ def test_a_message_without_its_prefix_is_read(tmp_path, line, code, category):
     "Initialized default process group with backend nccl",
 ])
 def test_prose_that_mentions_the_phrase_is_not_read_as_the_message(tmp_path, line):
-    code, category = _lead(tmp_path, line)
+    code, category = lead_reading(tmp_path, line)
     assert category == "unknown" and code.startswith("DIAG"), (line, code)

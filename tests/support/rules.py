@@ -49,6 +49,12 @@ def lead(tmp_path: Path, text: str) -> Finding:
     return diagnosed(tmp_path, text)[0]
 
 
+def lead_reading(tmp_path: Path, text: str) -> tuple[str, str]:
+    """The lead's code and category for ``text`` as one line of a log (a newline added)."""
+    found = lead(tmp_path, text + "\n")
+    return found.code.id, found.code.category.value
+
+
 def assert_leads_on_its_own_line(tmp_path: Path, line: str, code: str) -> None:
     """``code`` is the first rule ``match_text`` reads in ``line``, and the engine's lead."""
     assert match_text(line)[0].rule.code.id == code
