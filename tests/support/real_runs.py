@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.smoke import short_tmpdir
 
 GROUP = "real-cli-smoke-run"
 
@@ -35,14 +35,11 @@ class CliSmokeRun:
 
 @pytest.fixture(scope="session")
 def cli_smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Two gloo ranks, 12 steps at --imgsz 64 (the loss is judged from 10), its stderr a pipe.
-
-    A short TMPDIR of its own: under pytest's deep temporary folders the DataLoader workers'
-    socket paths (TMPDIR/pymp-*/listener-*) pass AF_UNIX's 108 bytes, as they would for any
-    torch job, and the ranks wait for ever."""
+    """Two gloo ranks, 12 steps at --imgsz 64 (the loss is judged from 10), its stderr a pipe,
+    with a short TMPDIR of its own (``short_tmpdir``: the tests look at what stays there)."""
     out = tmp_path_factory.mktemp("cli-smoke")
-    temp = Path(tempfile.mkdtemp(prefix="b-"))
-    try:
+    with short_tmpdir("b-") as folder:
+        temp = Path(folder)
         proc = subprocess.run(
             [sys.executable, "-m", "ddp_doctor", "smoke", "--device", "cpu", "--steps", "12",
              "--imgsz", "64", "--timeout", "600",  # a deadline a loaded machine cannot reach
@@ -51,5 +48,3 @@ def cli_smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Any:
             env={**os.environ, "TMPDIR": str(temp)})
         report = json.loads((out / "report.json").read_text(encoding="utf-8"))
         yield CliSmokeRun(proc, report, out / "smoke.zip", temp)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
