@@ -19,6 +19,7 @@ import ddp_doctor.diagnose.compose
 import ddp_doctor.diagnose.context
 import ddp_doctor.diagnose.fallback
 import ddp_doctor.diagnose.similar
+import ddp_doctor.diagnose.stated_slowness
 import ddp_doctor.diagnose.transport
 import ddp_doctor.forensics.codes
 import ddp_doctor.job.codes
@@ -41,6 +42,7 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", ddp_doctor.diagnose.context.__name__,
                       ddp_doctor.diagnose.accelerate_state.__name__,
                       ddp_doctor.diagnose.similar.__name__, ddp_doctor.diagnose.fallback.__name__,
+                      ddp_doctor.diagnose.stated_slowness.__name__,
                       ddp_doctor.diagnose.transport.__name__),
     Family.POLICY: (ddp_doctor.policy.codes.__name__,),
     Family.RUN: (ddp_doctor.job.codes.__name__,),

@@ -16,8 +16,10 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # corpus: splits A-F (104/142) and G's held-out half (40/52, 37/52 before that study); with
 # split H, scored blind before anything changed for it (18/35); then H's even positions moved
 # to the corpus to be studied (11/18 before the study, 14/18 after), and its held-out half
-# stayed (7/17 before that study, 9/17 after).
-FLOOR = 153 / 211
+# stayed (7/17 before that study, 9/17 after). 158/211 once slowness stated in words became
+# a low-confidence lead (diagnose/stated_slowness.py, written from the corpus's performance
+# threads; 1/9 of the unseen ones were read right before it, 6/9 after).
+FLOOR = 158 / 211
 
 
 @cache

@@ -176,8 +176,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
         from ddp_doctor.diagnose.fallback import fallback_lead
+        from ddp_doctor.diagnose.stated_slowness import stated_slowness
 
-        guessed = fallback_lead(scan)  # a low-confidence lead, said to be one
+        # Low-confidence leads, said to be ones: slowness the text states in words, else
+        # the category the error lines resemble.
+        guessed = stated_slowness(scan) or fallback_lead(scan)
         if guessed is not None:
             findings.insert(0, guessed)
     if notes:

@@ -1,0 +1,114 @@
+"""Slowness the user states in words, for a log in which no message names a cause.
+
+A thread about slow multi-GPU training rarely holds an error: the user writes that training
+"is very slow", "doesn't scale after 4 GPUs", "takes longer with 8 GPUs than with 2", or that
+GPU utilisation "is ~40%", and pastes the command line. No rule reads such a log, so it was
+read as ``unknown`` (DIAG001) in every one of the 18 performance threads of the corpus and
+of the unseen splits before this reader existed. When nothing else matched, a statement of
+slowness in the text is the best evidence there is: the lead is then ``performance_degraded``,
+at low confidence and said to be, with the measurements that tell its usual causes apart.
+
+It never outranks a message: a log that fails with an error and also says "slow" is read by
+its error. The phrases are English descriptions of throughput, not any program's output; a
+program's own words for its state (nvidia-smi's "HW Slowdown" clock reason, a model's
+``Bottleneck`` block, a ``slow_conv2d`` kernel) do not spell them.
+
+Where the usual causes come from: PyTorch's performance tuning guide
+(https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html: DataLoader workers and
+pinned memory, one process per GPU, per-GPU batch size), NCCL's environment and
+troubleshooting pages (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/
+troubleshooting.html: peer-to-peer disabled or routed through the CPU, sockets instead of
+InfiniBand) and NVML's clock event reasons (thermal and power throttling).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
+from ddp_doctor.diagnose.scan import ScanResult
+from ddp_doctor.model import Evidence, Finding, Severity, Step
+
+# Each alternative is a way English states low throughput; the negative look-arounds keep
+# identifiers (slow_conv2d, slow-tokenizer flags, SlowFast) out, and transformers' healthy
+# "Using a slow image processor" / "slow tokenizer" notices.
+SLOWNESS = re.compile(
+    r"(?<![\w-])slow(?:er|ly|ness|s|ed|ing)?(?![\w-])(?!\s+(?:tokeni[sz]er|image|processor))"
+    r"|\b(?:does(?:n'?t| not)|did(?:n'?t| not)|do(?:n'?t| not)|won'?t|can'?t|cannot|not|never"
+    r"|no longer)\s+(?:\w+\s+)?(?:scale|speed\s*(?:it\s+)?up|faster|accelerate)\b"
+    r"|\bno\s+(?:\w+\s+)?speed\s*-?\s*up\b"
+    r"|\b(?:takes?|took|taking)\s+(?:\w+\s+){0,2}longer\b"
+    r"|\butili[sz](?:ation|ed)?\b[^.\n]{0,40}?\b(?:is|was|stays?|remains?|of|at|only|around"
+    r"|about|below|under|~)\s*(?:very\s+|quite\s+|only\s+|around\s+|about\s+|~\s*)?"
+    r"(?:low|poor|(?<!\d)[1-5]?\d(?:\.\d+)?\s*%)"  # low, or under 60%
+    r"|\b(?:low|poor)\s+(?:gpu\s+)?(?:utili[sz]ation|usage|throughput|bandwidth)\b",
+    re.IGNORECASE)
+MAX_QUOTES = 3
+
+STATED_SLOWNESS = declare(
+    "DIAG150", Category.PERFORMANCE_DEGRADED,
+    "Low confidence: the text says training is slow, and no message names a cause",
+    what="No log rule matched, and the text states low throughput in words (training slower "
+         "than expected or than on fewer GPUs, low GPU utilisation, no speed-up from more "
+         "GPUs). Nothing failed, so the log cannot say which of the usual causes it is.",
+    why="A multi-GPU job that trains slower than its hardware should is most often fed too "
+        "slowly (DataLoader workers, CPU cores per GPU), moves its gradients over a slow path "
+        "(peer-to-peer off or through the CPU, sockets instead of InfiniBand), waits for a "
+        "throttled or slow rank, or runs too small a batch per GPU for all-reduce to pay off.",
+    fix="Measure before changing anything: the scaling of a known job on this machine, GPU "
+        "utilisation while training, how the GPUs are connected and which transport NCCL "
+        "picked, and whether a GPU throttles.",
+    severity=Severity.WARNING,
+    docs_url="https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html")
+
+STEPS: tuple[Step, ...] = (
+    Step("Measure how a known DDP job scales on this machine (1 rank against all of them).",
+         command="ddp-doctor smoke --scaling"),
+    Step("Watch utilisation while the real job trains: every GPU low and waiting means the "
+         "input pipeline is the limit (raise DataLoader num_workers, pin_memory=True, "
+         "persistent_workers=True; check the CPU cores each rank gets).",
+         command="nvidia-smi dmon -s u -d 1"),
+    Step("See how the GPUs are connected: PHB, NODE or SYS between two GPUs routes their "
+         "traffic through the CPU.",
+         command="nvidia-smi topo -m"),
+    Step("See which transport NCCL picked: 'via P2P' or 'NVLS' inside a node; 'NET/Socket' "
+         "across nodes where InfiniBand exists is the slow path.",
+         command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH torchrun ... 2>&1 "
+                 "| grep -E 'via|NET/'"),
+    Step("Check for throttling, narrowed PCIe links and the other health checks.",
+         command="ddp-doctor check"),
+)
+
+
+def _statements(scan: ScanResult) -> list[tuple[str, int, str]]:
+    """(document, line, text) of each line that states slowness, in the order read."""
+    found: list[tuple[str, int, str]] = []
+    for context in scan.contexts:
+        parts = [(1, context.head)]
+        head_lines = context.head.count("\n") + 1
+        if context.tail and context.tail_first_line > head_lines:
+            parts.append((context.tail_first_line, context.tail))
+        for first, text in parts:
+            for offset, line in enumerate(text.splitlines()):
+                if SLOWNESS.search(line):
+                    found.append((context.document, first + offset, line.strip()))
+                    if len(found) >= MAX_QUOTES:
+                        return found
+    return found
+
+
+def stated_slowness(scan: ScanResult) -> Finding | None:
+    """The low-confidence performance lead of a log whose text states slowness, or None."""
+    statements = _statements(scan)
+    if not statements:
+        return None
+    many = len(scan.documents) > 1
+    evidence = tuple(
+        Evidence(f"{document} line {line}" if many else f"line {line}", text[:300], document)
+        for document, line, text in statements)
+    return Finding(
+        STATED_SLOWNESS,
+        "LOW CONFIDENCE: no message names a cause; the text says training is slow",
+        (*evidence, Evidence("reading", "slowness stated in words, not measured: a lead")),
+        STEPS, docs_url=STATED_SLOWNESS.docs_url)

@@ -1,0 +1,78 @@
+"""Slowness stated in words: the low-confidence performance lead of a log no message explains
+(diagnose/stated_slowness.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddp_doctor.diagnose.stated_slowness import SLOWNESS
+from tests.support.corpus import LOGS
+from tests.support.rules import diagnosed, lead
+
+# Lines users wrote in the corpus's performance threads (tests/data/logs, cases_studied_*.toml).
+STATED = [
+    "training is very slow and the gpu usage rate is very low",  # facebookresearch/deit#81
+    "I am also facing the problem that the training with 8 GPUs is slower or equal to the "
+    "training with 2 GPUs.",  # facebookresearch/dinov2#161
+    "I used DDP to run Common and Vox recipes with 4-8 Gpus, but instead of speeding up, it "
+    "took longer to train one epoch.",  # speechbrain/speechbrain#1096
+    "I've tried to train on 1 to 8 Tesla V100 and training doesn't scale after 4 GPU.",
+    "Trained classification model with a single GPU, and saw average GPU utilization of ~40%.",
+    "In reality, the _total_ GPU utilization remains the same at ~40%, but the average GPU "
+    "utilization is ~7%.",  # ThilinaRajapakse/simpletransformers#1027
+]
+# Program output and identifiers that spell "slow" or "utilization" without stating slowness.
+NOT_STATED = [
+    "        HW Slowdown                       : Not Active",  # nvidia-smi -q clock reasons
+    "|  GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+    "| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |",
+    "  File \"/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py\", line 2450, "
+    "in slow_conv2d_forward",
+    "Using a slow image processor as `use_fast` is unset and a slow processor was saved",
+    "You are using a slow tokenizer.",
+    "model = SlowFast(cfg)",
+    "    (layer1): Sequential((0): Bottleneck(",
+    "GPU utilization: 98 %",
+    "GPU utilization is 98% on every card",
+]
+
+
+@pytest.mark.parametrize("line", STATED)
+def test_each_way_users_state_slowness_is_read(line):
+    assert SLOWNESS.search(line)
+
+
+@pytest.mark.parametrize("line", NOT_STATED)
+def test_program_output_and_identifiers_are_not_statements(line):
+    assert not SLOWNESS.search(line)
+
+
+def test_a_log_that_only_says_it_is_slow_leads_with_the_performance_lead(tmp_path):
+    text = ("python -m torch.distributed.launch --nproc_per_node=8 --use_env main.py "
+            "--num_workers 32\n" + STATED[0] + "\n")
+    findings = diagnosed(tmp_path, text)
+    first = findings[0]
+    assert (first.code.id, first.category.value) == ("DIAG150", "performance_degraded")
+    assert first.title.startswith("LOW CONFIDENCE")
+    assert any(e.value == STATED[0] and e.label == "line 2" for e in first.evidence)
+    commands = [step.command for step in first.remediation]
+    assert "ddp-doctor smoke --scaling" in commands and "nvidia-smi topo -m" in commands
+    # the unknown finding still says what to attach
+    assert "DIAG001" in [f.code.id for f in findings]
+
+
+def test_an_error_in_the_log_outranks_the_stated_slowness(tmp_path):
+    text = ("training got very slow and then crashed\n"
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert lead(tmp_path, text).category.value == "gpu_out_of_memory"
+
+
+def test_a_log_that_states_nothing_gets_no_performance_lead(tmp_path):
+    ids = [f.code.id for f in diagnosed(tmp_path, NOT_STATED[0] + "\n" + NOT_STATED[2] + "\n")]
+    assert "DIAG150" not in ids
+
+
+def test_the_corpus_performance_threads_that_state_slowness_lead_with_it(tmp_path):
+    # deit#81: the user's words are the whole log
+    first = diagnosed(tmp_path, (LOGS / "gh-facebookresearch-deit-81.log").read_text())[0]
+    assert first.code.id == "DIAG150"
