@@ -10,7 +10,7 @@ import pytest
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.logrules import match_text
 from tests.support.corpus import LOGS
-from tests.support.rules import assert_leads_on_its_own_line, assert_not_read_so, log_codes
+from tests.support.rules import assert_leads_on_its_own_line, assert_not_read_so, lead, log_codes
 
 # (line, the code that leads) - one per reading added or widened.
 POSITIVES = [
@@ -26,8 +26,9 @@ POSITIVES = [
     # torch._C missing: Python 2's form, and torch's own message
     ("ImportError: No module named _C", "LOG021"),
     ("ImportError: Failed to load PyTorch C extensions:", "LOG021"),
-    # cuDNN's handle refused to a program calling cuDNN itself
+    # cuDNN's handle refused to a program calling cuDNN itself, and torch's report of it
     ("CUDNN failure: CUDNN_STATUS_NOT_INITIALIZED", "LOG079"),
+    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", "LOG079"),
     ("Check failed: status == CUDNN_STATUS_SUCCESS (1 vs. 0) CUDNN_STATUS_NOT_INITIALIZED",
      "LOG079"),
 ]
@@ -47,8 +48,7 @@ NEAR_MISSES = [
     # another package's missing _C, named in full by Python 3
     ("ModuleNotFoundError: No module named 'detectron2._C'", "LOG021"),
     ("ImportError: No module named _C.foo", "LOG021"),
-    # torch and TensorFlow report it after their memory pools took the GPU: LOG037 stays
-    ("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", "LOG079"),
+    # TensorFlow reports it after its memory pool took the GPU: LOG037 stays
     ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:359] could not create cudnn handle: "
      "CUDNN_STATUS_NOT_INITIALIZED", "LOG079"),
     ("RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR", "LOG079"),
@@ -65,10 +65,24 @@ def test_the_neighbouring_line_is_not_read_so(tmp_path, line, code):
     assert_not_read_so(tmp_path, line, code)
 
 
-def test_torch_reports_of_a_failed_cudnn_handle_stay_a_memory_finding():
-    found = match_text("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
-    assert [(m.rule.code.id, m.rule.code.category.value) for m in found] == [
-        ("LOG037", "gpu_out_of_memory")]
+def test_torch_reports_of_a_failed_cudnn_handle_are_a_cudnn_failure_with_memory_beside(tmp_path):
+    """Three of the corpus's four torch threads were a build that did not fit the machine
+    (GRIP#23, MSRF-Net_PyTorch#1, CLRNet#24), one a full GPU (DAMO-YOLO#20)."""
+    line = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
+    found = lead(tmp_path, line + "\n")
+    assert (found.code.id, found.category.value) == ("LOG079", "cudnn_failure")
+    commands = " ".join(s.command or "" for s in found.remediation)
+    assert "torch.backends.cudnn.version()" in commands
+    assert "pip install --force-reinstall" in commands
+    assert "/dev/nvidia" not in commands  # the device-node steps are a cuDNN caller's
+    rule = match_text(line)[0].rule
+    assert rule.alternatives and rule.alternatives[0].startswith("gpu_out_of_memory:")
+
+
+def test_an_out_of_memory_beside_it_is_the_cause_it_follows(tmp_path):
+    text = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB\n"
+            "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")
+    assert lead(tmp_path, text).category.value == "gpu_out_of_memory"
 
 
 def test_a_program_calling_cudnn_itself_is_told_to_check_device_access():

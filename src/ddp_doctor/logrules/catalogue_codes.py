@@ -300,6 +300,34 @@ WEIGHTS_ONLY_DEFAULT = declare(
         "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the job.",
     docs_url="https://pytorch.org/docs/stable/generated/torch.load.html")
 
+# cuDNN's status reference: CUDNN_STATUS_NOT_INITIALIZED is returned when cudnnCreate()
+# fails, "usually due to an error in the CUDA Runtime API called by cudnnCreate() or by an
+# error in the hardware setup" (cudnnStatus_t in the cuDNN API reference, quoted verbatim in
+# https://github.com/PaddlePaddle/PaddleMIX/issues/678). Under torch ("cuDNN error:
+# CUDNN_STATUS_NOT_INITIALIZED") the threads that settled it were mostly a torch build
+# whose CUDA/cuDNN did not fit the GPU or driver, fixed by installing the build for the
+# right CUDA (xincoder/GRIP#23, amlarraz/MSRF-Net_PyTorch#1, Turoad/CLRNet#24), and
+# sometimes a GPU too full for cuDNN's handle (tinyvision/DAMO-YOLO#20: a smaller batch;
+# https://github.com/pytorch/pytorch/issues/81620). A program that calls cuDNN itself
+# could not bring up CUDA for cuDNN (https://github.com/ceccocats/tkDNN/issues/282: a
+# container run as a user that could not open the GPU). Only catalogue entries report it
+# (cudnn.toml, caffe.toml); the steps for each wording are its variants in remedies.py.
+CUDNN_INIT = declare(
+    "LOG079", Category.CUDNN_FAILURE, "cuDNN could not initialise (cudnnCreate failed)",
+    what="cuDNN returned CUDNN_STATUS_NOT_INITIALIZED: cudnnCreate() failed because the "
+         "CUDA runtime beneath it could not start for this process. Under torch this is "
+         "most often a torch build whose CUDA/cuDNN does not fit the GPU or the driver "
+         "(reinstalling the build for the right CUDA fixed it), less often a GPU too full "
+         "for cuDNN's handle. A program that calls cuDNN itself may also be unable to "
+         "open the GPU's device nodes (a container run as a user outside the video/render "
+         "groups, or started without the NVIDIA runtime). In Caffe, cudnnCreate's "
+         "CUDNN_STATUS_INTERNAL_ERROR: its cuDNN convolution creates three handles per "
+         "group, which a depthwise layer (as many groups as channels) exhausts.",
+    why="No cuDNN handle exists, so no layer can run: the program stops at start-up.",
+    fix="Check that torch's CUDA and cuDNN fit the GPU and the driver (reinstall the torch "
+        "build for a CUDA the driver supports, in a clean environment); check that the "
+        "process can open /dev/nvidia*; and that the GPU is not already full.",
+    docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -307,5 +335,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            LAUNCHER_LOCAL_RANK_OPTION, IMPORT_NAME_MISSING,
                            RECOMPILE_LIMIT, AMP_CHECK_FAILED,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
-                           DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT)
+                           DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT)
 """Every code declared here, for the catalogue loader."""

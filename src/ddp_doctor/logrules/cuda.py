@@ -99,30 +99,6 @@ ILLEGAL_ACCESS = declare(
     fix="Rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check dmesg for Xid 48/63/64/"
         "94/95 and the ECC counters before blaming the hardware.",
     docs_url="https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html")
-# cuDNN's status reference: CUDNN_STATUS_NOT_INITIALIZED is returned when cudnnCreate()
-# fails, "usually due to an error in the CUDA Runtime API called by cudnnCreate() or by an
-# error in the hardware setup" (cudnnStatus_t in the cuDNN API reference, quoted verbatim in
-# https://github.com/PaddlePaddle/PaddleMIX/issues/678). torch and TensorFlow report it after
-# their own memory pools took the GPU, where a full GPU is the usual reason (LOG037,
-# https://github.com/pytorch/pytorch/issues/81620); a program that calls cuDNN itself has
-# no such pool, so there it means the process could not bring up CUDA for cuDNN
-# (https://github.com/ceccocats/tkDNN/issues/282: a container run as a user that could not
-# open the GPU). Read from LOG037's match by its variant in remedies.py.
-CUDNN_INIT = declare(
-    "LOG079", Category.CUDNN_FAILURE, "cuDNN could not initialise (cudnnCreate failed)",
-    what="A program that calls cuDNN itself (not through torch or TensorFlow) got "
-         "CUDNN_STATUS_NOT_INITIALIZED: cudnnCreate() failed because the CUDA runtime "
-         "beneath it could not start for this process - it cannot open the GPU's device "
-         "nodes (a container run as a user outside the video/render groups, or started "
-         "without the NVIDIA runtime), the cuDNN build does not fit the CUDA toolkit or "
-         "driver, or, less often, the GPU is already full. In Caffe, cudnnCreate's "
-         "CUDNN_STATUS_INTERNAL_ERROR: its cuDNN convolution creates three handles per "
-         "group, which a depthwise layer (as many groups as channels) exhausts.",
-    why="No cuDNN handle exists, so no layer can run: the program stops at start-up.",
-    fix="Run the program as a user that can open /dev/nvidia* (in Docker: as root or with "
-        "the device groups, with --gpus all or --runtime nvidia), and check that cuDNN, "
-        "the CUDA toolkit and the driver belong together.",
-    docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
 DEVICE_ASSERT = declare(
     "LOG036", Category.UNKNOWN, "A device-side assertion failed (a data or code bug)",
     what="A CUDA kernel's own check failed, typically an index out of range: a class id "

@@ -54,10 +54,11 @@ BUS_ERROR = declare(
     docs_url=NCCL_TROUBLE)
 HANDLE_OOM = declare(
     "LOG037", Category.GPU_OUT_OF_MEMORY, "cuDNN/cuBLAS could not create a handle (GPU memory)",
-    what="cuDNN or cuBLAS failed to initialise (CUDNN_STATUS_NOT_INITIALIZED, "
-         "CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_INITIALIZED). These libraries load "
-         "hundreds of MB of kernels and a workspace on first use; on a nearly full GPU that "
-         "allocation fails and surfaces as this status rather than as 'out of memory'.",
+    what="cuDNN or cuBLAS failed to initialise (TensorFlow's 'could not create cudnn "
+         "handle', CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_INITIALIZED). These "
+         "libraries load hundreds of MB of kernels and a workspace on first use; on a nearly "
+         "full GPU that allocation fails and surfaces as this status rather than as 'out of "
+         "memory'.",
     why="The first convolution or matmul fails.",
     fix="Lower the batch size, free the GPU of other processes, then retry; if memory is "
         "plentiful, check the cuDNN install.",
@@ -154,7 +155,13 @@ RULES: tuple[Rule, ...] = (
     # Caffe's CUDNN_CHECK ("status == CUDNN_STATUS_SUCCESS (4 vs. 0)") is left to the `caffe`
     # catalogue: Caffe has no memory pool in front of cuDNN, and its INTERNAL_ERROR is
     # cudnnCreate refusing the handles a grouped convolution asks for (three per group).
-    Rule(HANDLE_OOM, rx(r"cudnn_status_not_initialized",
+    # torch's "cuDNN error: CUDNN_STATUS_NOT_INITIALIZED" is not read here: in the corpus
+    # three of its four threads were a torch build whose CUDA/cuDNN did not fit the machine
+    # and one a full GPU, so it is the cuDNN catalogue's LOG079 (cudnn_failure, with memory
+    # as its alternative). TensorFlow's "could not create cudnn handle" stays: TensorFlow
+    # maps nearly all GPU memory at start, and growing it on demand is the established fix
+    # (https://github.com/tensorflow/tensorflow/issues/24496).
+    Rule(HANDLE_OOM, rx(r"could not create cudnn handle",
                         r"^(?!.*status == cudnn_status_success).*cudnn_status_internal_error",
                         # cuDNN finds no algorithm when none fits the free workspace
                         r"unable to find a valid cudnn algorithm",
@@ -164,7 +171,8 @@ RULES: tuple[Rule, ...] = (
          (Step("See how full the GPUs are and who uses them.", command="nvidia-smi"),
           Step("Retry with a smaller per-GPU batch, on a GPU no other process uses.")),
          examples=(
-             "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+             "E tensorflow/stream_executor/cuda/cuda_dnn.cc:359] could not create cudnn "
+             "handle: CUDNN_STATUS_NOT_INITIALIZED",
              "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR",
              "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling "
              "`cublasCreate(handle)`"),

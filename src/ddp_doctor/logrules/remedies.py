@@ -33,7 +33,7 @@ import re
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.cuda import ARCH_LIST, CUDNN_INIT, LIST_GPUS
+from ddp_doctor.logrules.cuda import ARCH_LIST, LIST_GPUS
 from ddp_doctor.logrules.memory import OOM_KILLER, SHM
 from ddp_doctor.logrules.packages import WHICH_TORCH
 from ddp_doctor.logrules.rule import ULTRALYTICS, YOLOV5, Variant
@@ -179,12 +179,30 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
     # -- memory ------------------------------------------------------------------------------
     "LOG005": _both(_BATCH_DOWN, _NVIDIA_SMI),
     "LOG037": (
-        # CUDNN_STATUS_NOT_INITIALIZED not reported by torch ("cuDNN error: ...") or
-        # TensorFlow ("could not create cudnn handle"): a program calling cuDNN itself, where
-        # no memory pool filled the GPU first (see CUDNN_INIT in cuda.py).
-        Variant(code=CUDNN_INIT,
-                line=_line(r"^(?!.*(?:cudnn error\b|could not create cudnn handle))"
-                           r".*cudnn_status_not_initialized"),
+        *_both(_BATCH_DOWN, Step("See how full the GPUs are and who uses them.",
+                                 command="nvidia-smi")),
+    ),
+    "LOG079": (
+        # torch's report: a build that does not fit the machine, or a full GPU.
+        Variant(line=_line(r"cudnn error\b.*cudnn_status_not_initialized"),
+                steps=(
+                    Step("Show torch's build (its CUDA and cuDNN) and the GPU it runs on.",
+                         command='python -c "import torch; print(torch.__version__, '
+                                 'torch.version.cuda, torch.backends.cudnn.version(), '
+                                 'torch.cuda.get_device_name(0), '
+                                 'torch.cuda.get_device_capability(0))"'),
+                    Step("Show the driver and the highest CUDA it supports.",
+                         command="nvidia-smi"),
+                    Step("Reinstall torch for a CUDA the driver supports and the GPU has "
+                         "kernels for (https://pytorch.org/get-started/previous-versions/), "
+                         "in a clean environment, with no other cuDNN on LD_LIBRARY_PATH.",
+                         command="pip install --force-reinstall torch --index-url "
+                                 "https://download.pytorch.org/whl/cu121")),
+                examples=("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",)),
+        # A program that calls cuDNN itself (Caffe, tkDNN): no memory pool filled the GPU
+        # first, so the process could not bring up CUDA for cuDNN (CUDNN_INIT in
+        # catalogue_codes.py).
+        Variant(line=_line(r"^(?!.*cudnn error\b).*cudnn_status_not_initialized"),
                 steps=(
                     Step("Can this user open the GPU's device nodes? (In a container, run it "
                          "as root or add the user to the groups that own them.)",
@@ -201,8 +219,6 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
                 examples=("CUDNN failure: CUDNN_STATUS_NOT_INITIALIZED",
                           "Check failed: status == CUDNN_STATUS_SUCCESS (1 vs. 0) "
                           "CUDNN_STATUS_NOT_INITIALIZED")),
-        *_both(_BATCH_DOWN, Step("See how full the GPUs are and who uses them.",
-                                 command="nvidia-smi")),
     ),
     "LOG006": _both(_WORKERS_DOWN, _FREE),
     "LOG007": _both(_WORKERS_DOWN, OOM_KILLER),
