@@ -24,7 +24,7 @@ GATES: tuple[str, ...] = (
     "error", "warn", "fail", "memory", "killed", "exitcode", "signal", "cud", "nvidia", "nvrm",
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
-    "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal",
+    "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -49,7 +49,10 @@ less than GPU count, but received id is: 3. GPU count is: 1"
 (paddle/phi/backends/gpu/cuda/cuda_info.cc), which users paste without the
 ``InvalidArgumentError:`` before it (PaddlePaddle/PaddleOCR#15497). "nvcc fatal" is the prefix
 the CUDA compiler driver puts before its refusals ("nvcc fatal   : Unsupported gpu
-architecture 'compute_86'"), none of which spells another gate (the `nvcc` catalogue).
+architecture 'compute_86'"), none of which spells another gate (the `nvcc` catalogue). "exits with
+return code" is DeepSpeed's launcher naming the first rank that failed ("... exits with return
+code = -9", deepspeed/launcher/launch.py), whose long command list a terminal or an issue
+form wraps, leaving the code on a line of its own after the "[ERROR]" (CASIA-LMC-Lab/AnomalyGPT#43).
 
 How many there may be: the scan finds every gate in one pass over a chunk's distinct lines
 of letters (``diagnose/line_gate.py``), so a gate costs one ``bytes.find`` over those few
