@@ -310,3 +310,22 @@ DRIVER_QUERY = ("docker: Error response from daemon: OCI runtime create failed: 
 def test_a_windows_made_host_name_in_the_prompt_shows_wsl(tmp_path: Path, prompt: str,
                                                           category: str) -> None:
     assert lead(tmp_path, prompt + "\n" + DRIVER_QUERY).code.category.value == category
+
+
+@pytest.mark.parametrize("said", [
+    "NCCL might hang with P2P enabled.",  # dmlc/xgboost#11242
+    "NCCL 2.30.4 hangs on this box",  # local-inference-lab/rtx6kpro#15
+    "Training with 4 GPUs gets stuck right after the model is loaded",
+])
+def test_a_hang_stated_beside_nccl_p2p_or_the_gpu_count_is_the_silent_hang(
+        tmp_path: Path, said: str) -> None:
+    assert lead(tmp_path, said + "\n").code.id == "DIAG002"
+
+
+@pytest.mark.parametrize("said", [
+    "The progress bar is stuck at 0% while the dataset downloads",
+    "NCCL version 2.18.1+cuda12.1",
+])
+def test_a_hang_without_the_gpus_or_nccl_beside_it_is_not_read_so(
+        tmp_path: Path, said: str) -> None:
+    assert lead(tmp_path, said + "\n").code.id != "DIAG002"

@@ -61,12 +61,18 @@ BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docke
 # NCCL or CUDA call that never returns: "ProcessGroupNCCL's watchdog got stuck for 480
 # seconds without making progress ..." ("Heartbeat monitor timed out!" before 2.4), which it
 # reports before any collective's own timeout (warpem/miss-alignment#105).
+# A hang the user states beside NCCL, P2P or the GPU count ("NCCL 2.30.4 hangs",
+# "NCCL might hang with P2P enabled", "training with 4 GPUs gets stuck") is the same silent
+# hang (local-inference-lab/rtx6kpro#15, dmlc/xgboost#11242): NCCL's troubleshooting guide
+# names P2P through PCIe ACS/IOMMU first for a hang without an error.
 HANG_TEXT = re.compile(
     r"\bwatchdog got stuck for \d+ seconds|\bheartbeat monitor timed out\b"
     r"|\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|spin-wait\w*|no (?:forward )?"
     r"progress)\b.{0,120}\b(?:all_?reduce|all_?gather|barrier|broadcast|first (?:collective|"
-    r"iteration|step|batch)|init_process_group|DistributedDataParallel|DDP)\b"
-    r"|\b(?:ncclAllReduce|all_?reduce|barrier|broadcast|first collective)\b.{0,120}"
+    r"iteration|step|batch)|init_process_group|DistributedDataParallel|DDP|NCCL|P2P"
+    r"|multi-?GPUs?|multiple GPUs|\d+ GPUs)\b"
+    r"|\b(?:ncclAllReduce|all_?reduce|barrier|broadcast|first collective|NCCL \d[\d.]*|P2P"
+    r"|multi-?GPUs?|multiple GPUs|\d+ GPUs)\b.{0,120}"
     r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|never (?:returns|finishes|completes))",
     re.IGNORECASE)
 
