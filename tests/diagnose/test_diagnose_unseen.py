@@ -21,7 +21,9 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # threads; 1/9 of the unseen ones were read right before it, 6/9 after). 160/211 once
 # torch's bare CUDNN_STATUS_NOT_INITIALIZED became cudnn_failure (LOG079, decided on the
 # corpus's four torch threads, three of them a build that did not fit the machine).
-FLOOR = 160 / 211
+# Split I (61, scored blind: 37/61 on the code it was collected against, 38/61 after that
+# day's general changes) joined: 198/272.
+FLOOR = 198 / 272
 
 
 @cache
