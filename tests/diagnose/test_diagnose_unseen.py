@@ -22,8 +22,9 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # torch's bare CUDNN_STATUS_NOT_INITIALIZED became cudnn_failure (LOG079, decided on the
 # corpus's four torch threads, three of them a build that did not fit the machine).
 # Split I (61, scored blind: 37/61 on the code it was collected against, 38/61 after that
-# day's general changes) joined: 198/272.
-FLOOR = 198 / 272
+# day's general changes) joined: 198/272; then I's even positions moved to the corpus to be
+# studied (19/31 before the study), its held-out half stayed (19/30 before that study).
+FLOOR = 179 / 241
 
 
 @cache
