@@ -272,8 +272,19 @@ FIRST_TIMEOUT = (
     "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1806530 milliseconds before timing out.\n")
 
 
-def test_a_first_collective_timeout_alone_points_at_p2p(tmp_path: Path) -> None:
-    assert lead(tmp_path, FIRST_TIMEOUT).code.id == "LOG046"
+# The same line at the group's very first collective (SeqNum=1: DDP's parameter check).
+VERY_FIRST_TIMEOUT = FIRST_TIMEOUT.replace("SeqNum=2,", "SeqNum=1,")
+
+
+def test_the_very_first_collective_timing_out_alone_points_at_p2p(tmp_path: Path) -> None:
+    assert lead(tmp_path, VERY_FIRST_TIMEOUT).code.id == "LOG046"
+
+
+@pytest.mark.parametrize("seq", [2, 3])
+def test_a_timeout_after_a_collective_completed_is_the_watchdogs(tmp_path: Path, seq: int) -> None:
+    """From SeqNum 2 a collective already went through every rank: the transport worked."""
+    finding = lead(tmp_path, FIRST_TIMEOUT.replace("SeqNum=2,", f"SeqNum={seq},"))
+    assert (finding.code.id, finding.code.category.value) == ("LOG047", "collective_timeout")
 
 
 @pytest.mark.parametrize("progress", [
@@ -285,7 +296,7 @@ def test_a_first_collective_timeout_alone_points_at_p2p(tmp_path: Path) -> None:
 ])
 def test_rank_zero_still_preparing_the_dataset_is_the_watchdogs_timeout(
         tmp_path: Path, progress: str) -> None:
-    finding = lead(tmp_path, progress + "\n" + FIRST_TIMEOUT)
+    finding = lead(tmp_path, progress + "\n" + VERY_FIRST_TIMEOUT)
     assert (finding.code.id, finding.code.category.value) == ("LOG047", "collective_timeout")
     assert finding.evidence[0].source == "rank 0 still preparing the dataset"
     assert any("nccl_p2p" in e.value for e in finding.evidence

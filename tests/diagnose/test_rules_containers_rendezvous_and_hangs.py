@@ -185,7 +185,7 @@ def test_a_short_bar_leaves_the_first_collective_to_p2p(tmp_path: Path) -> None:
 
 
 def test_without_a_stated_timeout_the_default_thirty_minutes_counts(tmp_path: Path) -> None:
-    timeout = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+    timeout = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
                "OpType=BROADCAST) ran for 1800512 milliseconds before timing out.\n")
     assert lead(tmp_path, "caching: 90%|#### | 9/10 [31:10<03:00, 200s/it]\n"
                 + timeout).code.id == "LOG047"

@@ -101,9 +101,10 @@ NCCL_P2P = declare(
              "#pci-access-control-services-acs")
 FIRST_HANG = declare(
     "LOG046", Category.NCCL_P2P, "The very first collective timed out (likely P2P transport)",
-    what="A collective with sequence number 0-3 - the DDP constructor's broadcast or the first "
-         "barrier - never finished. When all ranks are alive, a peer-to-peer path that "
-         "hangs (PCIe ACS, IOMMU, consumer GPUs) is the commonest reason.",
+    what="The process group's first collective (sequence number 0 or 1: DDP's parameter "
+         "check or broadcast, or the first barrier) never finished. When all ranks are alive, "
+         "a peer-to-peer path that hangs (PCIe ACS, IOMMU, consumer GPUs) is the commonest "
+         "reason.",
     why="Training never starts; the watchdog kills the job after the timeout.",
     fix="Rerun with NCCL_P2P_DISABLE=1: if it now works, disable ACS/IOMMU or keep P2P off.",
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
@@ -354,7 +355,13 @@ RULES: tuple[Rule, ...] = (
          alternatives=("host_out_of_memory: 'remote process exited' is what survivors say when a "
                        "peer died, most often killed by the OOM killer",),
          decide=(DEBUG,)),
-    Rule(FIRST_HANG, rx(r"watchdog caught collective operation timeout: worknccl\(seqnum=[0-3],"
+    # The group's first collective (SeqNum 0 or 1: ProcessGroupNCCL numbers each collective
+    # as it is enqueued). From 2 on, a collective already completed across every rank, so the
+    # transport carried it; a rank that has not joined yet is the likelier cause. In the
+    # corpus the SeqNum=1 timeouts were P2P (determined#8915, accelerate#2062, 9566.tistory
+    # 568), the SeqNum 2-3 ones a rank still tokenising, caching or evaluating (yolov5#9163,
+    # sd-scripts#971, lm-evaluation-harness#1404, LLaMA-Factory#2424, xtuner#390).
+    Rule(FIRST_HANG, rx(r"watchdog caught collective operation timeout: worknccl\(seqnum=[01],"
                         # barrier() is a one-element all-reduce: rank 0 busy, not P2P
                         r"(?![^\n]*optype=allreduce, numelin=1,)"),
          ("time",),
