@@ -288,3 +288,21 @@ def test_deepspeed_init_followed_by_training_is_no_hang(tmp_path: Path) -> None:
                                             "'epoch': 0.01}\n  1%|          | 10/1000 [00:30<"
                                             "49:30,  3.00s/it]\n")
     assert found.code.id == "DIAG001"
+
+
+def test_a_refusal_inside_the_dataloaders_handoff_is_shared_memory(tmp_path: Path) -> None:
+    """Connection refused in rebuild_storage_fd is a worker passing a batch's shared memory,
+    not the rendezvous (SunnyCat2013's write-up: /dev/shm was 64M)."""
+    traceback = (
+        '  File "/usr/local/lib/python3.8/dist-packages/torch/multiprocessing/reductions.py", '
+        "line 282, in rebuild_storage_fd\n"
+        "    fd = df.detach()\n"
+        '  File "/usr/lib/python3.8/multiprocessing/resource_sharer.py", line 57, in detach\n'
+        "    with _resource_sharer.get_connection(self._id) as conn:\n"
+        "ConnectionRefusedError: [Errno 111] Connection refused\n")
+    finding = lead(tmp_path, traceback)
+    assert (finding.code.id, finding.category.value) == ("LOG040", "nccl_shared_memory")
+    # the same refusal anywhere else is still the rendezvous's
+    assert lead(tmp_path, "ConnectionRefusedError: [Errno 111] Connection refused\n"
+                ).code.id == "LOG053"
+

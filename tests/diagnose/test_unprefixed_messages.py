@@ -25,6 +25,17 @@ from tests.support.rules import lead_reading
     # NCCL 2.25.1 src/enqueue.cc, an INFO line (NVIDIA/nccl#1637)
     ("test:259034:259124 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem "
      "79856", "LOG028", "torch_arch_unsupported"),
+    # accelerate state.py: several RTX 40xx under a driver before 550.40.07 (QwenLM/Qwen-VL#447)
+    ("Using RTX 4000 series doesn't support faster communication broadband via P2P or IB.",
+     "LOG045", "nccl_p2p"),
+    ("Using RTX 3090 or 4000 series doesn't support faster communication broadband via P2P or "
+     "IB. Please set `NCCL_P2P_DISABLE=\"1\"`", "LOG045", "nccl_p2p"),
+    # torch's message copied from its source, the literals' quotes kept (lora-scripts#308)
+    ('Distributed package doesn\'t have NCCL " "built in', "LOG050", "nccl_unavailable"),
+    # Python 3.6's failed from-import names no module; only torch._six had container_abcs
+    ("ImportError: cannot import name 'container_abcs'", "LOG083", "package_conflict"),
+    # DeepSpeed's launcher, the rank's code alone on the line a wrapped command list leaves
+    ("] exits with return code = -9", "LOG007", "host_out_of_memory"),
     # pip/_internal/commands/install.py _warn_about_conflicts
     ("torchvision 0.17.2 requires torch==2.2.2, but you have torch 2.5.1 which is "
      "incompatible.", "LOG027", "package_conflict"),

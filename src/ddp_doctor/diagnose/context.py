@@ -230,6 +230,10 @@ CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:
 DATA_PREPARATION = re.compile(
     r"\bScanning\b[^\n]*(?:\bimages and labels\b|\b\d+ images, \d+ backgrounds\b)"
     r"|\bCaching images \(\d", re.IGNORECASE)
+# A DataLoader worker hands each batch's shared memory to the main process as a file
+# descriptor sent over a local socket (torch/multiprocessing/reductions.py rebuild_storage_fd,
+# multiprocessing's resource_sharer); a traceback through those frames is that handoff.
+DATALOADER_HANDOFF = re.compile(r"\brebuild_storage_fd\b|multiprocessing/resource_sharer\.py")
 DATA_PREPARATION_STEPS = (
     Step("Build the label cache once before launching the DDP job (a single-process run "
          "writes the .cache files next to the labels), or raise the process group's timeout "
@@ -652,6 +656,9 @@ ENVIRONMENTS: tuple[Environment, ...] = (
     Environment("cpu-torch", _marked(CPU_TORCH), "torch build", lambda code: (SHOW_TORCH,)),
     Environment("torch-import", _marked(TORCH_IMPORT), "torch's own import",
                 lambda code: ()),
+    Environment("dataloader-handoff", _marked(DATALOADER_HANDOFF),
+                "a DataLoader worker's shared-memory handoff",
+                lambda code: _rule(code).steps),
     Environment("data-preparation", _marked(DATA_PREPARATION),
                 "rank 0 still preparing the dataset", lambda code: DATA_PREPARATION_STEPS),
     Environment("long-progress-bar", _long_bars, "one rank busy for the whole timeout",

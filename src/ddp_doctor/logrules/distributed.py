@@ -24,7 +24,7 @@ import re
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
-from ddp_doctor.logrules.rule import ANY_ERROR, Explains, Rule, rx
+from ddp_doctor.logrules.rule import ANY_ERROR, Explains, ReadAs, Rule, rx
 from ddp_doctor.model import Severity, Step
 
 RUN_DOCS = "https://pytorch.org/docs/stable/elastic/run.html"
@@ -284,7 +284,15 @@ RULES: tuple[Rule, ...] = (
                    "ConnectionRefusedError: [Errno 111] Connection refused"),
          symptom_of=(ANY_ERROR,),
          alternatives=("nccl_network: inside NCCL the same refusal means a wrong interface",),
-         decide=(REACH,)),
+         decide=(REACH,),
+         relations=(
+             ReadAs("dataloader-handoff", code="LOG040",
+                    reason="Refused inside torch.multiprocessing's rebuild_storage_fd, the "
+                           "connection is a DataLoader worker handing a batch's shared-memory "
+                           "file descriptor to the main process over a local socket "
+                           "(torch/multiprocessing/reductions.py), not the rendezvous: it "
+                           "fails when /dev/shm or the open-file limit runs out "
+                           "(SunnyCat2013's write-up: /dev/shm was 64M)."),)),
     Rule(GLOO_LOOPBACK, rx(r"warn[^\n]*unable to resolve hostname to a \(local\) address"),
          ("warn",),
          (Step("See what this host's name resolves to (127.x here means the fallback).",

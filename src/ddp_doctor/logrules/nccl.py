@@ -480,8 +480,9 @@ RULES: tuple[Rule, ...] = (
                "process_group_backend='gloo'); or train under Linux/WSL2 with NCCL."),),
          examples=("RuntimeError: Distributed package doesn't have NCCL built in",
                    'raise RuntimeError("Distributed package doesn\'t have NCCL " "built in")'),
-         # tczhangzhi/pytorch-distributed#15 quotes only the sentence
-         bare_message=re.compile(r"\bdistributed package doesn.t have nccl built in",
+         # tczhangzhi/pytorch-distributed#15 quotes only the sentence; Akegarasu/lora-scripts#308
+         # copied it from the source, with the two string literals' quotes ('NCCL " "built in')
+         bare_message=re.compile(r"\bdistributed package doesn.t have nccl\W{0,6}built in",
                                  re.IGNORECASE)),
     Rule(DESYNC, rx(r"error: detected mismatch between collectives on ranks"),
          ("error",),

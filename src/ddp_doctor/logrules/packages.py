@@ -118,7 +118,10 @@ LOCAL_RANK_OPTION = declare(
 #   https://github.com/WoojuLee24/OA-DG/issues/3);
 # - torch dropped container_abcs (and its other Python 2 shims) from torch/_six.py after
 #   1.8, and deleted the module in 2.0, which older timm, apex and detection repositories
-#   import;
+#   import; Python 3.6 and older print the failed from-import without its module
+#   ("ImportError: cannot import name 'container_abcs'", pengzhiliang/Conformer#2), so the
+#   names only torch/_six.py defined (container_abcs, int_classes, string_classes: torch
+#   v1.8.1 torch/_six.py) are read alone too;
 # - setuptools 59.6 stopped importing distutils.version, which torch < 1.11's
 #   torch.utils.tensorboard uses as distutils.version.LooseVersion
 #   (https://github.com/pytorch/pytorch/issues/69894).
@@ -394,6 +397,8 @@ RULES: tuple[Rule, ...] = (
     Rule(API_REMOVED, rx(r"error: formatcode\(\) got an unexpected keyword argument "
                          r"'verify'",
                          r"error: cannot import name '\w+' from 'torch\._six'",
+                         r"error: cannot import name '(?:container_abcs|int_classes|"
+                         r"string_classes)'(?! from)",
                          r"error: no module named 'torch\._six'",
                          r"error: module 'distutils' has no attribute 'version'"),
          ("error",),
@@ -410,6 +415,7 @@ RULES: tuple[Rule, ...] = (
              "ImportError: cannot import name 'container_abcs' from 'torch._six' "
              "(/usr/local/lib/python3.8/dist-packages/torch/_six.py)",
              "ModuleNotFoundError: No module named 'torch._six'",
+             "ImportError: cannot import name 'container_abcs'",
              "AttributeError: module 'distutils' has no attribute 'version'")),
     Rule(BNB_SETUP, rx(r"cuda setup failed despite gpu being available"),
          ("fail", "cud"),
