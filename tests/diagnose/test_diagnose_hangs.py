@@ -340,3 +340,17 @@ def test_a_hang_stated_beside_nccl_p2p_or_the_gpu_count_is_the_silent_hang(
 def test_a_hang_without_the_gpus_or_nccl_beside_it_is_not_read_so(
         tmp_path: Path, said: str) -> None:
     assert lead(tmp_path, said + "\n").code.id != "DIAG002"
+
+
+@pytest.mark.parametrize("said", [
+    'os.environ["NCCL_P2P_DISABLE"] = "1" solved the hang',  # a script sets it
+    'After export NCCL_P2P_DISABLE="1" the training works',
+    "NCCL_P2P_DISABLE=1 fixed it",
+])
+def test_the_users_p2p_experiment_is_read_however_the_variable_is_set(
+        tmp_path: Path, said: str) -> None:
+    assert lead(tmp_path, said + "\n").code.id == "DIAG002"
+
+
+def test_p2p_left_on_is_no_such_experiment(tmp_path: Path) -> None:
+    assert lead(tmp_path, "NCCL_P2P_DISABLE=0 works\n").code.id != "DIAG002"

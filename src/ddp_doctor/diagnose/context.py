@@ -92,10 +92,14 @@ SILENT_HANG = declare(
 
 # The user's own experiment settles it: "with NCCL_P2P_DISABLE=1 it works" (the contract's
 # definition of nccl_p2p; NVIDIA/nccl#667).
+# The variable as a shell, a Python script or a YAML file sets it: NCCL_P2P_DISABLE=1,
+# NCCL_P2P_DISABLE="1", os.environ["NCCL_P2P_DISABLE"] = "1", NCCL_P2P_DISABLE: 1.
+_P2P_OFF = (r"NCCL_P2P_(?:DISABLE[\"'\]]{0,2}\s*[=:]\s*[\"']?1\b"
+            r"|LEVEL[\"'\]]{0,2}\s*[=:]\s*[\"']?\w+)")
 P2P_OFF_HELPS = re.compile(
-    r"NCCL_P2P_(?:DISABLE=1|LEVEL=\w+)[^\n]{0,80}\b(?:work(?:s|ed|around)?|fix(?:es|ed)?|solv"
+    _P2P_OFF + r"[^\n]{0,80}\b(?:work(?:s|ed|around)?|fix(?:es|ed)?|solv"
     r"(?:es|ed)|resolv(?:es|ed)|help(?:s|ed)?|runs|passe[sd])\b"
-    r"|\b(?:works?|worked|fix(?:es|ed)?|solved|resolved)\b[^\n]{0,60}NCCL_P2P_(?:DISABLE=1|LEVEL)",
+    r"|\b(?:works?|worked|workaround|fix(?:es|ed)?|solved|resolved)\b[^\n]{0,60}" + _P2P_OFF,
     re.IGNORECASE)
 # What broken P2P looks like when NCCL reports it at all.
 _P2P_SYMPTOMS = {Category.COLLECTIVE_TIMEOUT, Category.NCCL_NETWORK, Category.CUDA_INIT_FAILURE,
