@@ -153,3 +153,37 @@ def test_a_users_pasted_dump_names_their_own_line_not_a_librarys():
     assert (wait.kind, wait.call) == ("collective", "backward (the gradient sync inside "
                                                     "backward)")
     assert wait.user.where() == "training_loop (fine_tune_accelerate.py:410)"
+
+
+# A py-spy dump of one rank of a hung job whose main thread waits on its DataLoader's result
+# queue (the threading wait is innermost), as bigscience's tr11 chronicle pasted it.
+LONE_DATALOADER_STACK = textwrap.dedent("""\
+    Thread 1439102 (idle): "MainThread"
+        wait (threading.py:306)
+        get (queue.py:179)
+        _try_get_data (torch/utils/data/dataloader.py:1011)
+        _get_data (torch/utils/data/dataloader.py:1163)
+        _next_data (torch/utils/data/dataloader.py:1207)
+        __next__ (torch/utils/data/dataloader.py:530)
+        evaluate (megatron/training.py:983)
+        main (pretrain_gpt.py:245)
+    """)
+
+
+def test_a_queue_wait_under_the_dataloader_is_the_data_loader_not_a_lock():
+    [stack] = parse_py_spy(LONE_DATALOADER_STACK)
+    assert wait_of(stack).kind == "data"
+    # the same wait outside any DataLoader frame stays a lock
+    [plain] = parse_py_spy(LONE_DATALOADER_STACK.replace("torch/utils/data/", "mylib/"))
+    assert wait_of(plain).kind == "lock"
+
+
+def test_a_lone_pasted_stack_in_its_data_loader_names_that_rank(tmp_path):
+    log = tmp_path / "hang.log"
+    log.write_text("the job hangs at evaluation, py-spy of rank 0:\n" + LONE_DATALOADER_STACK)
+    lead = diagnose(str(log)).report.results[0].findings[0]
+    assert (lead.code.id, lead.category.value) == ("HNG001", "collective_timeout")
+    assert "data loader" in lead.title
+    # a lone stack in the job's own lock names no culprit
+    log.write_text(LONE_DATALOADER_STACK.replace("torch/utils/data/", "mylib/"))
+    assert diagnose(str(log)).report.results[0].findings[0].code.id != "HNG001"

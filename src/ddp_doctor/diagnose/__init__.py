@@ -156,10 +156,10 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     between += transport_findings(scan.nodes) + nccl_tests_findings(scan.nodes)
     # Stacks of a hung job's ranks pasted with the log: where each rank waits leads the
     # watchdog's timeout, which says only that the ranks waited.
-    from ddp_doctor.forensics.verdict import hang_findings
+    from ddp_doctor.forensics.verdict import hang_findings, lone_stack_findings
 
     pasted = scan.stacks.stacks()
-    hung = hang_findings(pasted) if len(pasted) > 1 else []
+    hung = hang_findings(pasted) if len(pasted) > 1 else lone_stack_findings(pasted)
     if dumps:  # attached Flight Recorder dumps: the collective each rank reached
         from ddp_doctor.forensics.flight import read_dumps
         from ddp_doctor.forensics.flight_verdict import flight_findings

@@ -149,6 +149,31 @@ def hang_findings(stacks: list[RankStack], gone: Iterable[int] = ()) -> list[Fin
     return found
 
 
+def lone_stack_findings(stacks: list[RankStack]) -> list[Finding]:
+    """The verdict a single pasted stack allows: a rank whose main thread waits on its data
+    loader holds the job up, whatever the ranks not pasted wait in (they wait for it at the
+    next collective: bigscience tr11's evaluation hang, one rank's validation DataLoader
+    deadlocked while 383 others sat in broadcast and all_reduce). A lone stack in a
+    collective or in the job's own code names no culprit, so it gives nothing."""
+    read = [s for s in stacks if s.threads]
+    if len(read) != 1:
+        return []
+    stack = read[0]
+    wait = wait_of(stack)
+    if wait.kind != "data":
+        return []
+    rank = stack.rank if stack.rank is not None else 0
+    evidence = _evidence({rank: stack}, {rank: wait})
+    return [Finding(
+        H.RANK_HOLDS_UP, f"The pasted stack {wait.describe()}: that rank cannot reach the "
+        "next collective, so the ranks not pasted wait for it there",
+        (*evidence, Evidence("other possible cause", "the other ranks' stacks were not pasted: "
+                                                      "dump every rank to confirm")),
+        (_step_for(wait), Step("Dump every rank of the hung job and diagnose them together.",
+                               command="py-spy dump --pid PID >> stacks.txt; "
+                                       "ddp-doctor diagnose stacks.txt")))]
+
+
 def hang_verdict(stacks: list[RankStack], gone: Iterable[int] = (),
                  flight: list[RankRecord] | None = None) -> list[Finding]:
     """The whole verdict on a hung job: where each rank waits (its stack), then, when the

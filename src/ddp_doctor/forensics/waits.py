@@ -125,6 +125,11 @@ def wait_of(stack: RankStack) -> Wait:
         if _DATA.search(file) or name == "__getitem__":
             return Wait("data", "DataLoader", user, path)
         if name in _LOCKS and re.search(r"(^|/)(threading|queue)\.py$", file):
+            # The DataLoader's main side waits on its workers' result queue (a Condition's
+            # wait under _try_get_data): a worker that never delivers, not a lock of the
+            # job's own (bigscience tr11's evaluation hang: a worker deadlocked).
+            if any(_DATA.search(outer.file.replace("\\", "/")) for outer in frames):
+                return Wait("data", "DataLoader (waiting for its workers)", user, path)
             return Wait("lock", frame.function, user, path)
     # A lock acquired without a Python frame of its own (Lock.acquire is C): the user
     # line is the acquire, so the source line cannot tell; call it the job's own code.
