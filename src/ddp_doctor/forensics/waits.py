@@ -108,6 +108,8 @@ def wait_of(stack: RankStack) -> Wait:
         if "acquire_lock" in frame.function:
             return Wait("lock", "Lock.acquire", user, path)
         sleeping = sleeping or frame.function == "time_sleep"
+    # once per stack, not per frame: a long pasted log can hold thousands of frames
+    under_data_loader = any(_DATA.search(f.file.replace("\\", "/")) for f in frames)
     for frame in frames:
         name = _bare(frame.function)
         file = frame.file.replace("\\", "/")
@@ -128,7 +130,7 @@ def wait_of(stack: RankStack) -> Wait:
             # The DataLoader's main side waits on its workers' result queue (a Condition's
             # wait under _try_get_data): a worker that never delivers, not a lock of the
             # job's own (bigscience tr11's evaluation hang: a worker deadlocked).
-            if any(_DATA.search(outer.file.replace("\\", "/")) for outer in frames):
+            if under_data_loader:
                 return Wait("data", "DataLoader (waiting for its workers)", user, path)
             return Wait("lock", frame.function, user, path)
     # A lock acquired without a Python frame of its own (Lock.acquire is C): the user

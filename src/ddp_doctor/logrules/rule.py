@@ -25,7 +25,7 @@ GATES: tuple[str, ...] = (
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
     "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
-    "p2p or ib",
+    "communication broadband",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -54,9 +54,12 @@ architecture 'compute_86'"), none of which spells another gate (the `nvcc` catal
 return code" is DeepSpeed's launcher naming the first rank that failed ("... exits with return
 code = -9", deepspeed/launcher/launch.py), whose long command list a terminal or an issue
 form wraps, leaving the code on a line of its own after the "[ERROR]"
-(CASIA-LMC-Lab/AnomalyGPT#43). "p2p or ib" is accelerate's refusal of RTX 40xx GPUs under an
-old driver ("... doesn't support faster communication broadband via P2P or IB"), pasted
-without its NotImplementedError (QwenLM/Qwen-VL#447).
+(CASIA-LMC-Lab/AnomalyGPT#43). "communication broadband" is accelerate's refusal of RTX 40xx
+GPUs under an old driver ("... doesn't support faster communication broadband via P2P or
+IB"), pasted without its NotImplementedError (QwenLM/Qwen-VL#447). No gate may hold a digit:
+the scan remembers a line that said nothing by its shape (digits read as 0) only while every
+gate is digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib",
+made the realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
 
 How many there may be: the scan finds every gate in one pass over a chunk's distinct lines
 of letters (``diagnose/line_gate.py``), so a gate costs one ``bytes.find`` over those few
