@@ -300,6 +300,25 @@ WEIGHTS_ONLY_DEFAULT = declare(
         "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for the job.",
     docs_url="https://pytorch.org/docs/stable/generated/torch.load.html")
 
+# TensorFlow and JAX say so when they will not use the GPU (TensorFlow's dso_loader and
+# gpu_device.cc, JAX's xla_bridge): a warning, because a torch job whose dependencies import
+# TensorFlow or JAX in passing prints the same lines and trains on the GPU regardless. It
+# leads only where nothing failed (a TensorFlow or JAX job training on the CPU).
+FRAMEWORK_ON_CPU = declare(
+    "LOG109", Category.TORCH_CPU_ONLY,
+    "TensorFlow or JAX cannot use the GPU: its CUDA libraries or CUDA build are missing",
+    what="TensorFlow could not load the CUDA libraries it was built for ('Could not load "
+         "dynamic library ...', 'Cannot dlopen some GPU libraries ... Skipping registering "
+         "GPU devices'), or the installed jaxlib is a CPU build ('a CUDA-enabled jaxlib is "
+         "not installed. Falling back to cpu'): that framework runs on the CPU.",
+    why="Training with that framework runs on the CPU, far slower, or fails where it needs a "
+        "GPU; a torch job that only imports it in passing is not affected.",
+    fix="Install the framework's GPU build with the CUDA versions it was built for "
+        "(pip install tensorflow[and-cuda] from TF 2.14; pip install -U 'jax[cuda12]'), or "
+        "put those CUDA libraries on LD_LIBRARY_PATH.",
+    severity=Severity.WARNING,
+    docs_url="https://www.tensorflow.org/install/pip")
+
 # cuDNN's status reference: CUDNN_STATUS_NOT_INITIALIZED is returned when cudnnCreate()
 # fails, "usually due to an error in the CUDA Runtime API called by cudnnCreate() or by an
 # error in the hardware setup" (cudnnStatus_t in the cuDNN API reference, quoted verbatim in
@@ -335,5 +354,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            LAUNCHER_LOCAL_RANK_OPTION, IMPORT_NAME_MISSING,
                            RECOMPILE_LIMIT, AMP_CHECK_FAILED,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
-                           DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT)
+                           DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
+                           FRAMEWORK_ON_CPU)
 """Every code declared here, for the catalogue loader."""

@@ -180,8 +180,11 @@ RULES: tuple[Rule, ...] = (
     # A missing libcudnn is not read here: TensorFlow, Paddle, onnxruntime and nnabla print
     # the same loader line when cuDNN is absent (cudnn_failure, the `loader` catalogue's
     # LOG033 entry); that entry is read as this code where the log shows torch's own import
-    # failing (the "torch-import" environment of diagnose/context.py).
-    Rule(TORCH_IMPORT, rx(r"^(?!.*could not load library)[^\n]*"
+    # failing (the "torch-import" environment of diagnose/context.py). Nor TensorFlow's
+    # dso_loader warning ("Could not load dynamic library 'libcudart.so.11.0'; dlerror: ..."):
+    # TensorFlow then skips the GPUs ("Cannot dlopen some GPU libraries", the `tensorflow`
+    # catalogue), and a torch job that imports it in passing trains on regardless.
+    Rule(TORCH_IMPORT, rx(r"^(?!.*could not load (?:dynamic )?library)[^\n]*"
                           r"error: \S*lib(?:cudart|cublas\w*|nccl|cusparse\w*|cufft\w*"
                           r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
                           r"\.so[.\d]*: cannot open shared object file",

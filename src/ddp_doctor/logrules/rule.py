@@ -25,7 +25,7 @@ GATES: tuple[str, ...] = (
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
     "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
-    "communication broadband",
+    "communication broadband", "daemon",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -56,10 +56,13 @@ code = -9", deepspeed/launcher/launch.py), whose long command list a terminal or
 form wraps, leaving the code on a line of its own after the "[ERROR]"
 (CASIA-LMC-Lab/AnomalyGPT#43). "communication broadband" is accelerate's refusal of RTX 40xx
 GPUs under an old driver ("... doesn't support faster communication broadband via P2P or
-IB"), pasted without its NotImplementedError (QwenLM/Qwen-VL#447). No gate may hold a digit:
-the scan remembers a line that said nothing by its shape (digits read as 0) only while every
-gate is digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib",
-made the realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
+IB"), pasted without its NotImplementedError (QwenLM/Qwen-VL#447). "daemon" is Open MPI's
+launcher failing to start or reach its daemons ("ORTE was unable to reliably start one or more
+daemons", "A process or daemon was unable to complete a TCP connection"), help texts whose
+first line spells no other gate (the `openmpi` catalogue). No gate may hold a digit: the scan
+remembers a line that said nothing by its shape (digits read as 0) only while every gate is
+digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib", made the
+realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
 
 How many there may be: the scan finds every gate in one pass over a chunk's distinct lines
 of letters (``diagnose/line_gate.py``), so a gate costs one ``bytes.find`` over those few
@@ -73,7 +76,7 @@ whole processes in alternating pairs against the 18-gate tree, CPU-time ratio ne
 median of 7 pairs: 1.03 on a 128 MB realistic log (pairs ranged 0.89-1.20), 1.05 on a
 16 MB worst case (0.76-1.17); with the first 23 gates alone, 0.96 and 0.97. The 25th,
 "gpu count", and the 26th, "nvcc fatal", came after that measurement and pass the same noise
-test."""
+test, as do "exits with return code" and "daemon" after them."""
 
 # What a line's own wording says about how serious it is, whatever rule matched it. Every
 # process of a job prints the same import-time warnings (torch's "UserWarning: Failed to
