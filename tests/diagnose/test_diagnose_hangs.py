@@ -335,7 +335,9 @@ def test_a_hang_stated_beside_nccl_p2p_or_the_gpu_count_is_the_silent_hang(
 
 @pytest.mark.parametrize("said", [
     "The progress bar is stuck at 0% while the dataset downloads",
-    "NCCL version 2.18.1+cuda12.1",
+    "The data loader hangs while reading from NFS",
+    # fine-tuning freezes layers: not a hang, whatever the GPU count beside it
+    "I fine-tune on 8 GPUs and freeze the first 10 layers of the encoder, but the loss is NaN",
 ])
 def test_a_hang_without_the_gpus_or_nccl_beside_it_is_not_read_so(
         tmp_path: Path, said: str) -> None:
@@ -354,3 +356,11 @@ def test_the_users_p2p_experiment_is_read_however_the_variable_is_set(
 
 def test_p2p_left_on_is_no_such_experiment(tmp_path: Path) -> None:
     assert lead(tmp_path, "NCCL_P2P_DISABLE=0 works\n").code.id != "DIAG002"
+
+
+def test_an_nccl_channel_line_is_no_stated_hang() -> None:
+    """NCCL INFO lines say "via P2P" by the thousand: P2P counts only after a hang's verb."""
+    from ddp_doctor.diagnose.context import HANG_TEXT
+
+    assert HANG_TEXT.search("NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read") is None
+

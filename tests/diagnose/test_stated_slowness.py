@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ddp_doctor.diagnose.stated_slowness import SLOWNESS
+from ddp_doctor.diagnose.stated_slowness import PROGRAM_OUTPUT, SLOWNESS
 from tests.support.corpus import LOGS
 from tests.support.rules import diagnosed, lead
 
@@ -32,6 +32,16 @@ NOT_STATED = [
     "You are using a slow tokenizer.",
     "model = SlowFast(cfg)",
     "    (layer1): Sequential((0): Bottleneck(",
+    # libraries' advice, printed by healthy runs
+    "UserWarning: This DataLoader will create 16 worker processes in total. Our suggested max "
+    "number of worker in current system is 8, which is smaller than what this DataLoader is "
+    "going to create. Please be aware that excessive worker creation might get DataLoader "
+    "running slow or even freeze, lower the worker number to avoid potential slowness/freeze "
+    "if necessary.",
+    "/usr/lib/python3/dist-packages/bitsandbytes/nn/modules.py:226: UserWarning: Input type "
+    "into Linear4bit is torch.float16, but bnb_4bit_compute_dtype=torch.float32 (default). "
+    "This will lead to slow inference or training speed.",
+    "disk utilization at 5% while the job waits",
     "GPU utilization: 98 %",
     "GPU utilization is 98% on every card",
 ]
@@ -39,12 +49,12 @@ NOT_STATED = [
 
 @pytest.mark.parametrize("line", STATED)
 def test_each_way_users_state_slowness_is_read(line):
-    assert SLOWNESS.search(line)
+    assert SLOWNESS.search(line) and not PROGRAM_OUTPUT.search(line)
 
 
 @pytest.mark.parametrize("line", NOT_STATED)
 def test_program_output_and_identifiers_are_not_statements(line):
-    assert not SLOWNESS.search(line)
+    assert not (SLOWNESS.search(line) and not PROGRAM_OUTPUT.search(line))
 
 
 def test_a_log_that_only_says_it_is_slow_leads_with_the_performance_lead(tmp_path):
@@ -76,3 +86,9 @@ def test_the_corpus_performance_threads_that_state_slowness_lead_with_it(tmp_pat
     # deit#81: the user's words are the whole log
     first = diagnosed(tmp_path, (LOGS / "gh-facebookresearch-deit-81.log").read_text())[0]
     assert first.code.id == "DIAG150"
+
+
+def test_a_healthy_runs_library_warnings_give_no_performance_lead(tmp_path):
+    ids = [f.code.id for f in diagnosed(tmp_path, "\n".join(NOT_STATED[-4:-1]) + "\n")]
+    assert "DIAG150" not in ids
+

@@ -187,3 +187,13 @@ def test_a_lone_pasted_stack_in_its_data_loader_names_that_rank(tmp_path):
     # a lone stack in the job's own lock names no culprit
     log.write_text(LONE_DATALOADER_STACK.replace("torch/utils/data/", "mylib/"))
     assert diagnose(str(log)).report.results[0].findings[0].code.id != "HNG001"
+
+
+def test_a_lone_loader_stack_is_no_hang_where_the_log_shows_a_crash_or_slowness(tmp_path):
+    log = tmp_path / "crash.log"
+    log.write_text("Fatal Python error: Segmentation fault\n\n" + LONE_DATALOADER_STACK)
+    assert diagnose(str(log)).report.results[0].findings[0].code.id == "LOG090"
+    log.write_text("training with 8 GPUs is much slower than with 2, py-spy of rank 0:\n"
+                   + LONE_DATALOADER_STACK)
+    assert diagnose(str(log)).report.results[0].findings[0].code.id == "DIAG150"
+

@@ -159,7 +159,14 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     from ddp_doctor.forensics.verdict import hang_findings, lone_stack_findings
 
     pasted = scan.stacks.stacks()
-    hung = hang_findings(pasted) if len(pasted) > 1 else lone_stack_findings(pasted)
+    hung = hang_findings(pasted) if len(pasted) > 1 else []
+    if len(pasted) == 1 and not any(f.effective_severity is Severity.ERROR for f, _ in ordered):
+        from ddp_doctor.diagnose.stated_slowness import stated_slowness
+
+        # One pasted stack names a culprit only where nothing failed and nobody said "slow"
+        # (a loader-bound rank of a slow job waits there too): a hang, then.
+        if stated_slowness(scan) is None:
+            hung = lone_stack_findings(pasted)
     if dumps:  # attached Flight Recorder dumps: the collective each rank reached
         from ddp_doctor.forensics.flight import read_dumps
         from ddp_doctor.forensics.flight_verdict import flight_findings

@@ -69,11 +69,15 @@ HANG_TEXT = re.compile(
     r"\bwatchdog got stuck for \d+ seconds|\bheartbeat monitor timed out\b"
     r"|\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|spin-wait\w*|no (?:forward )?"
     r"progress)\b.{0,120}\b(?:all_?reduce|all_?gather|barrier|broadcast|first (?:collective|"
-    r"iteration|step|batch)|init_process_group|DistributedDataParallel|DDP|NCCL|P2P"
-    r"|multi-?GPUs?|multiple GPUs|\d+ GPUs)\b"
-    r"|\b(?:ncclAllReduce|all_?reduce|barrier|broadcast|first collective|NCCL \d[\d.]*|P2P"
-    r"|multi-?GPUs?|multiple GPUs|\d+ GPUs)\b.{0,120}"
-    r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|never (?:returns|finishes|completes))",
+    r"iteration|step|batch)|init_process_group|DistributedDataParallel|DDP)\b"
+    r"|\b(?:ncclAllReduce|all_?reduce|barrier|broadcast|first collective)\b.{0,120}"
+    r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*|freez\w*|never (?:returns|finishes|completes))"
+    # beside NCCL, P2P or the GPU count only the words for a hang, not "freeze" (fine-tuning
+    # freezes layers), and "P2P" only after the verb (NCCL INFO lines say "via P2P/IPC")
+    r"|\b(?:hangs?|hung|hanging|stuck|deadlock\w*)\b.{0,120}\b(?:NCCL|P2P|multi-?GPUs?"
+    r"|multiple GPUs|\d+ GPUs)\b"
+    r"|\b(?:NCCL \d[\d.]*|multi-?GPUs?|multiple GPUs|\d+ GPUs)\b.{0,120}"
+    r"\b(?:hangs?|hung|hanging|stuck|deadlock\w*)\b",
     re.IGNORECASE)
 
 SILENT_HANG = declare(
@@ -97,8 +101,9 @@ SILENT_HANG = declare(
 _P2P_OFF = (r"NCCL_P2P_(?:DISABLE[\"'\]]{0,2}\s*[=:]\s*[\"']?1\b"
             r"|LEVEL[\"'\]]{0,2}\s*[=:]\s*[\"']?\w+)")
 P2P_OFF_HELPS = re.compile(
-    _P2P_OFF + r"[^\n]{0,80}\b(?:work(?:s|ed|around)?|fix(?:es|ed)?|solv"
-    r"(?:es|ed)|resolv(?:es|ed)|help(?:s|ed)?|runs|passe[sd])\b"
+    # the outcome, not denied ("... but it doesn't work"), nor a path ("runs/exp1")
+    _P2P_OFF + r"[^\n]{0,80}(?<!n't )(?<!not )(?<!no )\b(?:work(?:s|ed|around)?|fix(?:es|ed)?|solv"
+    r"(?:es|ed)|resolv(?:es|ed)|help(?:s|ed)?|runs(?!/)|passe[sd])\b"
     r"|\b(?:works?|worked|workaround|fix(?:es|ed)?|solved|resolved)\b[^\n]{0,60}" + _P2P_OFF,
     re.IGNORECASE)
 # What broken P2P looks like when NCCL reports it at all.

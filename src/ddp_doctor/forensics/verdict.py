@@ -18,6 +18,7 @@ rest of the verdict stands on the stacks that were read.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ddp_doctor.forensics import codes as H
 from ddp_doctor.forensics.flight import RankRecord
@@ -154,7 +155,8 @@ def lone_stack_findings(stacks: list[RankStack]) -> list[Finding]:
     loader holds the job up, whatever the ranks not pasted wait in (they wait for it at the
     next collective: bigscience tr11's evaluation hang, one rank's validation DataLoader
     deadlocked while 383 others sat in broadcast and all_reduce). A lone stack in a
-    collective or in the job's own code names no culprit, so it gives nothing."""
+    collective or in the job's own code names no culprit, so it gives nothing; the caller
+    asks only where no error was read (a crash's faulthandler dump is not a hang)."""
     read = [s for s in stacks if s.threads]
     if len(read) != 1:
         return []
@@ -164,6 +166,9 @@ def lone_stack_findings(stacks: list[RankStack]) -> list[Finding]:
         return []
     rank = stack.rank if stack.rank is not None else 0
     evidence = _evidence({rank: stack}, {rank: wait})
+    if stack.rank is None:  # a dump that names no rank: say so, not "rank 0"
+        evidence = [replace(e, label=e.label.replace("rank 0", "the pasted process", 1))
+                    for e in evidence]
     return [Finding(
         H.RANK_HOLDS_UP, f"The pasted stack {wait.describe()}: that rank cannot reach the "
         "next collective, so the ranks not pasted wait for it there",

@@ -319,6 +319,38 @@ FRAMEWORK_ON_CPU = declare(
     severity=Severity.WARNING,
     docs_url="https://www.tensorflow.org/install/pip")
 
+# torch.multiprocessing's default file_descriptor sharing strategy passes every shared
+# tensor of a DataLoader batch as an open file descriptor over a local socket (multiprocessing
+# reduction.py recvfds): with the process's open-file limit reached, the descriptor never
+# arrives ("received 0 items of ancdata", pytorch/pytorch#973).
+DATALOADER_FD_LIMIT = declare(
+    "LOG110", Category.NCCL_SHARED_MEMORY,
+    "DataLoader workers ran out of file descriptors handing batches over",
+    what="With torch.multiprocessing's default file_descriptor sharing strategy every shared "
+         "tensor a DataLoader worker hands to the main process is an open file descriptor: "
+         "many workers, large batches of small tensors or a low open-file limit exhaust them, "
+         "and a descriptor never arrives.",
+    why="The batch cannot be received, so the DataLoader (and the step) fails.",
+    fix="Call torch.multiprocessing.set_sharing_strategy('file_system') right after importing "
+        "torch, or raise the open-file limit (ulimit -n 65535), or use fewer DataLoader "
+        "workers.",
+    docs_url="https://pytorch.org/docs/stable/multiprocessing.html#sharing-strategies")
+# Gloo's device creation (gloo/transport/tcp/device.cc, uv/device.cc): GLOO_ENFORCE(rp !=
+# nullptr, "Unable to find address for: ", hostname) - no address this host's name resolves
+# to could be bound, or GLOO_SOCKET_IFNAME names an interface without one. Unlike Gloo's
+# loopback fallback (LOG082, a warning), the process group is not created.
+GLOO_NO_ADDRESS = declare(
+    "LOG111", Category.NCCL_NETWORK,
+    "Gloo found no address of this host to bind (host name or GLOO_SOCKET_IFNAME)",
+    what="torch's Gloo backend could not bind to an address of this host: its host name "
+         "resolves to no address it owns (a Windows machine name such as DESKTOP-XXXX, a "
+         "container's name), or GLOO_SOCKET_IFNAME names an interface that has none.",
+    why="init_process_group fails: no process group is created.",
+    fix="Make the host name resolve to one of this host's addresses (/etc/hosts), or name a "
+        "real interface for Gloo (GLOO_SOCKET_IFNAME=eth0); on one machine, MASTER_ADDR="
+        "127.0.0.1.",
+    docs_url="https://pytorch.org/docs/stable/distributed.html#common-environment-variables")
+
 # cuDNN's status reference: CUDNN_STATUS_NOT_INITIALIZED is returned when cudnnCreate()
 # fails, "usually due to an error in the CUDA Runtime API called by cudnnCreate() or by an
 # error in the hardware setup" (cudnnStatus_t in the cuDNN API reference, quoted verbatim in
@@ -355,5 +387,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            RECOMPILE_LIMIT, AMP_CHECK_FAILED,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
-                           FRAMEWORK_ON_CPU)
+                           FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS)
 """Every code declared here, for the catalogue loader."""

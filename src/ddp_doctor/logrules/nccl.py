@@ -357,7 +357,9 @@ RULES: tuple[Rule, ...] = (
          decide=(DEBUG,)),
     # The group's first collective (SeqNum 0 or 1: ProcessGroupNCCL numbers each collective
     # as it is enqueued). From 2 on, a collective already completed across every rank, so the
-    # transport carried it; a rank that has not joined yet is the likelier cause. In the
+    # ranks met and NCCL moved data between them (not proof that every path works: NCCL 2.22
+    # and later connect each algorithm lazily); a rank that has not joined yet is the likelier
+    # cause. In the
     # corpus the SeqNum=1 timeouts were P2P (determined#8915, accelerate#2062, 9566.tistory
     # 568), the SeqNum 2-3 ones a rank still tokenising, caching or evaluating (yolov5#9163,
     # sd-scripts#971, lm-evaluation-harness#1404, LLaMA-Factory#2424, xtuner#390).
