@@ -92,3 +92,15 @@ def test_a_healthy_runs_library_warnings_give_no_performance_lead(tmp_path):
     ids = [f.code.id for f in diagnosed(tmp_path, "\n".join(NOT_STATED[-4:-1]) + "\n")]
     assert "DIAG150" not in ids
 
+
+
+def test_a_statement_past_the_head_of_a_long_log_is_read_once(tmp_path):
+    """The head (256 KB) and the tail (64 KB) overlap in a short log and not in a long one: a
+    statement is quoted once either way, and one in the tail of a long log is read."""
+    filler = "".join(f"epoch 1 step {i} loss 0.{i % 97:02d}\n" for i in range(12_000))
+    assert len(filler) > 300_000
+    first = diagnosed(tmp_path, filler + STATED[0] + "\n")[0]
+    assert first.code.id == "DIAG150"
+    short = diagnosed(tmp_path, STATED[0] + "\n")[0]
+    quoted = [e for e in short.evidence if e.value == STATED[0]]
+    assert len(quoted) == 1

@@ -98,13 +98,13 @@ def _statements(scan: ScanResult) -> list[tuple[str, int, str]]:
     """(document, line, text) of each line that states slowness, in the order read."""
     found: list[tuple[str, int, str]] = []
     for context in scan.contexts:
-        parts = [(1, context.head)]
         head_lines = context.head.count("\n") + 1
-        if context.tail:  # its lines past the head's end (the two overlap in a short log)
-            parts.append((context.tail_first_line, context.tail))
-        for first, text in parts:
+        parts = [(1, context.head, 0)]
+        if context.tail:  # only its lines past the head's end: the two overlap in a short log
+            parts.append((context.tail_first_line, context.tail, head_lines))
+        for first, text, read_up_to in parts:
             for offset, line in enumerate(text.split("\n")):
-                if first > 1 and first + offset <= head_lines:
+                if first + offset <= read_up_to:
                     continue  # already read in the head
                 if SLOWNESS.search(line) and not PROGRAM_OUTPUT.search(line):
                     found.append((context.document, first + offset, line.strip()))
