@@ -247,8 +247,7 @@ def test_a_jax_log_leads_with_the_cudnn_version_not_the_wrapper(tmp_path):
         "    key = jax.random.PRNGKey(0)\n"
         "jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization "
         "failed. Look at the errors above for more details.\n")
-    found = lead(tmp_path, text)
-    assert (found.code.id, found.code.category.value) == ("LOG032", "cudnn_failure")
+    assert lead_reading(tmp_path, text) == ("LOG032", "cudnn_failure")
 
 
 def test_an_mxnet_log_leads_with_gpu_memory(tmp_path):
@@ -265,8 +264,7 @@ def test_an_mxnet_log_leads_with_gpu_memory(tmp_path):
         "Stack trace returned 10 entries:\n"
         "[bt] (0) /usr/local/lib/libmxnet.so(_ZN4dmlc15LogMessageFatalD1Ev+0x3c) "
         "[0x7fd3561641fc]\n")
-    found = lead(tmp_path, text)
-    assert (found.code.id, found.code.category.value) == ("LOG005", "gpu_out_of_memory")
+    assert lead_reading(tmp_path, text) == ("LOG005", "gpu_out_of_memory")
 
 
 def test_an_mpi_log_leads_with_the_killed_rank(tmp_path):
@@ -287,8 +285,7 @@ def test_an_mpi_log_leads_with_the_killed_rank(tmp_path):
         "mpirun noticed that process rank 0 with PID 0 on node gpu01 exited on signal 9 "
         "(Killed).\n"
         "--------------------------------------------------------------------------\n")
-    found = lead(tmp_path, text)
-    assert (found.code.id, found.code.category.value) == ("LOG007", "host_out_of_memory")
+    assert lead_reading(tmp_path, text) == ("LOG007", "host_out_of_memory")
 
 
 def test_an_mpi_launch_that_never_started_leads_with_the_daemons(tmp_path):
@@ -301,8 +298,7 @@ def test_an_mpi_launch_that_never_started_leads_with_the_daemons(tmp_path):
         "  one or more nodes. Please check your PATH and LD_LIBRARY_PATH\n"
         "  settings, or configure OMPI with --enable-orterun-prefix-by-default\n"
         "--------------------------------------------------------------------------\n")
-    found = lead(tmp_path, text)
-    assert (found.code.id, found.code.category.value) == ("LOG052", "rendezvous_failure")
+    assert lead_reading(tmp_path, text) == ("LOG052", "rendezvous_failure")
 
 
 def test_a_horovod_stall_leads_with_the_ranks_out_of_step(tmp_path):
@@ -318,8 +314,7 @@ def test_a_horovod_stall_leads_with_the_ranks_out_of_step(tmp_path):
         "[1,1]<stderr>:horovod.common.exceptions.HorovodInternalError: Horovod has been shut "
         "down. This was caused by an exception on one of the ranks or an attempt to allreduce, "
         "allgather or broadcast a tensor after one of the ranks finished execution.\n")
-    found = lead(tmp_path, text)
-    assert (found.code.id, found.code.category.value) == ("LOG051", "collective_timeout")
+    assert lead_reading(tmp_path, text) == ("LOG051", "collective_timeout")
 
 
 def test_a_broken_torch_import_beside_tensorflows_fallback_is_the_torch_import(tmp_path):

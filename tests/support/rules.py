@@ -50,8 +50,9 @@ def lead(tmp_path: Path, text: str) -> Finding:
 
 
 def lead_reading(tmp_path: Path, text: str) -> tuple[str, str]:
-    """The lead's code and category for ``text`` as one line of a log (a newline added)."""
-    found = lead(tmp_path, text + "\n")
+    """The lead's code and category for ``text``: one line, or a whole log ending in a newline
+    (the final newline is added when missing)."""
+    found = lead(tmp_path, text if text.endswith("\n") else text + "\n")
     return found.code.id, found.code.category.value
 
 
