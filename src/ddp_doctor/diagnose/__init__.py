@@ -10,7 +10,7 @@ and the check plugins run on the facts read from the text. The result is an ordi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import IO, Any
 
@@ -32,7 +32,16 @@ from ddp_doctor.diagnose.recorded import (
 from ddp_doctor.diagnose.scan import Scanner, ScanResult
 from ddp_doctor.diagnose.source import InputError, open_input
 from ddp_doctor.facts.snapshot import Facts, FactsFileError
-from ddp_doctor.model import CheckResult, Code, Finding, Report, Severity, Status, status_of
+from ddp_doctor.model import (
+    CheckResult,
+    Code,
+    Evidence,
+    Finding,
+    Report,
+    Severity,
+    Status,
+    status_of,
+)
 
 __all__ = ["Diagnosis", "InputError", "diagnose", "scan_input"]
 
@@ -104,6 +113,28 @@ def _env_findings(facts: Facts, where: str) -> list[Finding]:
         if result.status in (Status.FAIL, Status.WARN):
             found += [env_evidence(f, where) for f in result.findings]
     return found
+
+
+def _restated_by_checks(findings: list[Finding], machine: list[Finding]) -> list[Finding]:
+    """The findings with each log warning that restates what the machine's own findings say
+    (the checks on its facts, or the report a bundle recorded: the same category) folded
+    into that finding as its evidence: a bundle's packages.txt naming torch 2.1.0+cpu
+    (LOG112) says what TOR002 read from the interpreter, and one cause is one finding."""
+    errors = {f.code.category: f for f in machine
+              if f.effective_severity in (Severity.ERROR, Severity.WARNING)}
+    out = list(findings)
+    for finding in findings:
+        cause = errors.get(finding.code.category)
+        if cause is None or finding in machine or cause not in out \
+                or finding.effective_severity is not Severity.WARNING:
+            continue
+        at = out.index(cause)
+        out[at] = replace(cause, evidence=(*cause.evidence, Evidence(
+            f"consequence, {finding.code.id}", f"{finding.title} ({finding.code.id})",
+            "the log")))
+        errors[cause.code.category] = out[at]
+        out.remove(finding)
+    return out
 
 
 def _recorded_summary(report: dict[str, Any], first: Finding | None) -> str:
@@ -179,7 +210,8 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     from ddp_doctor.diagnose.relations import fold_explained
 
     # A finding made beside the log rules meets the cause declared for it (Explains).
-    findings = [*lead, *fold_explained([finding for finding, _ in ranked], RELATIONS)]
+    findings = _restated_by_checks(
+        [*lead, *fold_explained([finding for finding, _ in ranked], RELATIONS)], [*lead, *env])
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
         from ddp_doctor.diagnose.fallback import fallback_lead

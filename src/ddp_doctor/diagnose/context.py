@@ -47,7 +47,7 @@ from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.diagnose.transport import CAUSES as TRANSPORT_CAUSES
 from ddp_doctor.diagnose.transport import CODES as TRANSPORT_CODES
 from ddp_doctor.logrules import LOG_CODES, RULES
-from ddp_doctor.logrules.packages import SHOW_TORCH
+from ddp_doctor.logrules.packages import CPU_TORCH_BUILD, SHOW_TORCH
 from ddp_doctor.logrules.rule import ReadAs, Rule
 from ddp_doctor.model import Code, Evidence, Finding, Severity, Step
 from ddp_doctor.redact.secrets import redact_text
@@ -217,17 +217,15 @@ WHEELS_READING = ReadAs(
     reason="Two CUDA builds of one NVIDIA library wheel unpack into the same "
            "site-packages/nvidia/<library>, so torch loads files it was not built against "
            "(rwth-i6/returnn#1802).")
-# A CPU-only torch build as pip, conda, collect_env or a trainer's banner names it
-# ("torch 2.1.0+cpu", "torch==2.1.0+cpu", "PyTorch version: 2.1.0+cpu", "torch-2.1.0+cpu"):
-# no GPU can be used by it, whatever CUDA says elsewhere in the log.
 # torch's own import failing: the line of torch/__init__.py that loads its native libraries
 # ("from torch._C import *"), a frame in torch/__init__.py, or an interpreter line that only
 # imports torch. A shared library missing under it is torch's install problem (LOG022), while
 # the same loader line from TensorFlow, Paddle or nnabla means the library itself is absent.
 TORCH_IMPORT = re.compile(r"from torch\._C import|torch[/\\]__init__\.py|^\W*import torch\s*$",
                           re.IGNORECASE)
-CPU_TORCH = re.compile(r"\b(?:py)?torch(?:==|-|\s+|\s*version:?\s*)v?\d+\.\d+(?:\.\d+)?"
-                       r"(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b", re.IGNORECASE)
+# A CPU-only torch build named in the log (logrules/packages.py): no GPU can be used by it,
+# whatever CUDA says elsewhere in the log.
+CPU_TORCH = CPU_TORCH_BUILD
 
 # The YOLO trainers build their dataset on local rank 0 alone while the other ranks wait in
 # a barrier (``torch_distributed_zero_first`` in yolov5 utils/torch_utils.py and

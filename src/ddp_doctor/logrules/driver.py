@@ -182,6 +182,13 @@ COMPAT_HW = declare(
     fix="Remove the compat directory from LD_LIBRARY_PATH (or the image) and update the "
         "host driver instead.",
     docs_url="https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html")
+# The Xids the driver logs for a fault of the GPU, its memory, its links or its firmware
+# (NVIDIA's Xid catalogue, knowledge/xid.py): 48 double-bit ECC, 61/62 internal
+# micro-controller faults, 64/92/94/95 memory, 74 NVLink, 79 off the bus, 119/120 GSP,
+# 122-158 the newer GPUs' link, memory and timeout events. An application's own faults
+# (13, 31, 43) are not among them.
+_HARDWARE_XIDS = (r"(?:48|61|62|64|74|79|92|94|95|119|120|122|123|136|140|143|144|145|146|147"
+                  r"|148|149|150|154|155|156|158)")
 HARDWARE = declare(
     "LOG017", Category.HARDWARE_FAULT, "GPU hardware or link fault (Xid, ECC, fallen off the bus)",
     what="The driver logged a hardware-class event: an Xid such as 48 (double-bit ECC), "
@@ -524,6 +531,29 @@ RULES: tuple[Rule, ...] = (
          decide=(Step("Does plain CUDA start outside your program?",
                       command='python -c "import torch; torch.zeros(1).cuda(); print(\'ok\')"'),
                  Step("Look for Xid errors.", command="sudo dmesg -T | grep -i xid"))),
+    # Where torch's "CUDA initialization: ..." warning comes from, which is all a pasted
+    # fragment may keep of it (an issue title: "Triggered internally at
+    # ../c10/cuda/CUDAFunctions.cpp:108.) return torch._C._cuda_getDeviceCount() > 0").
+    # c10/cuda/CUDAFunctions.cpp warns from one place, device_count() catching the failure
+    # of cudaGetDeviceCount (pytorch/pytorch v2.5.1), besides the opt-in "called a
+    # synchronizing CUDA operation" of sync debug mode. The message that says why is read by
+    # its own rule where the log has it, and this line is then its consequence.
+    Rule(CUDA_INIT, rx(r"(?<!synchronizing cuda operation )(?<!synchronizing cuda operation \()"
+                       r"triggered internally at [^\n()]*c10[/\\]cuda[/\\]cudafunctions\.cpp"),
+         ("cud",),
+         (Step("See the whole warning: torch prints why CUDA did not start.",
+               command='python -c "import torch; print(torch.cuda.is_available())"'),
+          Step("Reload the unified-memory module (or reboot); after a suspend/resume this "
+               "is the usual fix.",
+               command="sudo modprobe -r nvidia_uvm && sudo modprobe nvidia_uvm")),
+         examples=("Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.) return "
+                   "torch._C._cuda_getDeviceCount() > 0",),
+         symptom_of=("*",),
+         alternatives=("driver_missing: the same warning says 'Found no NVIDIA driver' when "
+                       "there is none",
+                       "driver_too_old: or 'The NVIDIA driver on your system is too old'"),
+         decide=(Step("Is the driver loaded and which CUDA does it support?",
+                      command="nvidia-smi"),)),
     Rule(FABRIC, rx(r"error 802\W+system not yet initialized",
                     r"fail[^\n]*system not yet initialized",
                     r"cuda error: system not yet initialized",
@@ -549,9 +579,23 @@ RULES: tuple[Rule, ...] = (
                    ". Did you run some cuda functions before calling NumCudaDevices() that might "
                    "have already set an error? Error 804: forward compatibility was attempted on "
                    "non supported HW",)),
-    Rule(HARDWARE, rx(r"nvrm: xid \([^)]*\): (?:48|61|62|64|74|79|92|94|95|119|120|122|123|136"
-                      r"|140|143|144|145|146|147|148|149|150|154|155|156|158)\b",
+    Rule(HARDWARE, rx(r"nvrm: xid \([^)]*\): " + _HARDWARE_XIDS + r"\b",
+                      # The same event as users paste it: without the kernel's "NVRM:", from
+                      # a monitor or a write-up ("Xid (PCI:0000:??:00): 119 - Timeout ...",
+                      # "NVRM: Xid 119, Timeout ...", "Xid 79: ...", "got Xid 79 twice"),
+                      # never an NVSwitch SXid, whose numbers are another list.
+                      r"(?<![\w-])xids? (?:\([^)]*\):? ?|errors? )?" + _HARDWARE_XIDS
+                      + r"(?![\w.])",
                       r"nvrm: [^\n]*fallen off the bus",
+                      # Xid 79's own words, whatever prints them (NVIDIA's Xid catalogue)
+                      r"\bgpu has fallen off the bus\b",
+                      # Xid 119's message as the driver's GSP events print it
+                      # (NVIDIA/open-gpu-kernel-modules, GSP_RPC_TIMEOUT_XID_MESSAGE_FMT:
+                      # "Timeout after %llus of waiting for RPC response from GPU%u GSP!"),
+                      # with the short form write-ups quote (a Lambda engineer's notes on
+                      # Xid 119 then 79)
+                      r"timeout after \d+ ?s (?:of )?waiting for rpc response from gpu\d* gsp",
+                      r"timeout waiting for rpc from (?:gpu\d* )?gsp\b",
                       r"cuda error:\s*uncorrectable ecc error",
                       # cudaErrorECCUncorrectable's own string, whatever wraps it (ggml, JSON)
                       r"\buncorrectable ecc error encountered",
@@ -563,7 +607,7 @@ RULES: tuple[Rule, ...] = (
                       r"cuda_error_ecc_uncorrectable",
                       r"unable to determine the device handle for gpu[^\n]*unknown error",
                       r"nvmlerror_gpuislost", r"error: gpu is lost"),
-         ("nvrm", "cud", "error"),
+         ("nvrm", "cud", "error", "xid", "fallen off the bus", "time"),
          (Step("Read the kernel's Xid record.", command="sudo dmesg -T | grep -i -E 'xid|nvrm'"),
           Step("Read the memory error counters.",
                command="nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT"),
@@ -579,7 +623,11 @@ RULES: tuple[Rule, ...] = (
              "type=Transaction Layer, (Requester ID)",
              "pcieport 0000:00:03.0: AER: Multiple Uncorrected (Fatal) error received: "
              "0000:00:03.0",
-             "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error")),
+             "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error",
+             "Xid (PCI:0000:??:00): 79  - GPU has fallen off the bus",
+             "13:41:53  NVRM: Xid 119, Timeout after 9s of waiting for RPC response from GPU0 "
+             "GSP!",
+             "Xid 119: Timeout after 45s waiting for RPC response from GPU0 GSP")),
     Rule(WSL_LIBCUDA, rx(r"/usr/lib/wsl/lib/libcuda\S*: cannot open",
                          r"error: libcuda\.so: cannot open shared object file",
                          # libraries that search the loader's directories for the

@@ -18,6 +18,8 @@ beside ``torch.__version__``), and the launcher's change of option in torch 2.0
 
 from __future__ import annotations
 
+import re
+
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.logrules.rule import ReadAs, Rule, rx
@@ -30,6 +32,20 @@ SHOW_TORCH = Step("Show what is installed and what CUDA torch was built for.",
 WHICH_TORCH = Step("Show which interpreter runs and which torch it has installed (without "
                    "importing it).", command='python -c "import sys; print(sys.executable)"; '
                                              'python -m pip show torch')
+INSTALL_CUDA_TORCH = Step(
+    "Install a CUDA build of torch from the index of a CUDA version not above nvidia-smi's "
+    "'CUDA Version' (cu126 here is an example; https://pytorch.org/get-started/locally/ "
+    "lists them).",
+    command="pip install --force-reinstall torch torchvision --index-url "
+            "https://download.pytorch.org/whl/cu126")
+# A CPU-only torch build as pip, conda, collect_env, a trainer's banner or an application's
+# system report names it ("torch 2.1.0+cpu", "torch==2.1.0+cpu", "torch-2.1.0+cpu",
+# "PyTorch version: 2.1.0+cpu", "torch_version: 1.13.1+cpu", "torch.__version__ =
+# '2.0.1+cpu'"): the +cpu local version tag is the CPU wheel's (download.pytorch.org/whl/cpu).
+# In the corpus, every log that shows one (3 of 598) is a torch_cpu_only thread.
+CPU_TORCH_BUILD = re.compile(r"\b(?:py)?torch(?:==|-|\s+|[\s_.]*version[_\s]*[:=]?\s*['\"]?)"
+                             r"v?\d+\.\d+(?:\.\d+)?(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b",
+                             re.IGNORECASE)
 PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's CUDA "
             "variant (the +cuXYZ suffix printed above; cu126 here is an example), or check "
             "the pairs at https://github.com/pytorch/vision#installation.",
@@ -63,6 +79,16 @@ CPU_BUILD = declare(
          "macOS pip, or a conda cpuonly package).",
     why="It cannot use any GPU, however healthy the driver.",
     fix="Install a CUDA build (pick the cuXXX index for your driver on pytorch.org).",
+    docs_url=GET_STARTED)
+CPU_BUILD_NAMED = declare(
+    "LOG112", Category.TORCH_CPU_ONLY, "The log names a CPU-only torch build (+cpu)",
+    what="A torch version with the +cpu local tag is shown (pip, conda, collect_env, a "
+         "trainer's or an application's system report): the CPU-only wheel.",
+    why="That torch can use no GPU, whatever the driver and CUDA are; a job that expects "
+        "one runs on the CPU or stops.",
+    fix="Install a CUDA build of torch (pick the cuXXX index for your driver on "
+        "pytorch.org) in place of the +cpu one.",
+    severity=Severity.WARNING,
     docs_url=GET_STARTED)
 NO_CUDA = declare(
     "LOG024", Category.TORCH_CPU_ONLY, "torch.cuda.is_available() is False",
@@ -229,12 +255,7 @@ RULES: tuple[Rule, ...] = (
                        # (https://github.com/open-mmlab/PIA/issues/30)
                        r"with cuda \S+ \(you have [^)\s]*\+cpu\)"),
          ("cud",),
-         (SHOW_TORCH,
-          Step("Install a CUDA build of torch from the index of a CUDA version not above "
-               "nvidia-smi's 'CUDA Version' (cu126 here is an example; "
-               "https://pytorch.org/get-started/locally/ lists them).",
-               command="pip install --force-reinstall torch torchvision --index-url "
-                       "https://download.pytorch.org/whl/cu126")),
+         (SHOW_TORCH, INSTALL_CUDA_TORCH),
          examples=("AssertionError: Torch not compiled with CUDA enabled",
                    "    PyTorch 2.1.2+cu121 with CUDA 1201 (you have 2.1.2+cpu)"),
          relations=(ReadAs("cpu-torch", code="LOG023",
@@ -242,6 +263,15 @@ RULES: tuple[Rule, ...] = (
                            reason="A CPU-only torch build named in the log (torch 2.1.0+cpu "
                                   "as pip, conda or collect_env print it) can use no GPU, "
                                   "whatever CUDA says elsewhere."),)),
+    # Warning, not error: a job that trains on purpose on the CPU (gloo) shows the same
+    # version, and its own error must lead; where nothing failed in words (an application's
+    # system report with "device: cpu", brycedrennan/imaginAIry#398) it is the finding.
+    Rule(CPU_BUILD_NAMED, CPU_TORCH_BUILD, ("+cpu",), (SHOW_TORCH, INSTALL_CUDA_TORCH),
+         examples=("torch_version:                 1.13.1+cpu",
+                   "PyTorch version: 2.1.0+cpu", "torch==2.3.1+cpu",
+                   "Successfully installed torch-2.1.0+cpu"),
+         # the version line is then the evidence of the CPU build those name
+         symptom_of=("LOG023", "LOG024")),
     Rule(NO_CUDA, rx(r"torch\.cuda\.is_available\(\)(?::| is| returns?) false",
                      r"cuda unavailable, invalid device \S+ requested",
                      r"error: processgroupnccl is only supported with gpus, no gpus found",
