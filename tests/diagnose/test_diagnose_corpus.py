@@ -23,10 +23,10 @@ THRESHOLD = 0.95
 # The studied half of split G (cases_studied_G.toml) joined the same way, at the score it
 # reached when studied (35/52 blind, 41/52 after); the studied half of split H
 # (cases_studied_H.toml) at 14/18 (11/18 before the study); split I's (cases_studied_I.toml)
-# at 25/31 (19/31 before its study); split K's (cases_studied_K.toml) at 20/28 before its
-# study.
+# at 25/31 (19/31 before its study); split K's (cases_studied_K.toml) at 24/28 (20/28
+# before its study).
 MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52, "unseen H": 14 / 18,
-                      "unseen I": 25 / 31, "unseen K": 20 / 28}
+                      "unseen I": 25 / 31, "unseen K": 24 / 28}
 
 
 @cache

@@ -27,8 +27,10 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # Split J (18, scored blind: 11/18 on the code it was collected against and after) joined,
 # kept whole: 193/259. Split K (53, scored blind: 36/53 on the code it was collected against)
 # joined, then K's even positions moved to the corpus to be studied (20/28 before the study),
-# its held-out half stayed (16/25 before that study): 209/284.
-FLOOR = 209 / 284
+# its held-out half stayed (16/25 before that study): 209/284. 212/284 after the study of
+# K's even half and the messages read from the sources beside it (three held-out threads
+# reached; totals only).
+FLOOR = 212 / 284
 
 
 @cache

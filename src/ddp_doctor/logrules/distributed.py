@@ -253,6 +253,24 @@ RULES: tuple[Rule, ...] = (
          symptom_of=(ANY_ERROR,),
          alternatives=("nccl_network: when NCCL bootstrap, not the store, is what times out",),
          decide=(REACH,)),
+    # torch/distributed/elastic/rendezvous/api.py (v2.5.1) names the other ways a rendezvous
+    # ends: closed (dynamic_rendezvous.py raises RendezvousClosedError once an agent marked
+    # it closed: a node's agent shut down after a failure, or a node joined under an
+    # --rdzv-id whose job had already ended) and a state the backend could not read
+    # (RendezvousStateError). Either follows the failure that closed it where the log has it.
+    Rule(RDZV_TIMEOUT, rx(r"rendezvousclosederror", r"rendezvousstateerror"),
+         ("error",),
+         (Step("Find the node whose agent closed the rendezvous: its own error is the cause; "
+               "read every node's log."),
+          Step("Start every node of a new attempt with a new rendezvous id (and the same "
+               "endpoint and node count).",
+               command="torchrun --nnodes 2 --rdzv-backend c10d --rdzv-endpoint "
+                       "$MASTER_ADDR:29400 --rdzv-id $(date +%s) train.py"),
+          REACH),
+         examples=("torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+                   "torch.distributed.elastic.rendezvous.api.RendezvousStateError: The "
+                   "rendezvous state is corrupt."),
+         symptom_of=(ANY_ERROR,)),
     Rule(RDZV_WAITING, rx(r"waiting in store based barrier to initialize process group"
                           r"[^\n]*timeout"),
          ("time",),

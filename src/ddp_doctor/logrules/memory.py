@@ -194,7 +194,12 @@ RULES: tuple[Rule, ...] = (
                    "torch\\lib\\cudnn_cnn_infer64_8.dll\" or one of its dependencies.",)),
     Rule(HOST_OOM, rx(r"defaultcpuallocator: can't allocate memory",
                       r"defaultcpuallocator: not enough memory",
-                      r"std::bad_alloc", r"cannot allocate memory",
+                      r"std::bad_alloc",
+                      # ENOMEM's string, except where an RDMA library quotes it for a memory
+                      # registration: that is the locked-memory limit (ulimit -l), not the
+                      # host's memory (NVIDIA/nccl-tests#206: 'Call to ibv_reg_mr_iova2
+                      # failed with error Cannot allocate memory' under ulimit -l 8192)
+                      r"^(?![^\n]*\b(?:ibv_\w+|fi_mr_reg)\b)[^\n]*cannot allocate memory",
                       r"(?<![\w.])memoryerror\b", r"arraymemoryerror"),
          ("memory", "bad_alloc"),
          (Step("Check free memory.", command="free -h"),

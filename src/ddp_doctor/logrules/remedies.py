@@ -164,6 +164,26 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
                     "connecting to address with family 33022 is neither AF_INET(2) nor "
                     "AF_INET6(10)")),
     ),
+    "LOG044": (
+        # misc/ibvwrap.cc's WARN for a failed verbs call quotes errno: ENOMEM from a memory
+        # registration (ibv_reg_mr, ibv_reg_mr_iova2, ibv_reg_dmabuf_mr) is the process's
+        # locked-memory limit, not the host's memory (NVIDIA/nccl-tests#206: ulimit -l was
+        # 8192, raising it in limits.conf fixed it; NCCL's troubleshooting guide,
+        # InfiniBand section).
+        Variant(line=_line(r"ibv_reg_\w+ failed with error cannot allocate memory"), steps=(
+            Step("See the locked-memory limit the job's processes get (inside the launcher: "
+                 "srun, mpirun, the container).", command="ulimit -l"),
+            Step("Raise it to unlimited: for logins in limits.conf, for a container with "
+                 "--ulimit memlock=-1, under Slurm with PropagateResourceLimits or the "
+                 "slurmd service's LimitMEMLOCK=infinity.",
+                 command="echo '* soft memlock unlimited' | sudo tee -a "
+                         "/etc/security/limits.conf; echo '* hard memlock unlimited' | sudo "
+                         "tee -a /etc/security/limits.conf"),
+            Step("Fall back to sockets to confirm the rest works.",
+                 command="NCCL_IB_DISABLE=1 torchrun ...")),
+            examples=("misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with "
+                      "error Cannot allocate memory",)),
+    ),
     # -- driver ------------------------------------------------------------------------------
     "LOG009": (
         Variant(line=_line(r"nvidia probe routine was not called"), steps=(
