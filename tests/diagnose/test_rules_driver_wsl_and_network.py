@@ -177,3 +177,30 @@ def test_windows_paths_make_it_a_native_windows_log(tmp_path: Path) -> None:
 
 def test_windows_without_a_build_number_is_no_marker(tmp_path: Path) -> None:
     assert diagnosed(tmp_path, "Runtime error on Windows:\n" + BUSY)[0].code.id == "LOG014"
+
+
+# -- Secure Boot refusing the driver's module ---------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+    "modprobe: ERROR: could not insert 'nvidia_uvm': Required key not available",
+    "insmod: ERROR: could not insert module nvidia.ko: Key was rejected by service",
+])
+def test_secure_boot_refusing_the_module_is_no_driver_with_its_own_steps(
+        tmp_path: Path, line: str) -> None:
+    found = diagnosed(tmp_path, line + "\n")[0]
+    assert found.code.id == "LOG009"
+    assert found.remediation[0].command.startswith("mokutil --sb-state")
+
+
+def test_another_modules_rejected_key_is_not_the_gpu_driver() -> None:
+    assert "LOG009" not in matched_codes(
+        "modprobe: ERROR: could not insert 'px1800kbd': Key was rejected by service")
+
+
+def test_the_run_installers_load_failure_is_no_driver(tmp_path: Path) -> None:
+    found = diagnosed(tmp_path, "ERROR: Unable to load the kernel module 'nvidia.ko'.  This "
+                                "happens most frequently when this kernel module was built "
+                                "against the wrong or improperly configured kernel sources\n")[0]
+    assert (found.code.id, found.remediation[0].command) == (
+        "LOG009", "lsmod | grep -E 'nvidia|nouveau'; dkms status; uname -r")

@@ -277,6 +277,13 @@ RULES: tuple[Rule, ...] = (
                        r"nvidia-smi has failed because it couldn.t communicate with the nvidia "
                        r"driver",
                        r"modprobe: fatal: module nvidia\S* not found",
+                       # Secure Boot refusing an unsigned module: the kernel's module
+                       # signature check answers EKEYREJECTED or ENOKEY, which modprobe and
+                       # insmod print as these strings (NVIDIA/gpu-driver-container#44)
+                       r"could not insert (?:module )?'?nvidia\S*'?: (?:key was rejected by "
+                       r"service|required key not available)",
+                       # NVIDIA's .run installer when the module it built does not load
+                       r"unable to load the kernel module '?nvidia\S*\.ko'?",
                        r"nvrm: the nvidia probe routine was not called",
                        r"error[_:\s]+driver ?not ?loaded",
                        # nvidia-settings (https://github.com/NVIDIA/nvidia-settings) when no
@@ -304,6 +311,10 @@ RULES: tuple[Rule, ...] = (
              "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
              "Make sure that the latest NVIDIA driver is installed and running.",
              "modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic",
+             "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+             "ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most "
+             "frequently when this kernel module was built against the wrong or improperly "
+             "configured kernel sources",
              "pynvml.nvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
              "Failed to properly shut down NVML: Driver Not Loaded",
              "Oct 14 07:35:56 pop-os nvidia-settings-autostart.desktop[2905]: ERROR: NVIDIA "

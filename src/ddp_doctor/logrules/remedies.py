@@ -195,6 +195,20 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
                          "&& sudo reboot"),
             Step("See whether the driver answers.", command="nvidia-smi")),
             examples=("NVRM: The NVIDIA probe routine was not called for 1 device(s).",)),
+        # EKEYREJECTED / ENOKEY from the module signature check: Secure Boot is on and the
+        # module is not signed by a key the machine trusts (Ubuntu's UEFI Secure Boot
+        # signing guide; the threads of other out-of-tree modules say the same).
+        Variant(line=_line(r"key was rejected by service|required key not available"), steps=(
+            Step("Is Secure Boot on? It refuses kernel modules no enrolled key signed.",
+                 command="mokutil --sb-state; sudo dmesg | grep -i -E 'module verification|"
+                         "rejected|nvidia'"),
+            Step("Sign the driver with a Machine Owner Key and enroll it (Ubuntu: the DKMS "
+                 "key; confirm the enrolment at the next boot's blue MOK screen), or install "
+                 "the distribution's signed driver packages, or turn Secure Boot off in the "
+                 "firmware; then reboot.", command="sudo update-secureboot-policy --enroll-key"),
+            Step("See whether the driver answers.", command="nvidia-smi")),
+            examples=("modprobe: ERROR: could not insert 'nvidia': Key was rejected by "
+                      "service",)),
     ),
     # -- memory ------------------------------------------------------------------------------
     "LOG005": _both(_BATCH_DOWN, _NVIDIA_SMI),
