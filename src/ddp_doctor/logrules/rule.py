@@ -25,7 +25,8 @@ GATES: tuple[str, ...] = (
     "time", "refused", "numpy", "no module named", "bad_alloc", ".cc:", "undefined symbol",
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
     "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
-    "communication broadband", "daemon", "xid", "fallen off the bus", "+cpu",
+    "communication broadband", "daemon", "xid", "fallen off the bus", "+cpu", "exit code",
+    "exited with code",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -64,7 +65,9 @@ the GPU driver's fault reports as users paste them without the kernel's "NVRM:" 
 (PCI:0000:3b:00): 79 - GPU has fallen off the bus" from a monitor or a write-up; a Lambda
 engineer's notes on Xid 119 then 79). "+cpu" is the CPU-only torch wheel's local version tag,
 named in system reports that print no error ("torch_version: 1.13.1+cpu",
-brycedrennan/imaginAIry#398). No gate may hold a digit: the scan
+brycedrennan/imaginAIry#398). "exit code" and "exited with code" are how kubectl, srun and
+a container runtime report a process SIGKILL ended (status 137, the `kernel` catalogue). No gate
+may hold a digit: the scan
 remembers a line that said nothing by its shape (digits read as 0) only while every gate is
 digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib", made the
 realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
