@@ -590,13 +590,14 @@ RULES: tuple[Rule, ...] = (
                    ". Did you run some cuda functions before calling NumCudaDevices() that might "
                    "have already set an error? Error 804: forward compatibility was attempted on "
                    "non supported HW",)),
-    Rule(HARDWARE, rx(r"nvrm: xid \([^)]*\): " + _HARDWARE_XIDS + r"\b",
-                      # The same event as users paste it: without the kernel's "NVRM:", from
-                      # a monitor or a write-up ("Xid (PCI:0000:??:00): 119 - Timeout ...",
-                      # "NVRM: Xid 119, Timeout ...", "Xid 79: ...", "got Xid 79 twice"),
-                      # never an NVSwitch SXid, whose numbers are another list.
-                      r"(?<![\w-])xids? (?:\([^)]*\):? ?|errors? )?" + _HARDWARE_XIDS
-                      + r"(?![\w.])",
+    # An Xid as the kernel logs it ("NVRM: Xid (PCI:0000:3b:00): 79, pid=...") and as users
+    # paste it without the kernel's "NVRM:", from a monitor or a write-up ("Xid
+    # (PCI:0000:??:00): 119 - Timeout ...", "NVRM: Xid 119, Timeout ...", "Xid 79: ...", "got
+    # Xid 79 twice"); never an NVSwitch SXid, whose numbers are another list. (Optional
+    # groups, not a branch: the literal test expands branches, and the 28 numbers times a
+    # branch exceed what it expands, which would leave the rule without a phrase to filter on.)
+    Rule(HARDWARE, rx(r"(?<![\w-])xids? (?:\([^)]*\):? ?)?(?:errors? )?" + _HARDWARE_XIDS
+                      + r"\b(?!\.\d)",
                       r"nvrm: [^\n]*fallen off the bus",
                       # Xid 79's own words, whatever prints them (NVIDIA's Xid catalogue)
                       r"\bgpu has fallen off the bus\b",
