@@ -351,6 +351,25 @@ GLOO_NO_ADDRESS = declare(
         "127.0.0.1.",
     docs_url="https://pytorch.org/docs/stable/distributed.html#common-environment-variables")
 
+# NCCL 2.17 made ncclConfig_t's default `blocking` NCCL_CONFIG_UNDEF_INT (INT_MIN); an older
+# libnccl (2.14-2.16) given that config by a torch built against 2.17 or newer rejects it in
+# init.cc's parseCommConfig ("Invalid config blocking attribute value %d", NVIDIA/nccl#1167).
+# So torch loaded another NCCL than its own: a second nvidia-nccl-cu* wheel
+# (imoneoi/openchat#121: nvidia-nccl-cu11 2.14.3 beside nvidia-nccl-cu12 2.18.1) or a libnccl
+# on LD_LIBRARY_PATH.
+NCCL_NOT_TORCHS = declare(
+    "LOG113", Category.PACKAGE_CONFLICT,
+    "torch loaded an older NCCL than the one it was built with",
+    what="NCCL refused the communicator settings torch passed ('Invalid config blocking "
+         "attribute value -2147483648'): the libnccl loaded predates the NCCL torch was "
+         "built against, so another copy shadows torch's own: a second nvidia-nccl-cu* wheel "
+         "or a libnccl on LD_LIBRARY_PATH.",
+    why="No NCCL communicator can be created: every collective fails at once.",
+    fix="Keep one NCCL, the one torch names: uninstall the nvidia-nccl-cu* wheel of the other "
+        "CUDA major (or reinstall torch's own), and drop LD_LIBRARY_PATH entries that hold a "
+        "libnccl.",
+    docs_url="https://github.com/NVIDIA/nccl/issues/1167")
+
 # cuDNN's status reference: CUDNN_STATUS_NOT_INITIALIZED is returned when cudnnCreate()
 # fails, "usually due to an error in the CUDA Runtime API called by cudnnCreate() or by an
 # error in the hardware setup" (cudnnStatus_t in the cuDNN API reference, quoted verbatim in
@@ -387,5 +406,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            RECOMPILE_LIMIT, AMP_CHECK_FAILED,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
-                           FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS)
+                           FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
+                           NCCL_NOT_TORCHS)
 """Every code declared here, for the catalogue loader."""
