@@ -87,3 +87,46 @@ def test_the_max_operating_temperature_is_read_and_a_cool_gpu_passes(name: str) 
     assert all(g.get("temperature_margin") for g in gpus), gpus
     assert all(g["temperature_margin"] > 0 for g in gpus)
     assert "HWF013" not in _codes(CAPTURES / name)
+
+
+# -- NCCL's sockets on a virtual interface ------------------------------------------------------
+
+LIBAI = "".join(f"m5-autorl-test01:47324:48509 [0] NCCL INFO {msg}\n" for msg in (
+    "Bootstrap : Using bond0:172.27.231.79<0>",
+    "NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
+    "NET/Socket : Using [0]bond0:172.27.231.79<0> "
+    "[1]veth8739016:fe80::5804:edff:fe5b:6570%veth8739016<0>",
+    "Using network Socket"))
+# Oneflow-Inc/libai#415 (the studied half of split L): fixed by NCCL_SOCKET_IFNAME=bond0
+
+
+def test_a_veth_beside_the_real_nic_is_an_interface_the_peers_cannot_reach(
+        tmp_path: Path) -> None:
+    path = tmp_path / "nccl.log"
+    path.write_text(LIBAI, encoding="utf-8")
+    lead = diagnose(str(path)).report.results[0].findings[0]
+    assert (lead.code.id, lead.code.category.value) == ("DIAG026", "nccl_network")
+    assert lead.effective_severity is Severity.WARNING
+    assert "veth8739016" in lead.title
+    assert any("NCCL_SOCKET_IFNAME=bond0" in (s.command or "") for s in lead.remediation)
+
+
+@pytest.mark.parametrize("lines", [
+    "h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:10.0.1.1<0>",
+    "h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    # a host whose only interfaces are the ones NCCL names last on purpose runs alone
+    "h:1:2 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>",
+    "h:1:2 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+])
+def test_real_interfaces_or_a_lone_host_are_not_judged(tmp_path: Path, lines: str) -> None:
+    path = tmp_path / "nccl.log"
+    path.write_text(lines + "\n", encoding="utf-8")
+    assert "DIAG026" not in _codes(path)
+
+
+def test_an_error_in_the_log_leads_before_the_interface_warning(tmp_path: Path) -> None:
+    path = tmp_path / "nccl.log"
+    path.write_text(LIBAI + "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+                    encoding="utf-8")
+    codes = _codes(path)
+    assert codes[0] == "LOG005" and "DIAG026" in codes

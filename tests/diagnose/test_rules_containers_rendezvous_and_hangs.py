@@ -17,7 +17,7 @@ import pytest
 from ddp_doctor.diagnose import diagnose
 from ddp_doctor.logrules import RULES
 from ddp_doctor.model import Severity
-from tests.support.rules import corpus_lead, first_code, lead, matched_codes
+from tests.support.rules import corpus_lead, first_code, lead, lead_reading, matched_codes
 
 
 @pytest.mark.parametrize("code", ["LOG009", "LOG018", "LOG084", "LOG085", "LOG086"])
@@ -306,3 +306,21 @@ def test_a_refusal_inside_the_dataloaders_handoff_is_shared_memory(tmp_path: Pat
     assert lead(tmp_path, "ConnectionRefusedError: [Errno 111] Connection refused\n"
                 ).code.id == "LOG053"
 
+
+
+# -- the port taken, said in words --------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "hi, I used with multiple machines, but meet master_port is already used, do you meet "
+    "this questions?",  # ViTAE-Transformer/ViTDet#16 (the studied half of split L)
+    "Address already in use",
+    "the port 29500 is already in use",
+])
+def test_the_port_taken_said_alone_is_the_port_in_use(tmp_path, text) -> None:
+    assert lead_reading(tmp_path, text) == ("LOG001", "rendezvous_port_in_use")
+
+
+@pytest.mark.parametrize("text", ["this address is already in our database",
+                                  "the transport is already used"])
+def test_other_things_already_used_are_not(tmp_path, text) -> None:
+    assert lead_reading(tmp_path, text)[0] != "LOG001"

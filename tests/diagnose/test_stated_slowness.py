@@ -20,6 +20,15 @@ STATED = [
     "Trained classification model with a single GPU, and saw average GPU utilization of ~40%.",
     "In reality, the _total_ GPU utilization remains the same at ~40%, but the average GPU "
     "utilization is ~7%.",  # ThilinaRajapakse/simpletransformers#1027
+    # Chinese, Japanese and Korean users' words (split L's studied half; the others built on
+    # the same words): "with 2 machines the speed is 1/5 of one", "GPU utilisation swings a
+    # lot", "training is slow", "very slow", "GPU usage is low"
+    "相比于 **单机6卡**，训练速度为原来的 **1/5**",  # JDAI-CV/fast-reid#639
+    "是的，GPU 利用率波动非常大，而且 GPU 功率比较低",  # JDAI-CV/fast-reid#639
+    "多卡训练比单卡还慢",
+    "学習がとても遅いです",
+    "GPU 사용률이 낮습니다",
+    "학습 속도가 너무 느려요",
 ]
 # Program output and identifiers that spell "slow" or "utilization" without stating slowness.
 NOT_STATED = [
@@ -44,6 +53,8 @@ NOT_STATED = [
     "disk utilization at 5% while the job waits",
     "GPU utilization: 98 %",
     "GPU utilization is 98% on every card",
+    "显存慢慢增加直到溢出",  # "memory grows gradually until it overflows": 慢慢 is not slow
+    "GPU 利用率 100%",
 ]
 
 

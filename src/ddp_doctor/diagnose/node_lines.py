@@ -42,7 +42,8 @@ MAX_CHANNEL_LINES = 4096  # "via NET/" channel lines read in all: they only conf
 # What a line must hold to say anything here; each is one bytes.find per chunk of the log.
 MARKERS = (b"NCCL INFO NCCL version", b"NCCL INFO NET/Plugin", b"NCCL INFO Plugin Path",
            b"NCCL INFO Using network",
-           b" set by environment to ", b" via NET/", b" Group ", b"NET/IB : ")
+           b" set by environment to ", b" via NET/", b" Group ", b"NET/IB : ",
+           b"NET/Socket : Using ", b"Bootstrap : Using ")
 UNNAMED = ""  # the host of NCCL lines pasted without their host:pid:tid prefix
 NCCL_TESTS_MARKER = b"nThread "  # the first line of an nccl-tests run
 MAX_RUNS = 64  # nccl-tests runs read from one log
@@ -57,6 +58,12 @@ _VIA = re.compile(r"\bvia NET/(?P<net>[A-Za-z][\w]*)/")
 _ENV = re.compile(r"^(?P<var>NCCL_[A-Z0-9_]+) set by environment to (?P<val>.*?)\.?\s*$")
 _HOST = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
 _IB_USING = re.compile(r"NET/IB : Using (?P<devs>[^;]*)")
+# The interfaces NCCL's socket transport and its bootstrap use (misc/socket.cc, net_socket.cc:
+# "NET/Socket : Using [0]bond0:172.27.231.79<0> [1]veth8739016:fe80::...<0>", "Bootstrap :
+# Using eth0:10.0.0.1<0>"); the name is what precedes the address.
+_SOCKET_USING = re.compile(r"NET/Socket : Using (?P<ifs>.*)$")
+_SOCKET_IF = re.compile(r"\[\d+\](?P<name>[^\s:\[<]+):")
+_BOOTSTRAP_USING = re.compile(r"Bootstrap : Using (?P<name>[^\s:<]+):")
 _IB_DEV = re.compile(r"\[\d+\](?P<dev>[A-Za-z][\w.-]*):\d+/(?:IB|RoCE)")
 _IB_UNABLE = re.compile(r"NET/IB : Unable to open device (?P<dev>[A-Za-z][\w.-]*)")
 _GDR_OFF = re.compile(r"NET/IB : GPU Direct RDMA Disabled for HCA \d+ '(?P<dev>[^']+)'")
@@ -130,7 +137,7 @@ class NodeLines:
 
     def feed(self, line: str) -> None:
         """One clean log line (rank prefixes may still be on it)."""
-        if "NET/" in line or "Using network" in line:
+        if "NET/" in line or "Using network" in line or "Bootstrap : Using" in line:
             self._transport(line)
         if "NCCL INFO" in line:
             found = _PREFIX.search(line)
@@ -186,6 +193,12 @@ class NodeLines:
                 net["hcas"].append(m.group("dev"))
         elif "NET/IB : No device found" in line:
             net["no_ib"] = True
+        elif (m := _SOCKET_USING.search(line)) is not None:
+            for name in _SOCKET_IF.findall(m.group("ifs")):
+                if name not in net.setdefault("socket_ifs", []):
+                    net["socket_ifs"].append(name)
+        elif (m := _BOOTSTRAP_USING.search(line)) is not None:
+            net["bootstrap_if"] = m.group("name")
         elif (m := _NETWORK.search(line[line.find("Using network"):])) is not None:
             net["network"] = m.group("net")
         elif (m := _VIA.search(line)) is not None:

@@ -9,7 +9,9 @@ slowness in the text is the best evidence there is: the lead is then ``performan
 at low confidence and said to be, with the measurements that tell its usual causes apart.
 
 It never outranks a message: a log that fails with an error and also says "slow" is read by
-its error. The phrases are English descriptions of throughput, and a line that is a program's
+its error. The phrases describe throughput in English, and in the words Chinese, Japanese and
+Korean users write (split L's threads: "训练速度为原来的 1/5", "GPU 利用率波动非常大"); a line
+that is a program's
 output (a Python warning, a logger's prefix: ``PROGRAM_OUTPUT``) is not read: libraries warn
 of slowness in healthy runs. A program's own words for its state (nvidia-smi's "HW Slowdown"
 clock reason, a model's ``Bottleneck`` block, a ``slow_conv2d`` kernel) do not spell them.
@@ -46,7 +48,14 @@ SLOWNESS = re.compile(
     r"[^.\n]{0,40}?\b(?:is|was|stays?|remains?|of|at|only|around|about|below|under|~)\s*"
     r"(?:very\s+|quite\s+|only\s+|around\s+|about\s+|~\s*)?"
     r"(?:low|poor|(?<!\d)[1-5]?\d(?:\.\d+)?\s*%)"  # low, or under 60%
-    r"|\b(?:low|poor)\s+gpu\s+(?:utili[sz]ation|usage|load)\b",
+    r"|\b(?:low|poor)\s+gpu\s+(?:utili[sz]ation|usage|load)\b"
+    # The same in the words of the users of Chinese, Japanese and Korean threads: slow
+    # (Chinese 慢; Japanese 遅い/遅く; Korean 느리다/느려), a speed that fell to a fraction
+    # or dropped (速度为原来的 1/5, 速度下降), and a utilisation that is low or swings
+    # (利用率低, 利用率波动; 使用率が低い; 사용률이 낮). "慢慢" is "gradually", not slow.
+    r"|(?<!慢)慢(?!慢)|遅[いくかっ]|느[려리림]"
+    r"|速度[^。\n]{0,12}?(?:原来的|只有|仅|下降|降低|变为|降到)"
+    r"|(?:利用率|使用率|사용률)[^。\n]{0,12}?(?:低|波动|不高|只有|仅|が低|낮)",
     re.IGNORECASE)
 # What a program prints, not a user: a Python warning ("UserWarning: ... running slow"), its
 # warnings.warn( source line, a logger's "file.py:123:" or "[WARNING]" prefix, glog's

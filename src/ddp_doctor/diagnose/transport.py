@@ -29,6 +29,7 @@ host's paste counts as much as a multi-node log.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ddp_doctor.categories import Category
@@ -105,6 +106,25 @@ BUSBW_BELOW_FLOOR = declare(
     severity=Severity.WARNING, docs_url=NCCL_TESTS)
 
 
+# NCCL picks its socket interfaces itself when NCCL_SOCKET_IFNAME is unset (misc/socket.cc,
+# ncclFindInterfaces: ib* first, then anything but docker* and lo): a container's veth pair,
+# a libvirt or Docker bridge (virbr*, br-*) or a CNI device is taken like a real NIC, and a
+# peer on another host cannot reach its address, so connections to it hang or fail
+# (NVIDIA/nccl#697; Oneflow-Inc/libai#415, fixed by NCCL_SOCKET_IFNAME=bond0).
+VIRTUAL_INTERFACE = re.compile(r"^(?:veth|virbr|br-|docker|cni|flannel|cali|vxlan)")
+VIRTUAL_SOCKET_IF = declare(
+    "DIAG026", Category.NCCL_NETWORK,
+    "NCCL's sockets use a virtual network interface (veth, bridge, docker) beside the real one",
+    what="NCCL's socket transport or bootstrap lists a virtual interface: a container's veth "
+         "pair, a Docker or libvirt bridge, a CNI device. NCCL chose it itself "
+         "(NCCL_SOCKET_IFNAME unset): only ib*, docker* and lo are ruled in or out by name.",
+    why="Other hosts cannot reach that interface's address, so NCCL's connections through it "
+        "hang or fail while a single-node job still works.",
+    fix="Name the interface the hosts share (NCCL_SOCKET_IFNAME=bond0, eth0, ...) or exclude "
+        "the virtual ones (NCCL_SOCKET_IFNAME=^docker,veth,virbr,br-,lo), on every node.",
+    severity=Severity.WARNING, docs_url=NCCL_TROUBLE)
+
+
 CAUSES: tuple[Declared, ...] = (
     Declared(node_codes.NCCL_DIFFERS.id, Explains(
         (WRONG_RESULTS_NET.id,),
@@ -115,7 +135,7 @@ CAUSES: tuple[Declared, ...] = (
 )
 """The codes that explain these findings when the same log shows both (``Explains``)."""
 CODES = (SOCKETS_WITH_IB, GDR_OFF, WRONG_RESULTS, WRONG_RESULTS_NET, BUSBW_BELOW_FLOOR,
-         node_codes.NCCL_DIFFERS)
+         VIRTUAL_SOCKET_IF, node_codes.NCCL_DIFFERS)
 """The codes these findings and their declared causes use, for the relations' check."""
 
 
@@ -155,6 +175,27 @@ def transport_findings(nodes: NodeLines) -> list[Finding]:
                   command="lsmod | grep -E 'nvidia_peermem|nv_peer_mem'"),
              Step("Load it (and add it to /etc/modules-load.d/ to survive reboots).",
                   command="sudo modprobe nvidia_peermem"))))
+    virtual = [(h, [i for i in (*t.get("socket_ifs", ()), t.get("bootstrap_if", ""))
+                    if VIRTUAL_INTERFACE.match(i)])
+               for h, t in nodes.transports.items()]
+    # a virtual interface in use beside a real one, or as the bootstrap's (a host whose only
+    # interface is docker0 or lo runs alone, and NCCL names those last on purpose)
+    virtual = [(h, names) for h, names in virtual if names and (
+        len(nodes.transports[h].get("socket_ifs", ())) > 1
+        or not nodes.transports[h].get("bootstrap_if", "docker").startswith("docker"))]
+    if virtual:
+        found.append(Finding(
+            VIRTUAL_SOCKET_IF,
+            "NCCL's sockets use a virtual interface on " + ", ".join(_host(h) for h, _ in virtual)
+            + ": " + ", ".join(dict.fromkeys(n for _, names in virtual for n in names)),
+            tuple(Evidence(f"{_host(h)}: virtual interface", ", ".join(names),
+                           "NCCL INFO NET/Socket / Bootstrap : Using") for h, names in virtual),
+            (Step("List the interfaces and the address each host reaches the others by.",
+                  command="ip -brief addr"),
+             Step("Name the shared interface for NCCL (and Gloo) on every node.",
+                  command="NCCL_SOCKET_IFNAME=bond0 GLOO_SOCKET_IFNAME=bond0 torchrun ..."),
+             Step("Or exclude the virtual ones by prefix.",
+                  command="NCCL_SOCKET_IFNAME=^docker,veth,virbr,br-,lo torchrun ..."))))
     return found
 
 

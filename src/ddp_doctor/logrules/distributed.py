@@ -203,7 +203,11 @@ RULES: tuple[Rule, ...] = (
                    "ConnectionError: Tried to launch distributed communication on port `29500`, "
                    "but another process is utilizing it. Please specify a different port (such "
                    "as using the `--main_process_port` flag or specifying a different "
-                   "`main_process_port` in your config file) and rerun your script.")),
+                   "`main_process_port` in your config file) and rerun your script."),
+         # EADDRINUSE's string pasted alone, or the same said in words ("master_port is
+         # already used", ViTAE-Transformer/ViTDet#16), where nothing else was read
+         bare_message=re.compile(r"(?<![a-z])(?:address|port)(?![a-z])[^\n]{0,30}?\b(?:is\s+)?already\s+"
+                                 r"(?:in\s+use|used|taken|occupied|bound)\b", re.IGNORECASE)),
     Rule(NO_LIBUV, rx(r"error\W[^\n]*use_libuv was requested but pytorch was buil[dt] "
                       r"without libuv"),
          ("error",),
