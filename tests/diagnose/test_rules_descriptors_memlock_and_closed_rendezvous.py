@@ -58,3 +58,11 @@ def test_the_loaders_version_error_cut_before_its_parenthesis(tmp_path: Path) ->
     line = ("ImportError: /usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' "
             "not found")
     assert lead_reading(tmp_path, line)[0] == "LOG022"
+
+
+def test_no_network_interface_after_torchs_last_error_is_the_network(tmp_path: Path) -> None:
+    log = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+           "ProcessGroupNCCL.cpp:1970, internal error - please report this issue to the NCCL "
+           "developers, NCCL version 2.19.3\nncclInternalError: Internal check failed.\n"
+           "Last error:\nBootstrap : no socket interface found\n")
+    assert lead_reading(tmp_path, log) == ("LOG043", "nccl_network")

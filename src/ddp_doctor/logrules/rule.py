@@ -26,7 +26,7 @@ GATES: tuple[str, ...] = (
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
     "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
     "communication broadband", "daemon", "xid", "fallen off the bus", "+cpu", "exit code",
-    "exited with code", "invalid config",
+    "exited with code", "invalid config", "interface found",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -69,7 +69,10 @@ brycedrennan/imaginAIry#398). "exit code" and "exited with code" are how kubectl
 a container runtime report a process SIGKILL ended (status 137, the `kernel` catalogue).
 "invalid config" opens NCCL's refusals of a communicator's settings, which torch prints after
 "Last error:" on a line of their own, without NCCL's "WARN" (LOG113: an older libnccl than
-torch's). No gate may hold a digit: the scan
+torch's). "interface found" ends NCCL's warnings that it found no network interface to use
+("Bootstrap : no socket interface found", "NET/Socket : No usable listening interface found",
+"Net : No interface found in the same subnet as remote address %s"), which torch prints the
+same way after "Last error:". No gate may hold a digit: the scan
 remembers a line that said nothing by its shape (digits read as 0) only while every gate is
 digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib", made the
 realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
