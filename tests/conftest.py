@@ -151,8 +151,14 @@ def ultralytics_python(tmp_path_factory) -> str:
             # PYTHONDONTWRITEBYTECODE is set: it is on the shared machines, and every process
             # of the venv would otherwise compile torch afresh (18 CPU-s to import torch,
             # torchvision and ultralytics uncompiled, 6 compiled).
-            subprocess.run([*_installer(python), "torch===2.13.0", "torchvision", "ultralytics"],
-                           check=True, timeout=1200)
+            wanted = ["torch===2.13.0", "torchvision", "ultralytics"]
+            try:
+                subprocess.run([*_installer(python), *wanted], check=True, timeout=1200)
+            except subprocess.CalledProcessError:
+                # uv reads no pip configuration (find-links, extra indexes, constraints): where
+                # it cannot resolve what pip can, pip installs it
+                subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile", *wanted],
+                               check=True, timeout=1200)
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             subprocess.run([python, "-c", WARM_IMPORTS], check=True, timeout=600, env=env)
             (folder / "ready").write_text(python + "\n")

@@ -56,11 +56,10 @@ def test_the_split_is_complete_and_outside_the_corpus() -> None:
         assert case["split"] == "unseen" and case["url"].startswith("https://"), case
         assert case["url"] not in studied_urls, case["url"]
         if "github.com" in case["url"]:
-            # Split K's collectors found most confirmed threads in repositories the corpus
-            # already held, and took such a thread (a new one) only saying so.
-            known = "already in" in case["root_cause"] and "corpus" in case["root_cause"]
-            assert known or "/".join(case["url"].split("/")[3:5]) not in studied_repos, \
-                case["url"]
+            # Split K's and L's collectors found most confirmed threads in repositories the
+            # corpus already held, and took such a thread (a new one) only marking it so.
+            assert case.get("repo_in_corpus") is True \
+                or "/".join(case["url"].split("/")[3:5]) not in studied_repos, case["url"]
         assert len(case["root_cause"]) > 20, case
 
 

@@ -320,7 +320,14 @@ def test_the_port_taken_said_alone_is_the_port_in_use(tmp_path, text) -> None:
     assert lead_reading(tmp_path, text) == ("LOG001", "rendezvous_port_in_use")
 
 
-@pytest.mark.parametrize("text", ["this address is already in our database",
-                                  "the transport is already used"])
+@pytest.mark.parametrize("text", [
+    "this address is already in our database", "the transport is already used",
+    # another server's port, which it then moves off
+    "[I 10:00:00.000 NotebookApp] The port 8888 is already in use, trying another port.",
+    "TensorBoard could not bind to port 6006, it was already in use",
+    "WARNING: Port 7860 is already in use, launching on 7861",
+    "Email address is already taken",
+    "The same address was already used for this experiment name",
+])
 def test_other_things_already_used_are_not(tmp_path, text) -> None:
     assert lead_reading(tmp_path, text)[0] != "LOG001"

@@ -139,3 +139,14 @@ def test_in_a_bundle_the_packages_list_is_the_evidence_of_the_checks_finding(
     assert "TOR002" in codes and "LOG112" not in codes
     tor002 = next(f for f in report["findings"] if f["code"] == "TOR002")
     assert any("LOG112" in e["value"] for e in tor002["evidence"])
+
+
+def test_only_a_declared_pair_is_folded_not_a_shared_category(tmp_path: Path) -> None:
+    """A log's performance warnings beside a pasted nvidia-smi -q with a clock brake
+    (HWF012, performance too) are three causes, not one."""
+    capture = (Path(__file__).resolve().parents[1] / "fixtures" / "captures"
+               / "nvidia-smi-q-l4rz-c4130-v100-power-brake.txt").read_text(encoding="utf-8")
+    log = (capture + "\nUserWarning: Grad strides do not match bucket view strides. This may "
+           "indicate grad was not created according to the gradient layout contract\n")
+    codes = [f.code.id for f in diagnosed(tmp_path, log)]
+    assert "HWF012" in codes and "LOG092" in codes

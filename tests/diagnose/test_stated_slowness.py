@@ -55,6 +55,10 @@ NOT_STATED = [
     "GPU utilization is 98% on every card",
     "显存慢慢增加直到溢出",  # "memory grows gradually until it overflows": 慢慢 is not slow
     "GPU 利用率 100%",
+    "改成 DDP 之后训练速度是原来的 3 倍，但是第二个 epoch 卡住不动了",  # 3x faster, then a hang
+    "GPU利用率100%，但是显存占用很低",  # utilisation full, memory use low
+    "慢性病数据集",  # a chronic-disease dataset
+    "傲慢与偏见",  # Pride and Prejudice
 ]
 
 

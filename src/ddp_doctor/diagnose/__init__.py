@@ -115,24 +115,27 @@ def _env_findings(facts: Facts, where: str) -> list[Finding]:
     return found
 
 
+# A log finding that says what a check of the machine's facts says, the pair declared here:
+# a bundle's packages.txt naming torch 2.1.0+cpu (LOG112) restates TOR002, which read the same
+# build from the interpreter. Declared pair by pair: a category holds unrelated causes.
+RESTATED_BY_CHECKS: dict[str, tuple[str, ...]] = {"LOG112": ("TOR002",)}
+
+
 def _restated_by_checks(findings: list[Finding], machine: list[Finding]) -> list[Finding]:
-    """The findings with each log warning that restates what the machine's own findings say
-    (the checks on its facts, or the report a bundle recorded: the same category) folded
-    into that finding as its evidence: a bundle's packages.txt naming torch 2.1.0+cpu
-    (LOG112) says what TOR002 read from the interpreter, and one cause is one finding."""
-    errors = {f.code.category: f for f in machine
-              if f.effective_severity in (Severity.ERROR, Severity.WARNING)}
+    """The findings with each log finding that restates one of the machine's own findings
+    (the checks on its facts, or the report a bundle recorded: ``RESTATED_BY_CHECKS``)
+    folded into it as its evidence: one cause, one finding."""
     out = list(findings)
     for finding in findings:
-        cause = errors.get(finding.code.category)
-        if cause is None or finding in machine or cause not in out \
-                or finding.effective_severity is not Severity.WARNING:
+        wanted = RESTATED_BY_CHECKS.get(finding.code.id, ())
+        cause = next((f for f in out if f.code.id in wanted and f in machine), None)
+        if cause is None or finding in machine:
             continue
         at = out.index(cause)
         out[at] = replace(cause, evidence=(*cause.evidence, Evidence(
             f"consequence, {finding.code.id}", f"{finding.title} ({finding.code.id})",
             "the log")))
-        errors[cause.code.category] = out[at]
+        machine = [out[at] if f is cause else f for f in machine]
         out.remove(finding)
     return out
 

@@ -43,7 +43,7 @@ MAX_CHANNEL_LINES = 4096  # "via NET/" channel lines read in all: they only conf
 MARKERS = (b"NCCL INFO NCCL version", b"NCCL INFO NET/Plugin", b"NCCL INFO Plugin Path",
            b"NCCL INFO Using network",
            b" set by environment to ", b" via NET/", b" Group ", b"NET/IB : ",
-           b"NET/Socket : Using ", b"Bootstrap : Using ")
+           b"NET/Socket : Using ", b"Bootstrap : Using ", b"Bootstrap: Using ")
 UNNAMED = ""  # the host of NCCL lines pasted without their host:pid:tid prefix
 NCCL_TESTS_MARKER = b"nThread "  # the first line of an nccl-tests run
 MAX_RUNS = 64  # nccl-tests runs read from one log
@@ -63,7 +63,7 @@ _IB_USING = re.compile(r"NET/IB : Using (?P<devs>[^;]*)")
 # Using eth0:10.0.0.1<0>"); the name is what precedes the address.
 _SOCKET_USING = re.compile(r"NET/Socket : Using (?P<ifs>.*)$")
 _SOCKET_IF = re.compile(r"\[\d+\](?P<name>[^\s:\[<]+):")
-_BOOTSTRAP_USING = re.compile(r"Bootstrap : Using (?P<name>[^\s:<]+):")
+_BOOTSTRAP_USING = re.compile(r"Bootstrap ?: Using (?P<name>[^\s:<]+):")  # 2.27: "Bootstrap:"
 _IB_DEV = re.compile(r"\[\d+\](?P<dev>[A-Za-z][\w.-]*):\d+/(?:IB|RoCE)")
 _IB_UNABLE = re.compile(r"NET/IB : Unable to open device (?P<dev>[A-Za-z][\w.-]*)")
 _GDR_OFF = re.compile(r"NET/IB : GPU Direct RDMA Disabled for HCA \d+ '(?P<dev>[^']+)'")
@@ -137,7 +137,7 @@ class NodeLines:
 
     def feed(self, line: str) -> None:
         """One clean log line (rank prefixes may still be on it)."""
-        if "NET/" in line or "Using network" in line or "Bootstrap : Using" in line:
+        if "NET/" in line or "Using network" in line or "Bootstrap" in line:
             self._transport(line)
         if "NCCL INFO" in line:
             found = _PREFIX.search(line)

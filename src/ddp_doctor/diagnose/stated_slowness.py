@@ -52,10 +52,14 @@ SLOWNESS = re.compile(
     # The same in the words of the users of Chinese, Japanese and Korean threads: slow
     # (Chinese 慢; Japanese 遅い/遅く; Korean 느리다/느려), a speed that fell to a fraction
     # or dropped (速度为原来的 1/5, 速度下降), and a utilisation that is low or swings
-    # (利用率低, 利用率波动; 使用率が低い; 사용률이 낮). "慢慢" is "gradually", not slow.
-    r"|(?<!慢)慢(?!慢)|遅[いくかっ]|느[려리림]"
-    r"|速度[^。\n]{0,12}?(?:原来的|只有|仅|下降|降低|变为|降到)"
-    r"|(?:利用率|使用率|사용률)[^。\n]{0,12}?(?:低|波动|不高|只有|仅|が低|낮)",
+    # (利用率低, 利用率波动; 使用率が低い; 사용률이 낮). "慢慢" is "gradually", and 慢性
+    # (chronic), 傲慢, 怠慢, 且慢 are other words; a speed "3 times the original" is a speed-up,
+    # so only a fraction of the original is read.
+    r"|(?<![慢傲怠且])慢(?![慢性])|遅[いくかっ]|느[려리림]"
+    r"|速度[^。\n]{0,12}?(?:原来的[\s*]*(?:\d+\s*/\s*\d+|[一二三四五六七八九十几]分之|一半"
+    r"|0?\.\d|\d{1,2}\s*%)|下降|降低|降到)"
+    r"|(?:利用率|使用率)\s*(?:很|非常|比较|只有|仅|才|一直)?\s*(?:低|不高|波动)|使用率が低"
+    r"|사용률이?\s*낮",
     re.IGNORECASE)
 # What a program prints, not a user: a Python warning ("UserWarning: ... running slow"), its
 # warnings.warn( source line, a logger's "file.py:123:" or "[WARNING]" prefix, glog's

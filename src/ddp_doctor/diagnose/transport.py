@@ -184,6 +184,9 @@ def transport_findings(nodes: NodeLines) -> list[Finding]:
         len(nodes.transports[h].get("socket_ifs", ())) > 1
         or not nodes.transports[h].get("bootstrap_if", "docker").startswith("docker"))]
     if virtual:
+        # Only between hosts does NCCL's socket transport carry data: from one host's lines
+        # alone (a single-node job lists the same interfaces and works) it is context.
+        alone = len(nodes.transports) < 2 and len(nodes.hosts) < 2
         found.append(Finding(
             VIRTUAL_SOCKET_IF,
             "NCCL's sockets use a virtual interface on " + ", ".join(_host(h) for h, _ in virtual)
@@ -195,7 +198,8 @@ def transport_findings(nodes: NodeLines) -> list[Finding]:
              Step("Name the shared interface for NCCL (and Gloo) on every node.",
                   command="NCCL_SOCKET_IFNAME=bond0 GLOO_SOCKET_IFNAME=bond0 torchrun ..."),
              Step("Or exclude the virtual ones by prefix.",
-                  command="NCCL_SOCKET_IFNAME=^docker,veth,virbr,br-,lo torchrun ..."))))
+                  command="NCCL_SOCKET_IFNAME=^docker,veth,virbr,br-,lo torchrun ...")),
+            severity=Severity.INFO if alone else None))
     return found
 
 

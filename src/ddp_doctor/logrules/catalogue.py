@@ -188,6 +188,10 @@ def template_regex(template: str) -> str:
                 words = parts[at - 1][-1:].isalnum() and after.isalnum() if at else False
                 out.append(" " if words and part == " " else "\\s+" if words else "\\s*")
             elif part in _QUOTES:
+                # a closing quote ends the quoted word: with the quote optional, "'gpus'"
+                # must not read "'gpus_per_node'"
+                if at and (parts[at - 1][-1:].isalnum() or parts[at - 1][-1:] == "_"):
+                    out.append("(?!\\w)")
                 out.append(_QUOTE_CLASS)
             else:
                 out.append(re.escape(part))

@@ -204,10 +204,17 @@ RULES: tuple[Rule, ...] = (
                    "but another process is utilizing it. Please specify a different port (such "
                    "as using the `--main_process_port` flag or specifying a different "
                    "`main_process_port` in your config file) and rerun your script."),
-         # EADDRINUSE's string pasted alone, or the same said in words ("master_port is
-         # already used", ViTAE-Transformer/ViTDet#16), where nothing else was read
-         bare_message=re.compile(r"(?<![a-z])(?:address|port)(?![a-z])[^\n]{0,30}?\b(?:is\s+)?already\s+"
-                                 r"(?:in\s+use|used|taken|occupied|bound)\b", re.IGNORECASE)),
+         # EADDRINUSE's string pasted alone, or the rendezvous port taken said in words
+         # ("master_port is already used", ViTAE-Transformer/ViTDet#16), where nothing else was
+         # read; not another server's port it then moves off (Jupyter's "The port 8888 is
+         # already in use, trying another port", Gradio's "launching on 7861")
+         bare_message=re.compile(
+             r"(?:\baddress already in use\b"
+             r"|(?<![a-z])(?:master|main_process|rdzv|rendezvous|dist)[_ ]?port\b[^\n]{0,20}?"
+             r"\balready\s+(?:in\s+use|used|taken|occupied|bound)\b"
+             r"|\bport\s+\d+\s+is\s+already\s+in\s+use\b)"
+             r"(?![^\n]*\b(?:trying|launching|instead|another port|fall(?:ing)?\s+back))",
+             re.IGNORECASE)),
     Rule(NO_LIBUV, rx(r"error\W[^\n]*use_libuv was requested but pytorch was buil[dt] "
                       r"without libuv"),
          ("error",),

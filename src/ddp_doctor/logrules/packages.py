@@ -43,7 +43,7 @@ INSTALL_CUDA_TORCH = Step(
 # "PyTorch version: 2.1.0+cpu", "torch_version: 1.13.1+cpu", "torch.__version__ =
 # '2.0.1+cpu'"): the +cpu local version tag is the CPU wheel's (download.pytorch.org/whl/cpu).
 # In the corpus, every log that shows one (3 of 598) is a torch_cpu_only thread.
-CPU_TORCH_BUILD = re.compile(r"\b(?:py)?torch(?:==|-|\s+|[\s_.]*version[_\s]*[:=]?\s*['\"]?)"
+CPU_TORCH_BUILD = re.compile(r"\b(?:py)?torch(?:==|-|\s+|[\s_.]*version[_\s]*(?:[:=]\s*)?['\"]?)"
                              r"v?\d+\.\d+(?:\.\d+)?(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b",
                              re.IGNORECASE)
 PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's CUDA "
