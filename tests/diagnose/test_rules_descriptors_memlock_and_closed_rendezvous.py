@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.rules import diagnosed, lead, lead_reading
 
 
@@ -66,3 +68,29 @@ def test_no_network_interface_after_torchs_last_error_is_the_network(tmp_path: P
            "developers, NCCL version 2.19.3\nncclInternalError: Internal check failed.\n"
            "Last error:\nBootstrap : no socket interface found\n")
     assert lead_reading(tmp_path, log) == ("LOG043", "nccl_network")
+
+
+TORCH_NCCL_ERROR = ("[rank0]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+                    "distributed/c10d/ProcessGroupNCCL.cpp:1970, remote process exited or there "
+                    "was a network error, NCCL version 2.19.3\n[rank0]: ncclRemoteError: A call "
+                    "failed possibly due to a network error or a remote process exiting "
+                    "prematurely.\n[rank0]: Last error:\n")
+
+
+@pytest.mark.parametrize(("detail", "code"), [
+    ("NET/IB : Got completion from peer 10.0.0.3<46234> with status=12 opcode=0 len=0 vendor "
+     "err 129 (Recv)", "LOG044"),
+    ("socketPollConnect: Connect to 10.0.0.2<43271> returned 113(No route to host) errno "
+     "115(Operation now in progress)", "LOG043"),
+    ("Mismatched NCCL version detected : rank 0 version 21903 rank 8 version 21805", "LOG077"),
+])
+def test_nccls_warning_after_torchs_last_error_is_read_as_that_warning(
+        tmp_path: Path, detail: str, code: str) -> None:
+    found = lead(tmp_path, TORCH_NCCL_ERROR + f"[rank0]: {detail}\n")
+    assert found.code.id == code
+    assert found.evidence[0].value == detail  # quoted as the log has it, without "NCCL WARN"
+
+
+def test_the_same_line_without_last_error_before_it_is_not_read(tmp_path: Path) -> None:
+    assert lead_reading(tmp_path, "NET/IB : Got completion from peer 10.0.0.3<46234> with "
+                                  "status=12 opcode=0 len=0 vendor err 129 (Recv)")[0] != "LOG044"

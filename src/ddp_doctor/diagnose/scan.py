@@ -295,6 +295,12 @@ class Scanner:
             return newlines
         read, inert, tallied = self._read, self._inert, self._tallied
         raws = list(map(lines.__getitem__, gated))
+        # torch (2.1 and later) puts NCCL's last warning on the line after "Last error:",
+        # without NCCL's "WARN": that line is read as the warning it is (``_nccl_detail``),
+        # whatever the memos below decide about the "Last error:" line itself.
+        details = {index + 1 for index, raw in zip(gated, raws)
+                   if raw.rstrip()[-11:].lower() == b"last error:" and index + 1 < len(lines)
+                   } if b"ast error:" in chunk or b"AST ERROR:" in chunk else set()
         # In C, before the loop: the copies of lines that are only counted now, and the
         # lines equal but for their numbers to one that said nothing. (The memos may grow
         # in the loop: a line it then meets is read as before, to the same effect.)
@@ -309,8 +315,22 @@ class Scanner:
             kept = list(map(not_, map(inert.__contains__,
                                       map(bytes.translate, raws, repeat(_ZERO)))))
             gated, raws = list(compress(gated, kept)), list(compress(raws, kept))
+        # (a detail line that holds a gate word is read as usual)
+        details = {index for index in details if not self._holds_gate(lines[index])}
+        if details:
+            merged = dict(zip(gated, raws))
+            merged.update((index, lines[index]) for index in details)
+            gated = sorted(merged)
+            raws = [merged[index] for index in gated]
         done_index, done_offset = 0, 0  # a line's index and where it starts in the chunk
         for index, raw in zip(gated, raws):
+            if index in details:
+                detail = self._nccl_detail(raw)
+                if detail is not None:
+                    done_offset += sum(map(len, lines[done_index:index])) + index - done_index
+                    done_index = index
+                    self._line(name, chunk, done_offset, detail, base + index)
+                continue
             tally = tallied.get(raw)
             if tally is not None:  # the thousandth copy of a quoted line: counted, no more
                 for code_hits in tally:
@@ -389,6 +409,25 @@ class Scanner:
         # (NCCL's prefix ends in "] ": without one, there is nothing to take off)
         key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
         return _Line(rank, text, marker, matched, bare, exception, stripped, key), False
+
+    def _nccl_detail(self, raw: bytes) -> _Line | None:
+        """The line after torch's "Last error:", read as the NCCL warning it is ("NCCL WARN"
+        put before it for the rules, the line quoted as it was): NCCL's messages that spell
+        no gate word of their own ("socketPollConnect: Connect to ... returned ...", "NET/IB :
+        Got completion from peer ...") are read after NCCL's prefix only."""
+        rank, text = split_rank(clean_line(raw))
+        warning = f"NCCL WARN {text}"
+        low = warning.lower()
+        # NCCL's own catalogue only: what NCCL prints is what it can mean here, not the
+        # hand-written readings of a whole log's NCCL lines
+        nccl = tuple(rule for rule in self._candidates_of(low)
+                     if getattr(rule, "catalogue", "") == "nccl")
+        matched = tuple((rule, text) for rule, _ in self._exact(nccl, warning, low))
+        if not matched:
+            return None
+        stripped = text.strip()
+        key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
+        return _Line(rank, text, False, matched, False, None, stripped, key)
 
     def _exception_shape(self, text: str) -> tuple[bool, bool]:
         """(an exception line, a bare exception name), remembered with digits read as 0.
