@@ -152,13 +152,16 @@ def ultralytics_python(tmp_path_factory) -> str:
             # of the venv would otherwise compile torch afresh (18 CPU-s to import torch,
             # torchvision and ultralytics uncompiled, 6 compiled).
             wanted = ["torch===2.13.0", "torchvision", "ultralytics"]
+            installer, pip = _installer(python), [python, "-m", "pip", "install", "-q",
+                                                  "--no-compile"]
             try:
-                subprocess.run([*_installer(python), *wanted], check=True, timeout=1200)
+                subprocess.run([*installer, *wanted], check=True, timeout=1200)
             except subprocess.CalledProcessError:
+                if installer == pip:
+                    raise
                 # uv reads no pip configuration (find-links, extra indexes, constraints): where
                 # it cannot resolve what pip can, pip installs it
-                subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile", *wanted],
-                               check=True, timeout=1200)
+                subprocess.run([*pip, *wanted], check=True, timeout=1200)
             env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
             subprocess.run([python, "-c", WARM_IMPORTS], check=True, timeout=600, env=env)
             (folder / "ready").write_text(python + "\n")

@@ -223,9 +223,6 @@ WHEELS_READING = ReadAs(
 # the same loader line from TensorFlow, Paddle or nnabla means the library itself is absent.
 TORCH_IMPORT = re.compile(r"from torch\._C import|torch[/\\]__init__\.py|^\W*import torch\s*$",
                           re.IGNORECASE)
-# A CPU-only torch build named in the log (logrules/packages.py): no GPU can be used by it,
-# whatever CUDA says elsewhere in the log.
-CPU_TORCH = CPU_TORCH_BUILD
 
 # The YOLO trainers build their dataset on local rank 0 alone while the other ranks wait in
 # a barrier (``torch_distributed_zero_first`` in yolov5 utils/torch_utils.py and
@@ -660,7 +657,10 @@ ENVIRONMENTS: tuple[Environment, ...] = (
                 lambda code: CONTAINER_STEPS),
     Environment("two-cuda-wheels", lambda scan, lead, many: _two_cuda_wheels(scan, many),
                 "installed packages", lambda code: WHEEL_STEPS, quoted=2),
-    Environment("cpu-torch", _marked(CPU_TORCH), "torch build", lambda code: (SHOW_TORCH,)),
+    # a CPU-only torch build named in the log (logrules/packages.py): no GPU can be used by
+    # it, whatever CUDA says elsewhere in the log
+    Environment("cpu-torch", _marked(CPU_TORCH_BUILD), "torch build",
+                lambda code: (SHOW_TORCH,)),
     Environment("torch-import", _marked(TORCH_IMPORT), "torch's own import",
                 lambda code: ()),
     Environment("dataloader-handoff", _marked(DATALOADER_HANDOFF),

@@ -61,6 +61,13 @@ _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|I
 _BARE_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\s*$")
 _NCCL_PREFIX = re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] ")
 
+
+def _quote_key(text: str) -> str:
+    """A quote without NCCL's host:pid:tid prefix, so the same line from two processes is one
+    distinct quote. (NCCL's prefix ends in "] ": without one, there is nothing to take off.)"""
+    return _NCCL_PREFIX.sub("", text) if "] " in text else text
+
+
 _ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
@@ -406,9 +413,8 @@ class Scanner:
         if not (marker or candidates or exception_line or bare):
             return None, self._digit_free_markers
         exception = redact_text(stripped)[:MAX_QUOTE] if exception_line else None
-        # (NCCL's prefix ends in "] ": without one, there is nothing to take off)
-        key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
-        return _Line(rank, text, marker, matched, bare, exception, stripped, key), False
+        return _Line(rank, text, marker, matched, bare, exception, stripped,
+                     _quote_key(stripped)), False
 
     def _nccl_detail(self, raw: bytes) -> _Line | None:
         """The line after torch's "Last error:", read as the NCCL warning it is ("NCCL WARN"
@@ -426,8 +432,7 @@ class Scanner:
         if not matched:
             return None
         stripped = text.strip()
-        key = _NCCL_PREFIX.sub("", stripped) if "] " in stripped else stripped
-        return _Line(rank, text, False, matched, False, None, stripped, key)
+        return _Line(rank, text, False, matched, False, None, stripped, _quote_key(stripped))
 
     def _exception_shape(self, text: str) -> tuple[bool, bool]:
         """(an exception line, a bare exception name), remembered with digits read as 0.
@@ -561,7 +566,7 @@ class Scanner:
             hits = self.result.hits[code_id] = CodeHits(rule.code, order=self._order)
         if quoted is None or key is None:
             quoted = text.strip()
-            key = _NCCL_PREFIX.sub("", quoted) if "] " in quoted else quoted
+            key = _quote_key(quoted)
         if hits.wants(key):
             quoted = redact_text(quoted)  # logs carry tokens too: never quote one
             if len(quoted) > MAX_QUOTE:

@@ -175,14 +175,7 @@ def transport_findings(nodes: NodeLines) -> list[Finding]:
                   command="lsmod | grep -E 'nvidia_peermem|nv_peer_mem'"),
              Step("Load it (and add it to /etc/modules-load.d/ to survive reboots).",
                   command="sudo modprobe nvidia_peermem"))))
-    virtual = [(h, [i for i in (*t.get("socket_ifs", ()), t.get("bootstrap_if", ""))
-                    if VIRTUAL_INTERFACE.match(i)])
-               for h, t in nodes.transports.items()]
-    # a virtual interface in use beside a real one, or as the bootstrap's (a host whose only
-    # interface is docker0 or lo runs alone, and NCCL names those last on purpose)
-    virtual = [(h, names) for h, names in virtual if names and (
-        len(nodes.transports[h].get("socket_ifs", ())) > 1
-        or not nodes.transports[h].get("bootstrap_if", "docker").startswith("docker"))]
+    virtual = [(h, names) for h, t in nodes.transports.items() if (names := _virtual_in_use(t))]
     if virtual:
         # Only between hosts does NCCL's socket transport carry data: from one host's lines
         # alone (a single-node job lists the same interfaces and works) it is context.
@@ -201,6 +194,17 @@ def transport_findings(nodes: NodeLines) -> list[Finding]:
                   command="NCCL_SOCKET_IFNAME=^docker,veth,virbr,br-,lo torchrun ...")),
             severity=Severity.INFO if alone else None))
     return found
+
+
+def _virtual_in_use(net: dict[str, Any]) -> list[str]:
+    """The virtual interfaces one host's NCCL uses: in its socket list beside another, or as
+    its bootstrap's; none where docker0 is all it has (NCCL names docker last on purpose, so
+    such a host runs alone)."""
+    sockets, bootstrap = net.get("socket_ifs", []), net.get("bootstrap_if", "")
+    names = [name for name in (*sockets, bootstrap) if VIRTUAL_INTERFACE.match(name)]
+    if len(sockets) > 1 or (bootstrap and not bootstrap.startswith("docker")):
+        return names
+    return []
 
 
 def _wrong(run: dict[str, Any]) -> tuple[int, list[int]]:
