@@ -24,9 +24,11 @@ THRESHOLD = 0.95
 # reached when studied (35/52 blind, 41/52 after); the studied half of split H
 # (cases_studied_H.toml) at 14/18 (11/18 before the study); split I's (cases_studied_I.toml)
 # at 25/31 (19/31 before its study); split K's (cases_studied_K.toml) at 24/28 (20/28
-# before its study); split L's (cases_studied_L.toml) at 15/16 (12/16 before its study).
+# before its study); split L's (cases_studied_L.toml) at 15/16 (12/16 before its study); split
+# M's (cases_studied_M.toml) at 26/29 (20/29 before its study).
 MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52, "unseen H": 14 / 18,
-                      "unseen I": 25 / 31, "unseen K": 24 / 28, "unseen L": 15 / 16}
+                      "unseen I": 25 / 31, "unseen K": 24 / 28, "unseen L": 15 / 16,
+                      "unseen M": 26 / 29}
 
 
 @cache

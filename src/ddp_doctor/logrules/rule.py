@@ -26,7 +26,8 @@ GATES: tuple[str, ...] = (
     "exception", "process group", "command not found", "ncclmaxsharedmem", "incompatible",
     "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
     "communication broadband", "daemon", "xid", "fallen off the bus", "+cpu", "exit code",
-    "exited with code", "invalid config", "interface found",
+    "exited with code", "invalid config", "interface found", "event queue overflow",
+    "rbac_access_denied", "fbgemm_gpu", "not accessible",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -72,7 +73,14 @@ a container runtime report a process SIGKILL ended (status 137, the `kernel` cat
 torch's). "interface found" ends NCCL's warnings that it found no network interface to use
 ("Bootstrap : no socket interface found", "NET/Socket : No usable listening interface found",
 "Net : No interface found in the same subnet as remote address %s"), which torch prints the
-same way after "Last error:". No gate may hold a digit: the scan
+same way after "Last error:". After blind split M: "event queue overflow" is the
+Slingshot NIC's "Cassini Event Queue overflow detected." (libfabric's CXI provider, the
+`libfabric` catalogue), quoted without libfabric's "<warn>" prefix (allenai/OLMo's LOG.md);
+"rbac_access_denied" is Envoy's response detail when an Istio sidecar refuses a pod's
+connection (the `envoy` catalogue); "fbgemm_gpu" names TorchRec's kernel library, whose
+failure to load fbgemm_gpu prints without an error word ("File fbgemm_gpu_py.so not found",
+meta-pytorch/torchrec#557); "not accessible" is NVSHMEM's "Peer GPU N is not accessible,
+exiting" (the `nvshmem` catalogue). No gate may hold a digit: the scan
 remembers a line that said nothing by its shape (digits read as 0) only while every gate is
 digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib", made the
 realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
