@@ -20,6 +20,7 @@ from ddp_doctor.diagnose.fallback import (
     THRESHOLD,
     SoftmaxRegression,
     documents,
+    shows_a_failure,
 )
 from ddp_doctor.diagnose.similar import SolvedThread
 
@@ -85,7 +86,7 @@ def test_the_shipped_threshold_is_right_80_percent_of_the_time_on_unseen_threads
     assert precision >= 0.82 and abs(precision - CV_PRECISION) < 0.02, precision
     assert abs(coverage - CV_COVERAGE) < 0.02, coverage
     # the lowest threshold on the grid with 82%: one step lower is under it
-    lower = [r for r in rows if r[0] >= THRESHOLD - 0.05 and r[2] >= MIN_TERMS]
+    lower = [r for r in rows if r[0] >= THRESHOLD - 0.1 and r[2] >= MIN_TERMS]
     assert sum(1 for r in lower if r[1]) / len(lower) < 0.82
 
 
@@ -151,3 +152,15 @@ def test_nothing_is_guessed_from_words_the_threads_never_use(tmp_path):
     log.write_text("Error: zorblax quuxified the flimflam\n")
     findings = diagnose(str(log)).report.results[0].findings
     assert findings[0].code.id == "DIAG001"
+
+
+def test_warnings_of_a_healthy_run_get_no_lead(tmp_path):
+    """tests/fixtures/logs/benign.log is warnings a working job prints (a DataLoader's worker
+    count, deprecated autocast, NCCL's plugin INFO): read by the classifier they came out as
+    torch_arch_unsupported at 0.86 until the fallback needed a line that reports a failure."""
+    benign = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "benign.log"
+    findings = diagnose(str(benign)).report.results[0].findings
+    assert not any(f.code.id in {c.id for c in LEAD_CODES.values()} for f in findings)
+    assert not shows_a_failure(["UserWarning: This DataLoader will create 8 worker processes",
+                                "NCCL INFO NET/Plugin : Plugin load returned 2 : cannot open"])
+    assert shows_a_failure(["UserWarning: x", "RuntimeError: CUDA error: unknown error"])
