@@ -111,6 +111,12 @@ def test_utf16_with_bom_as_powershell_writes_it(tmp_path: Path) -> None:
     ("[default1]:[rank3]: RuntimeError: x", "rank 1", "RuntimeError: x"),
     ("[rank: 2] 2: [worker4]:x", "rank 2", "x"),
     ("RuntimeError: x", None, "RuntimeError: x"),
+    # the collector's prefix around them: Ray, kubectl logs --prefix, docker compose logs
+    ("(RayTrainWorker pid=2345, ip=10.0.0.2) RuntimeError: x", "pid 2345", "RuntimeError: x"),
+    ("(pid=77) [rank1]: RuntimeError: x", "rank 1", "RuntimeError: x"),
+    ("[pod/train-worker-0/pytorch] RuntimeError: x", "train-worker-0", "RuntimeError: x"),
+    ("trainer-1  | RuntimeError: x", "trainer-1", "RuntimeError: x"),
+    ("| Memory | Fail - GPU: 0 |", None, "| Memory | Fail - GPU: 0 |"),
 ])
 def test_rank_prefixes(line: str, rank: str | None, rest: str) -> None:
     assert split_rank(line) == (rank, rest)
@@ -316,3 +322,12 @@ def test_a_bare_exception_reads_the_line_above_across_a_block_boundary(tmp_path:
         result = scan_text(tmp_path, log, rules=(assert_rule,))
         first = source.SNIFF // 2 + 2
         assert [q.line for q in result.hits["TST006"].quotes] == [first, first + 1], pad
+
+
+def test_a_ray_workers_lines_are_read_as_that_workers(tmp_path: Path) -> None:
+    """Ray forwards each worker's output to the driver behind "(Actor pid=N, ip=A)": the
+    exception is read from after it, and each worker is one of the affected."""
+    log = "".join(f"(RayTrainWorker pid={pid}, ip=10.0.0.{pid % 10}) RuntimeError: CUDA out of "
+                  f"memory. Tried to allocate 2.00 GiB\n" for pid in (2345, 2346))
+    findings = compose(scan_text(tmp_path, log))
+    assert findings[0][0].affects == ("pid 2345", "pid 2346")

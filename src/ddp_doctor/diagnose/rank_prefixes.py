@@ -10,7 +10,14 @@ Knowing the rank of each line lets the diagnosis report one finding that affects
 - ``3: `` — ``srun --label`` (https://slurm.schedmd.com/srun.html#OPT_label);
 - ``[1,3]<stderr>:`` — Open MPI ``mpirun --tag-output``;
 - ``host:pid:tid [3] NCCL WARN`` — NCCL's own debug prefix names the CUDA device;
-- ``[Rank 5]`` inside ProcessGroupNCCL's messages (no prefix, but the rank is named).
+- ``[Rank 5]`` inside ProcessGroupNCCL's messages (no prefix, but the rank is named);
+- around them, the prefixes of the program that collected the output:
+  ``(RayTrainWorker pid=2345, ip=10.0.0.2)`` — Ray forwarding a worker's output to the driver
+  (https://docs.ray.io/en/latest/ray-observability/user-guides/configure-logging.html),
+  ``[pod/train-worker-0/pytorch]`` — ``kubectl logs --prefix``, ``trainer-1  |`` —
+  ``docker compose logs``. Without taking them off, an exception line would not start with
+  its exception, and the rules and the exception shapes that read a line from its start
+  would not see it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ _PG_RANK = re.compile(r"\[Rank (\d{1,5})\]")
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d{1,5})\b")
 
 
+# Who collected the output, around a rank prefix or alone: Ray's "(Actor pid=N, ip=A)" (the
+# actor name optional, "[repeated 3x across cluster]" at the line's end left as it is),
+# kubectl's "[pod/NAME/CONTAINER]", docker compose's "SERVICE-N  |" (older: "SERVICE_N  |").
+_COLLECTOR = re.compile(r"^\((?:[A-Za-z_][\w.]* )?pid=(?P<pid>\d+)(?:, ip=[\w.:]+)?\)\s?"
+                        r"|^\[pod/(?P<pod>[^/\]\s]+)/[^\]\s]+\]\s?"
+                        r"|^(?P<service>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?")
+
 # pdsh / DeepSpeed's multi-node launcher and `kubectl logs --prefix`: "worker-3: ..."
 _HOST_LABEL = re.compile(r"^((?:[A-Za-z]\w*[-.][\w.-]*|(?:node|worker|host|gpu)\w*)\d):\s")
 # torch.distributed.elastic's failure line: "failed (exitcode: -9) local_rank: 0 (pid: 12)"
@@ -45,6 +59,13 @@ def split_rank(line: str) -> tuple[str | None, str]:
     so they are removed until none is left.
     """
     who: str | None = None
+    collector = _COLLECTOR.match(line)
+    if collector:
+        line = line[collector.end():]
+        pid, pod, service = collector.group("pid", "pod", "service")
+        outer = f"pid {pid}" if pid else pod or service
+        inner, rest = split_rank(line)
+        return inner or outer, rest
     found = _PREFIX.match(line)
     while found:
         if who is None:
