@@ -398,6 +398,26 @@ CUDNN_INIT = declare(
         "build for a CUDA the driver supports, in a clean environment); check that the "
         "process can open /dev/nvidia*; and that the GPU is not already full.",
     docs_url="https://docs.nvidia.com/deeplearning/cudnn/latest/reference/troubleshooting.html")
+
+# DCGM's diagnostic (dcgmi diag) and health watches report a GPU whose clocks are held down
+# by heat or power, or whose PCIe link trains below the generation or width it should
+# (NVIDIA/DCGM dcgmlib/dcgm_errors.h: DCGM_FR_CLOCK_THROTTLE_THERMAL_MSG,
+# DCGM_FR_CLOCK_THROTTLE_POWER_MSG, DCGM_FR_THERMAL_VIOLATIONS_MSG, DCGM_FR_PCIE_GENERATION_MSG,
+# DCGM_FR_PCIE_WIDTH_MSG): the GPU works, slower than its peers, and in DDP every rank waits
+# for it. The live checks read the same from NVML (HWF010-HWF013); this is the pasted report.
+GPU_HELD_DOWN = declare(
+    "LOG114", Category.PERFORMANCE_DEGRADED,
+    "DCGM reports a GPU slowed down by heat, power or its PCIe link",
+    what="NVIDIA DCGM's diagnostic or health watch found a GPU whose clocks were throttled "
+         "for heat or power, or whose PCIe link runs below the generation or width the "
+         "system allows.",
+    why="That GPU is slower than the others, and every step of a DDP job waits for the "
+        "slowest rank.",
+    fix="Check the GPU's cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER "
+        "shows the reasons), reseat the card or fix the slot if the link trains low, and "
+        "rerun the diagnostic.",
+    severity=Severity.WARNING,
+    docs_url="https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -407,5 +427,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
-                           NCCL_NOT_TORCHS)
+                           NCCL_NOT_TORCHS, GPU_HELD_DOWN)
 """Every code declared here, for the catalogue loader."""
