@@ -46,6 +46,7 @@ from ddp_doctor.diagnose.relations import Declared, Relations, declared_on
 from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
 from ddp_doctor.diagnose.transport import CAUSES as TRANSPORT_CAUSES
 from ddp_doctor.diagnose.transport import CODES as TRANSPORT_CODES
+from ddp_doctor.diagnose.transport import VIRTUAL_INTERFACE_NAME
 from ddp_doctor.logrules import LOG_CODES, RULES
 from ddp_doctor.logrules.packages import CPU_TORCH_BUILD, SHOW_TORCH
 from ddp_doctor.logrules.rule import ReadAs, Rule
@@ -56,7 +57,9 @@ MULTI_NODE = re.compile(
     r"--nnodes[= ](?:[2-9]|\d{2,})\b|--num[_-]machines[= ](?:[2-9]|\d{2,})\b"
     r"|\bNNODES=(?:[2-9]|\d{2,})\b|--node[_-]rank[= ][1-9]|\bNODE_RANK=[1-9]"
     r"|SLURM_NNODES=(?:[2-9]|\d{2,})\b|--nodes[= ](?:[2-9]|\d{2,})\b", re.IGNORECASE)
-BRIDGE_INTERFACE = re.compile(r"\[\d+\]\s*(?:br-[0-9a-f]{6,}|veth[0-9a-f]+|docker0|virbr\d)\b")
+# a virtual interface in NCCL's numbered interface lists ("NET/Socket : Using [0]eth0:...
+# [1]veth8739016:..."), named as transport.py's DIAG026 names them
+BRIDGE_INTERFACE = re.compile(rf"\[\d+\]\s*{VIRTUAL_INTERFACE_NAME}[\w.-]*")
 # torch's heartbeat monitor (ProcessGroupNCCL.cpp, torch 2.2 and later) says the same of a
 # NCCL or CUDA call that never returns: "ProcessGroupNCCL's watchdog got stuck for 480
 # seconds without making progress ..." ("Heartbeat monitor timed out!" before 2.4), which it

@@ -111,7 +111,10 @@ BUSBW_BELOW_FLOOR = declare(
 # a libvirt or Docker bridge (virbr*, br-*) or a CNI device is taken like a real NIC, and a
 # peer on another host cannot reach its address, so connections to it hang or fail
 # (NVIDIA/nccl#697; Oneflow-Inc/libai#415, fixed by NCCL_SOCKET_IFNAME=bond0).
-VIRTUAL_INTERFACE = re.compile(r"^(?:veth|virbr|br-|docker|cni|flannel|cali|vxlan)")
+VIRTUAL_INTERFACE_NAME = r"(?:veth|virbr|br-|docker|cni|flannel|cali|vxlan)"
+"""How a virtual interface's name starts; diagnose/context.py finds one in NCCL's INFO
+lines with it too."""
+VIRTUAL_INTERFACE = re.compile(f"^{VIRTUAL_INTERFACE_NAME}")
 VIRTUAL_SOCKET_IF = declare(
     "DIAG026", Category.NCCL_NETWORK,
     "NCCL's sockets use a virtual network interface (veth, bridge, docker) beside the real one",
