@@ -36,7 +36,10 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # Split M (56, scored blind: 39/56 on e9113d4, the code it was collected against, 40/56 on
 # fefda05) joined: 265/354; then M's even positions moved to the corpus to be studied (20/29
 # before the study), its held-out half stayed (20/27 before that study): 245/325.
-FLOOR = 245 / 325
+# Split N (65, scored blind: 48/65 on f01ba49, the code it was collected against, 46/65 on
+# e9113d4) joined: 293/390; then N's even positions moved to the corpus to be studied (23/33
+# before the study), its held-out half stayed (25/32 before that study): 270/357.
+FLOOR = 270 / 357
 
 
 @cache
