@@ -6,8 +6,9 @@ The threads are dealt into folds (a seeded shuffle); each fold is classified by 
 trained on the others, as shipped (``SoftmaxRegression.train`` then ``to_dict``'s rounding and
 pruning). For each threshold the script prints how many threads are classified at that
 probability or above and how many of those are right, and the most threads any threshold
-classifies at 80% precision. diagnose/fallback.py's THRESHOLD is the lowest one right at
-least 82% of the time. ``--naive-bayes`` scores the Bernoulli naive Bayes the model replaced,
+classifies at 80% precision. diagnose/fallback.py's THRESHOLD is the lowest one whose
+precision is at least 80% with 95% confidence (the one-sided Wilson lower bound, printed as
+"at least"). ``--naive-bayes`` scores the Bernoulli naive Bayes the model replaced,
 leave-one-out, for the comparison in fallback.py's docstring. Only the corpus's threads are
 used: the unseen split (tests/data/unseen) is never read here.
 """
@@ -34,7 +35,7 @@ from ddp_doctor.diagnose.fallback import (
 from ddp_doctor.diagnose.similar import load_index
 
 Row = tuple[float, bool, int]  # probability of the best category, right, known words
-GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # steps of 0.1: a finer grid chooses on noise
+GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # steps of 0.1
 
 
 def cross_validate(folds: int = 10, epochs: int = EPOCHS) -> list[Row]:
@@ -79,13 +80,34 @@ def naive_bayes_leave_one_out(alpha: float = 0.5) -> list[Row]:
     return rows
 
 
+def lower_bound(right: int, total: int, z: float = 1.645) -> float:
+    """The one-sided 95% Wilson lower bound of a proportion right/total: how low the
+    precision could be, given how many leads it was measured on."""
+    if total == 0:
+        return 0.0
+    p = right / total
+    centre = p + z * z / (2 * total)
+    spread = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total))
+    return (centre - spread) / (1 + z * z / total)
+
+
+def chosen_threshold(rows: list[Row], grid: tuple[float, ...] = GRID) -> float | None:
+    """The lowest threshold on the grid whose precision is at least 80% with 95% confidence."""
+    for threshold in sorted(grid):
+        chosen = [r for r in rows if r[0] >= threshold and r[2] >= MIN_TERMS]
+        if lower_bound(sum(1 for r in chosen if r[1]), len(chosen)) >= 0.80:
+            return threshold
+    return None
+
+
 def table(rows: list[Row], total: int, grid: tuple[float, ...] = GRID) -> None:
     for threshold in grid:
         chosen = [r for r in rows if r[0] >= threshold and r[2] >= MIN_TERMS]
         right = sum(1 for r in chosen if r[1])
         share = right / len(chosen) if chosen else 0.0
         print(f"  probability >= {threshold:<5} classified {len(chosen):3} "
-              f"({len(chosen) / total:.0%}), right {right:3} ({share:.1%})")
+              f"({len(chosen) / total:.0%}), right {right:3} ({share:.1%}, at least "
+              f"{lower_bound(right, len(chosen)):.1%})")
     ranked = sorted((r for r in rows if r[2] >= MIN_TERMS), key=lambda r: -r[0])
     most = right = 0
     for n, row in enumerate(ranked, 1):
@@ -93,6 +115,7 @@ def table(rows: list[Row], total: int, grid: tuple[float, ...] = GRID) -> None:
         if right / n >= 0.8:
             most = n
     print(f"  most classified at 80% precision: {most} ({most / total:.0%})")
+    print(f"  threshold (80% with 95% confidence): {chosen_threshold(rows, grid)}")
 
 
 def main() -> int:

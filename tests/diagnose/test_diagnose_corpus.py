@@ -25,10 +25,12 @@ THRESHOLD = 0.95
 # (cases_studied_H.toml) at 14/18 (11/18 before the study); split I's (cases_studied_I.toml)
 # at 25/31 (19/31 before its study); split K's (cases_studied_K.toml) at 24/28 (20/28
 # before its study); split L's (cases_studied_L.toml) at 15/16 (12/16 before its study); split
-# M's (cases_studied_M.toml) at 26/29 (20/29 before its study).
+# M's (cases_studied_M.toml) at 26/29 (20/29 before its study); split N's
+# (cases_studied_N.toml) at 28/33 (23/33 before its study; 30/33 once the similar-threads index
+# and the fallback hold its threads, in-sample).
 MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52, "unseen H": 14 / 18,
                       "unseen I": 25 / 31, "unseen K": 24 / 28, "unseen L": 15 / 16,
-                      "unseen M": 26 / 29}
+                      "unseen M": 26 / 29, "unseen N": 28 / 33}
 
 
 @cache

@@ -75,19 +75,28 @@ def test_a_category_of_too_few_threads_is_never_named():
 
 @pytest.mark.slow
 def test_the_shipped_threshold_is_right_80_percent_of_the_time_on_unseen_threads():
-    from fallback_calibration import cross_validate
+    from fallback_calibration import chosen_threshold, cross_validate, lower_bound
 
     from ddp_doctor.diagnose.similar import load_index
 
     rows = cross_validate()
     chosen = [r for r in rows if r[0] >= THRESHOLD and r[2] >= MIN_TERMS]
-    precision = sum(1 for r in chosen if r[1]) / len(chosen)
+    right = sum(1 for r in chosen if r[1])
+    precision = right / len(chosen)
     coverage = len(chosen) / len(load_index().threads)
-    assert precision >= 0.82 and abs(precision - CV_PRECISION) < 0.02, precision
+    assert lower_bound(right, len(chosen)) >= 0.80, precision
+    assert abs(precision - CV_PRECISION) < 0.02, precision
     assert abs(coverage - CV_COVERAGE) < 0.02, coverage
-    # the lowest threshold on the grid with 82%: one step lower is under it
-    lower = [r for r in rows if r[0] >= THRESHOLD - 0.1 and r[2] >= MIN_TERMS]
-    assert sum(1 for r in lower if r[1]) / len(lower) < 0.82
+    # the lowest threshold on the grid with 80% at 95% confidence
+    assert chosen_threshold(rows) == THRESHOLD
+
+
+def test_the_lower_bound_is_below_the_measured_share_and_narrows_with_more_leads():
+    from fallback_calibration import lower_bound
+
+    assert lower_bound(82, 100) < 0.82 < 0.82 + 1e-9
+    assert lower_bound(82, 100) < lower_bound(820, 1000) < 0.82
+    assert lower_bound(0, 0) == 0.0
 
 
 @pytest.mark.slow

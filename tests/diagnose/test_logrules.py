@@ -147,8 +147,12 @@ def test_benign_output_matches_no_error_rule():
 
 
 def test_benign_output_line_by_line_matches_nothing():
+    """Context findings (INFO) may read a healthy job's lines: they say what NCCL does, not
+    that anything failed (LOG115: "P2P is disabled between connected GPUs", which a working
+    PCIe machine prints)."""
     for line in BENIGN.splitlines():
-        hits = [r.code.id for r in RULES if r.pattern.search(line)]
+        hits = [r.code.id for r in RULES
+                if r.pattern.search(line) and r.code.severity is not Severity.INFO]
         assert hits == [], (line, hits)
 
 

@@ -40,13 +40,21 @@ def test_a_version_split_is_read_as_a_package_conflict(tmp_path, line, code):
     # a circular import, and the user's own module: no library release to blame
     "ImportError: cannot import name 'Trainer' from partially initialized module "
     "'transformers' (most likely due to a circular import)",
-    "ImportError: cannot import name 'helper' from 'utils' (/home/me/project/utils.py)",
     # NumPy 1.20-1.23's warning: the alias still works there
     "DeprecationWarning: `np.int` is a deprecated alias for the builtin `int`. To silence "
     "this warning, use `int` by itself.",
 ])
 def test_what_names_no_release_is_not_read_as_a_conflict(tmp_path, line):
     assert lead_reading(tmp_path, line)[1] != "package_conflict"
+
+
+def test_a_name_missing_from_a_projects_own_module_is_no_rules_conflict(tmp_path):
+    """No rule names a release for it; the fallback may lead, as a lead: a project's package
+    that swallows a dependency's import failure shows only the missing name
+    (haotian-liu/LLaVA#1034: flash-attn built for another torch)."""
+    code, _ = lead_reading(tmp_path, "ImportError: cannot import name 'helper' from 'utils' "
+                                     "(/home/me/project/utils.py)")
+    assert not code.startswith("LOG")
 
 
 @pytest.mark.parametrize("line", [

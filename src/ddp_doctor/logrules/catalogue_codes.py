@@ -418,6 +418,28 @@ GPU_HELD_DOWN = declare(
         "rerun the diagnostic.",
     severity=Severity.WARNING,
     docs_url="https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/dcgm-diagnostics.html")
+# NCCL's topology search (src/graph/paths.cc, p2pCanConnect / ncclTopoCheckP2p) asks CUDA
+# whether two GPUs on a PCIe path (PIX, PXB, PHB) can access each other's memory; where the
+# driver or the platform says no (GeForce cards under drivers that turn P2P off, cloud
+# instances whose hypervisor hides it, IOMMU/ACS), NCCL logs "P2P is disabled between
+# connected GPUs N and M" and routes that pair through host memory (SHM): the job works,
+# slower (cortwave.github.io's 4x RTX 4090 server: 2 GPUs at 4.5 samples/s against 15.4 on
+# one). The NVLink case is a WARN and an error, read as hardware (LOG017). Context (info), not
+# a warning: the line is in the NCCL INFO of many PCIe machines whose job fails for another
+# reason (Oneflow-Inc/libai#415: a hang over a container's veth, DIAG026), and there it led.
+P2P_DISABLED = declare(
+    "LOG115", Category.PERFORMANCE_DEGRADED,
+    "NCCL cannot use peer-to-peer between the GPUs: their traffic goes through host memory",
+    what="NCCL reported that GPUs connected by PCIe cannot access each other's memory (P2P "
+         "disabled by the driver, the platform or IOMMU/ACS), so it copies between them "
+         "through host memory.",
+    why="Gradient synchronisation runs at a fraction of the PCIe bandwidth; with more GPUs "
+        "a step can be slower than on one.",
+    fix="Measure it (nvidia-smi topo -p2p r, nccl-tests' all_reduce_perf); use GPUs or a "
+        "machine with working P2P or NVLink, or fewer GPUs with larger batches; on a "
+        "machine you administer, turn off IOMMU/ACS on the PCIe switches.",
+    severity=Severity.INFO,
+    docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -427,5 +449,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
-                           NCCL_NOT_TORCHS, GPU_HELD_DOWN)
+                           NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED)
 """Every code declared here, for the catalogue loader."""

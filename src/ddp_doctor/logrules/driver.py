@@ -273,7 +273,10 @@ CONTAINER_NO_GPU = declare(
     docs_url=TOOLKIT_GUIDE)
 
 RULES: tuple[Rule, ...] = (
-    Rule(NO_DRIVER, rx(r"found no nvidia driver on your system",
+    # torch's "Found no NVIDIA driver on your system" (torch/cuda/__init__.py
+    # _check_driver), also as issue titles put it: "No NVIDIA driver on your system"
+    # (kubeflow/notebooks#68)
+    Rule(NO_DRIVER, rx(r"\bno nvidia driver on your system",
                        r"nvidia-smi has failed because it couldn.t communicate with the nvidia "
                        r"driver",
                        r"modprobe: fatal: module nvidia\S* not found",

@@ -27,7 +27,8 @@ GATES: tuple[str, ...] = (
     "oom-kill", "dynamo hit config", "gpu count", "nvcc fatal", "exits with return code",
     "communication broadband", "daemon", "xid", "fallen off the bus", "+cpu", "exit code",
     "exited with code", "invalid config", "interface found", "event queue overflow",
-    "rbac_access_denied", "fbgemm_gpu", "not accessible",
+    "rbac_access_denied", "fbgemm_gpu", "not accessible", "due to shape mismatches",
+    "disabled between",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -80,7 +81,11 @@ Slingshot NIC's "Cassini Event Queue overflow detected." (libfabric's CXI provid
 connection (the `envoy` catalogue); "fbgemm_gpu" names TorchRec's kernel library, whose
 failure to load fbgemm_gpu prints without an error word ("File fbgemm_gpu_py.so not found",
 meta-pytorch/torchrec#557); "not accessible" is NVSHMEM's "Peer GPU N is not accessible,
-exiting" (the `nvshmem` catalogue). No gate may hold a digit: the scan
+exiting" (the `nvshmem` catalogue). After blind split N: "due to shape mismatches" is
+accelerate's debug-mode refusal of a collective whose tensors differ in shape across
+processes, printed on the line after its DistributedOperationException; "disabled between"
+is NCCL's INFO line "P2P is disabled between connected GPUs" (graph/paths.cc), pasted as the
+evidence of a slow job, whose "P2P" holds a digit. No gate may hold a digit: the scan
 remembers a line that said nothing by its shape (digits read as 0) only while every gate is
 digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try, "p2p or ib", made the
 realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
