@@ -50,7 +50,7 @@ def cross_validate(folds: int = 10, epochs: int = EPOCHS) -> list[Row]:
                                           epochs=epochs)
         shipped = SoftmaxRegression.from_dict(trained.to_dict())
         for i in sorted(held):
-            if not shows_a_failure(threads[i].lines):
+            if not threads[i].has_error_lines or not shows_a_failure(threads[i].lines):
                 continue  # diagnose does not ask the model either
             guess = shipped.guess(threads[i].lines)
             if guess is not None:

@@ -353,3 +353,20 @@ def test_the_mkl_symbol_gets_the_mkl_fix_whichever_rule_reads_it(tmp_path):
         found = diagnose(str(path)).report.results[0].findings[0]
         assert found.code.id == "LOG022"
         assert any("mkl" in (s.command or "") for s in found.remediation), found.remediation
+
+
+def test_accelerate_debug_mode_refusals_are_read_after_their_exception(tmp_path):
+    """accelerate raises DistributedOperationException (a line with "exception", no "error");
+    the shape check's message comes on a line of its own after it."""
+    from ddp_doctor.diagnose import diagnose
+
+    log = tmp_path / "acc.log"
+    log.write_text("accelerate.utils.operations.DistributedOperationException: One or more of "
+                   "the tensors passed to accelerate.utils.operations.gather were not on the cpu "
+                   "while the `Accelerator` is configured for cuda. Please move it to the cuda "
+                   "before calling accelerate.utils.operations.gather.\n")
+    assert diagnose(str(log)).report.results[0].findings[0].code.id == "LOG070"
+    log.write_text("accelerate.utils.operations.DistributedOperationException:\n\nCannot apply "
+                   "desired operation due to shape mismatches. All shapes across devices must be "
+                   "valid.\n\nOperation: `accelerate.utils.operations.broadcast`\n")
+    assert diagnose(str(log)).report.results[0].findings[0].code.id == "LOG051"

@@ -117,6 +117,9 @@ def test_utf16_with_bom_as_powershell_writes_it(tmp_path: Path) -> None:
     ("[pod/train-worker-0/pytorch] RuntimeError: x", "train-worker-0", "RuntimeError: x"),
     ("trainer-1  | RuntimeError: x", "trainer-1", "RuntimeError: x"),
     ("| Memory | Fail - GPU: 0 |", None, "| Memory | Fail - GPU: 0 |"),
+    # a table row's first cell is no compose service (another " | " follows)
+    ("epoch_10 | loss 0.3 | acc 0.9", None, "epoch_10 | loss 0.3 | acc 0.9"),
+    ("GPU-0 | NVIDIA A100 | 80GB", None, "GPU-0 | NVIDIA A100 | 80GB"),
 ])
 def test_rank_prefixes(line: str, rank: str | None, rest: str) -> None:
     assert split_rank(line) == (rank, rest)
@@ -331,3 +334,9 @@ def test_a_ray_workers_lines_are_read_as_that_workers(tmp_path: Path) -> None:
                   f"memory. Tried to allocate 2.00 GiB\n" for pid in (2345, 2346))
     findings = compose(scan_text(tmp_path, log))
     assert findings[0][0].affects == ("pid 2345", "pid 2346")
+
+
+def test_a_line_of_many_prefix_like_cells_does_not_recurse() -> None:
+    line = "a-1 | " * 3000 + "RuntimeError: boom"
+    assert split_rank(line)[1].endswith("RuntimeError: boom")
+    assert split_rank("(pid=1) " * 2000 + "x")[0] == "pid 1"

@@ -134,6 +134,31 @@ def test_a_model_survives_its_shipped_form():
         SoftmaxRegression.from_dict({**model.to_dict(), "format": 99})
 
 
+@pytest.mark.parametrize("damaged", [
+    [], None, "text", {"format": 1},
+    {"format": 1, "trained_on": 3, "bias": {"x": 0.1}, "weights": {"x": None}},
+    {"format": 1, "trained_on": 3, "bias": [1], "weights": {}},
+    {"format": 1, "trained_on": 3, "bias": {"x": "0.1"}, "weights": {"x": {}}},
+    {"format": 1, "trained_on": 3, "bias": {"x": 0.1}, "weights": {"x": {"w": "1"}}},
+    {"format": 1, "trained_on": 3, "bias": {"x": 0.1, "y": 0.2}, "weights": {"x": {}}},
+])
+def test_a_damaged_model_file_is_refused_as_such(damaged):
+    with pytest.raises(ValueError):
+        SoftmaxRegression.from_dict(damaged)
+
+
+def test_a_damaged_model_costs_the_lead_not_the_diagnosis(tmp_path, monkeypatch):
+    from ddp_doctor.diagnose import fallback
+
+    def broken() -> SoftmaxRegression:
+        raise TypeError("unexpected shape")
+
+    monkeypatch.setattr(fallback, "model", broken)
+    log = tmp_path / "z.log"
+    log.write_text("RuntimeError: the zorblax fell over in the flimflam\n")
+    assert diagnose(str(log)).report.results[0].findings[0].code.id == "DIAG001"
+
+
 def test_a_log_no_rule_reads_gets_a_lead_that_says_it_is_one(tmp_path, monkeypatch):
     from ddp_doctor.diagnose import fallback
 
@@ -173,3 +198,8 @@ def test_warnings_of_a_healthy_run_get_no_lead(tmp_path):
     assert not shows_a_failure(["UserWarning: This DataLoader will create 8 worker processes",
                                 "NCCL INFO NET/Plugin : Plugin load returned 2 : cannot open"])
     assert shows_a_failure(["UserWarning: x", "RuntimeError: CUDA error: unknown error"])
+    # as diagnose hands them over: normalised, every number <n>
+    assert not shows_a_failure(["[W<n> <n>:<n>:<n> socket.cpp:<n>] [c<n>d] The client socket "
+                                "has failed to connect to [localhost]:<n>"])
+    assert shows_a_failure(["WARNING:torch.distributed.elastic.multiprocessing.api:failed "
+                            "(exitcode: -<n>) local_rank: <n> (pid: <n>) of binary: python"])

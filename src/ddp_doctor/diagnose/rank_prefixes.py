@@ -42,9 +42,12 @@ SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d{1,5})\b")
 # Who collected the output, around a rank prefix or alone: Ray's "(Actor pid=N, ip=A)" (the
 # actor name optional, "[repeated 3x across cluster]" at the line's end left as it is),
 # kubectl's "[pod/NAME/CONTAINER]", docker compose's "SERVICE-N  |" (older: "SERVICE_N  |").
+# One is taken off, once: a line of "a-1 | " cells must not recurse. Compose's form is also a
+# table row's first cell ("epoch_10 | loss 0.3 | acc 0.9", "GPU-0 | NVIDIA A100"), so it is
+# taken only where no other " | " follows on the line.
 _COLLECTOR = re.compile(r"^\((?:[A-Za-z_][\w.]* )?pid=(?P<pid>\d+)(?:, ip=[\w.:]+)?\)\s?"
                         r"|^\[pod/(?P<pod>[^/\]\s]+)/[^\]\s]+\]\s?"
-                        r"|^(?P<service>[A-Za-z0-9][\w.-]*[-_]\d+)\s+\|\s?")
+                        r"|^(?P<service>[A-Za-z][\w.-]*[-_]\d+) +\| (?!.* \| )")
 
 # pdsh / DeepSpeed's multi-node launcher and `kubectl logs --prefix`: "worker-3: ..."
 _HOST_LABEL = re.compile(r"^((?:[A-Za-z]\w*[-.][\w.-]*|(?:node|worker|host|gpu)\w*)\d):\s")
@@ -58,14 +61,17 @@ def split_rank(line: str) -> tuple[str | None, str]:
     Prefixes nest: ``torchrun --tee`` on torch >= 2.2 prints ``[default3]:[rank3]: ...``,
     so they are removed until none is left.
     """
-    who: str | None = None
     collector = _COLLECTOR.match(line)
     if collector:
-        line = line[collector.end():]
         pid, pod, service = collector.group("pid", "pod", "service")
-        outer = f"pid {pid}" if pid else pod or service
-        inner, rest = split_rank(line)
-        return inner or outer, rest
+        inner, rest = _split_launcher(line[collector.end():])
+        return inner or (f"pid {pid}" if pid else pod or service), rest
+    return _split_launcher(line)
+
+
+def _split_launcher(line: str) -> tuple[str | None, str]:
+    """``split_rank`` inside a collector's prefix: the launchers' and NCCL's own."""
+    who: str | None = None
     found = _PREFIX.match(line)
     while found:
         if who is None:

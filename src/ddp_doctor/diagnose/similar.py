@@ -295,6 +295,10 @@ class SolvedThread:
     root_cause: str
     fix: str
     lines: tuple[str, ...]
+    # False where the log has no error line of its own and ``lines`` are all its lines
+    # (``error_lines(..., every_line_if_none=True)``): diagnose would find no error line in
+    # it, so the fallback's calibration does not count it as a query
+    has_error_lines: bool = True
 
     @property
     def label(self) -> str:
@@ -306,13 +310,15 @@ class SolvedThread:
         fix = {} if self.fix == self.root_cause else {"fix": self.fix}
         return {"url": self.url, "title": self.title, "title_source": self.title_source,
                 "category": self.category, "root_cause": self.root_cause, **fix,
-                "lines": list(self.lines)}
+                "lines": list(self.lines),
+                **({} if self.has_error_lines else {"has_error_lines": False})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SolvedThread:
         return cls(url=data["url"], title=data["title"], title_source=data["title_source"],
                    category=data["category"], root_cause=data["root_cause"],
-                   fix=data.get("fix") or data["root_cause"], lines=tuple(data["lines"]))
+                   fix=data.get("fix") or data["root_cause"], lines=tuple(data["lines"]),
+                   has_error_lines=data.get("has_error_lines", True) is not False)
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,8 @@ def telling_line(raw_lines: Sequence[str]) -> str:
 def thread_of(case: dict[str, Any], log: Path) -> SolvedThread:
     """One corpus case as an index entry, its error lines read as ``diagnose`` reads them."""
     scan = scan_input(str(log))[0]
-    lines = error_lines(scan, every_line_if_none=True)
+    errors = error_lines(scan)
+    lines = errors or error_lines(scan, every_line_if_none=True)
     title = case.get("title")
     if title:
         source = "thread"
@@ -85,7 +86,7 @@ def thread_of(case: dict[str, Any], log: Path) -> SolvedThread:
                         title_source=source, category=case["category"],
                         root_cause=root_cause,
                         fix=_SPACE.sub(" ", case.get("fix") or root_cause).strip(),
-                        lines=tuple(lines))
+                        lines=tuple(lines), has_error_lines=bool(errors))
 
 
 def build_index_data(logs: Path, include_blind: bool = True) -> dict[str, Any]:

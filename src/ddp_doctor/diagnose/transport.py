@@ -101,8 +101,9 @@ BUSBW_BELOW_FLOOR = declare(
     why="That operator takes a node measuring less out of service: a link, GPU or setting "
         "on the path is not performing.",
     fix="Compare with NCCL_DEBUG=INFO which transports were used (P2P/NVLink, NVLS, NET/IB), "
-        "check NVLink and PCIe links (`nvidia-smi nvlink --status`, `nvidia-smi -q -d PCIE`) "
-        "and the GPUs' clocks; rerun to rule out other load.",
+        "check NVLink and PCIe links (`nvidia-smi nvlink --status`; the link generation and "
+        "width under GPU Link Info in `nvidia-smi -q`) and the GPUs' clocks; rerun to rule "
+        "out other load.",
     severity=Severity.WARNING, docs_url=NCCL_TESTS)
 
 
@@ -282,7 +283,9 @@ def _below_floor(run: dict[str, Any]) -> list[Finding]:
               command="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH ./build/all_reduce_perf "
                       "-b 8G -e 8G -g 8"),
          Step("Check the GPUs' links and clocks.",
-              command="nvidia-smi nvlink --status; nvidia-smi -q -d PCIE,PERFORMANCE")))]
+              command="nvidia-smi nvlink --status; nvidia-smi -q -d PERFORMANCE; "
+                      "nvidia-smi --query-gpu=index,pcie.link.gen.current,pcie.link.gen.max,"
+                      "pcie.link.width.current,pcie.link.width.max --format=csv")))]
 
 
 __all__ = ["BUSBW_BELOW_FLOOR", "GDR_OFF", "SOCKETS_WITH_IB", "UNNAMED", "WRONG_RESULTS",

@@ -117,7 +117,8 @@ XIDS: dict[int, XidInfo] = dict((
     _x(32, "ROBUST_CHANNEL_PBDMA_ERROR", "Invalid or corrupted push buffer stream: the "
        "command stream sent to the GPU was bad (the program, the driver, or a flaky PCIe "
        "link)", "Restart the program; if it recurs across programs, check the PCIe link "
-       "(nvidia-smi -q -d PCIE) and update the driver.", Blame.APPLICATION, confirmed=()),
+       "(nvidia-smi --query-gpu=pcie.link.gen.current,pcie.link.width.current "
+       "--format=csv) and update the driver.", Blame.APPLICATION, confirmed=()),
     _x(43, "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "GPU stopped processing: the program's "
        "channel hit a software-induced fault and was reset; the GPU stays healthy",
        "Look at the program that was running (its own error comes first); no GPU action.",

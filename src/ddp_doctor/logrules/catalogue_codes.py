@@ -440,6 +440,25 @@ P2P_DISABLED = declare(
         "machine you administer, turn off IOMMU/ACS on the PCIe switches.",
     severity=Severity.INFO,
     docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html")
+# NVIDIA Fabric Manager refuses to start unless its version is exactly the loaded driver's
+# (the Fabric Manager user guide); NVSwitch is then never set up and CUDA answers error 802 or
+# NCCL hangs (pytorch/pytorch#129749: Fabric Manager 550.90.07 against driver 550.54.15). The
+# usual ways in: a driver package upgraded on disk without a reboot (the module still loaded is
+# the old one), or the two packages upgraded separately.
+FABRIC_MANAGER_VERSION = declare(
+    "LOG116", Category.DRIVER_LIBRARY_MISMATCH,
+    "Fabric Manager's version is not the loaded driver's, so it does not start",
+    what="nv-fabricmanager found that the NVIDIA driver loaded in the kernel is another version "
+         "than its own and stopped; NVSwitch systems (HGX/DGX A100, H100) need it running "
+         "before CUDA can use the GPUs together.",
+    why="CUDA reports error 802 (system not yet initialized) or NCCL's collectives hang across "
+        "the NVSwitch fabric.",
+    fix="Compare the loaded driver (cat /proc/driver/nvidia/version) with the installed driver "
+        "and Fabric Manager packages. If the driver package on disk already matches Fabric "
+        "Manager, reboot so the new module loads; otherwise install the Fabric Manager "
+        "package of exactly the loaded driver's version (apt needs --allow-downgrades to go "
+        "back), restart nvidia-fabricmanager and check that it stays active.",
+    docs_url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -449,5 +468,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            REQUIREMENT_NOT_INSTALLED, FOREIGN_WEIGHTS, SLOW_IMAGE_STORAGE,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
-                           NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED)
+                           NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
+                           FABRIC_MANAGER_VERSION)
 """Every code declared here, for the catalogue loader."""
