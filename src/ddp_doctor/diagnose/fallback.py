@@ -241,11 +241,10 @@ _NOT_A_FAILURE = re.compile(
 def shows_a_failure(lines: Sequence[str]) -> bool:
     """Whether the error lines hold one that reports a failure, not only warnings and NCCL's
     INFO trace. A healthy run prints warnings with error words (a DataLoader's worker count,
-    a deprecated autocast, NCCL's "Plugin load ... cannot open shared object file", collect_env's
-    "Could not collect"); read by
-    the classifier, the harmless warnings of tests/fixtures/logs/benign.log came out as
-    torch_arch_unsupported at 0.86. Of the 606 corpus threads with error lines, 29 show only
-    such lines."""
+    a deprecated autocast, NCCL's "Plugin load ... cannot open shared object file",
+    collect_env's "Could not collect"); read by the classifier, the harmless warnings of
+    tests/fixtures/logs/benign.log came out as torch_arch_unsupported at 0.86. Of the 606
+    corpus threads with error lines, 29 show only such lines."""
     return any(is_fatal_line(line.replace("<n>", "1"))  # "exitcode: -<n>", "signal <n> (...)"
                or not (is_warning_line(line) or _WARNING_WORD.search(line)
                        or "NCCL INFO" in line or _NOT_A_FAILURE.search(line))
