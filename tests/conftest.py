@@ -46,6 +46,11 @@ def fixture_facts():
 
 
 ULTRALYTICS_GROUP = "ultralytics-venv"
+# The tests that read every corpus log's diagnosis (tests.support.corpus.corpus_reports: the
+# corpus and evidence tests, the wording test, the narrow terminal at each width) share one
+# worker, whose process diagnoses the ~680 logs once; spread over the workers each diagnosed
+# them again, about 10 s of CPU each time on a CPU-bound CI run.
+CORPUS_GROUP = "corpus-reports"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the groups into work units
@@ -61,6 +66,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(ULTRALYTICS_GROUP))
         elif _uses_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        elif _reads_every_corpus_report(item):
+            item.add_marker(pytest.mark.xdist_group(CORPUS_GROUP))
     _heaviest_modules_first(items)
 
 
@@ -82,6 +89,13 @@ def _heaviest_modules_first(items: list[pytest.Item]) -> None:
         slow -= item.get_closest_marker("slow") is not None
         key[module] = (venv, slow, first)
     items.sort(key=lambda item: key[item.nodeid.split("::")[0]])
+
+
+def _reads_every_corpus_report(item: pytest.Item) -> bool:
+    if item.nodeid.startswith("tests/diagnose/test_diagnose_corpus.py::"):
+        return True  # its tests read corpus_report through the module's outcomes()
+    function = getattr(item, "function", None)
+    return function is not None and "corpus_reports" in function.__code__.co_names
 
 
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
