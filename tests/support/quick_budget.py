@@ -22,7 +22,7 @@ is used. The set-up includes the module and session fixtures the test is the fir
 an expensive fixture shared by unmarked tests is quick-loop time too.
 
 A run under a tracer (a debugger, coverage) is not a timing run, and the check is off there;
-so is a pytest-xdist worker (CI's ``-n 3``): the quick loop runs in one process.
+so is a pytest-xdist worker (CI's ``-n 4``): the quick loop runs in one process.
 """
 
 from __future__ import annotations
