@@ -161,6 +161,16 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "host_out_of_memory"),
     ("Process finished with exit code 137 (interrupted by signal 9:SIGKILL)", "LOG007",
      "host_out_of_memory"),
+    # After blind split O: the other wordings of its three new readings (NVRM on Blackwell,
+    # the maintained Coqui trainer, Transformer Engine since its fix).
+    ("kernel: NVRM: knvlinkDiscoverPostRxDetLinks_GB100_REV2: Getting peer17 postRxDetLinkMask "
+     "failed!", "LOG017", "hardware_fault"),
+    ("RuntimeError:  [!] 4 active GPUs. Define the target GPU by `CUDA_VISIBLE_DEVICES`. For "
+     "multi-gpu training use `python -m trainer.distribute`.", "LOG117", "ddp_usage_error"),
+    ("/usr/local/lib/python3.10/dist-packages/transformer_engine/pytorch/module/base.py:212: "
+     "UserWarning: 'ib' is not a valid network interface! `te.initialize_ub()` will attempt to "
+     "detect ranks on the same node by matching 'socket.gethostname()', which is known to fail "
+     "on virtual clusters like Kubernetes.", "LOG043", "nccl_network"),
 ])
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     path = tmp_path / "job.log"

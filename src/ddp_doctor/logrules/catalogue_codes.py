@@ -459,6 +459,20 @@ FABRIC_MANAGER_VERSION = declare(
         "package of exactly the loaded driver's version (apt needs --allow-downgrades to go "
         "back), restart nvidia-fabricmanager and check that it stays active.",
     docs_url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html")
+# A trainer that refuses to run one process on several visible GPUs (Coqui's trainer,
+# trainer/trainer_utils.py setup_torch_training_env): only its launcher starts one process
+# per GPU, so a recipe started with plain python stops at once (coqui-ai/TTS#1536).
+SINGLE_PROCESS_MANY_GPUS = declare(
+    "LOG117", Category.DDP_USAGE_ERROR,
+    "A trainer refused to run one process on several GPUs: multi-GPU training needs its launcher",
+    what="The training script was started as one plain Python process while more than one GPU "
+         "was visible, and the trainer stops rather than pick one: its multi-GPU mode starts "
+         "one process per GPU through its own launcher.",
+    why="Training never starts; started as one process it could use one GPU only.",
+    fix="Start the script through the trainer's launcher (Coqui: python -m trainer.distribute "
+        "--script train.py --gpus 0,1), or make one GPU visible to the single process "
+        "(CUDA_VISIBLE_DEVICES=0).",
+    docs_url="https://github.com/coqui-ai/TTS/issues/1536")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -469,5 +483,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
                            NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
-                           FABRIC_MANAGER_VERSION)
+                           FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS)
 """Every code declared here, for the catalogue loader."""
