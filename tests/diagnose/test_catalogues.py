@@ -171,6 +171,23 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "UserWarning: 'ib' is not a valid network interface! `te.initialize_ub()` will attempt to "
      "detect ranks on the same node by matching 'socket.gethostname()', which is known to fail "
      "on virtual clusters like Kubernetes.", "LOG043", "nccl_network"),
+    # Ray's OutOfMemoryError is the node's host memory, never the GPU's; torch's NVRTC kernels
+    # raise OutOfMemoryError for shared memory, which is the GPU's generation, not its memory.
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+     "LOG038", "host_out_of_memory"),
+    ("(raylet) Task _map_task failed due to oom. There are infinite oom retries remaining, so the "
+     "task will be retried. Error: 1 worker(s) were killed due to the node running low on "
+     "memory.", "LOG038", "host_out_of_memory"),
+    ("torch._inductor.exc.InductorError: RuntimeError: No valid triton configs. "
+     "OutOfMemoryError: out of resource: triton_tem_fused_0 Required: 147456 Hardware "
+     "limit:101376 Reducing block sizes or `num_stages` may help.", "LOG118",
+     "torch_arch_unsupported"),
+    ("OutOfResources: out of resource: shared memory, Required: 294912, Hardware limit: 166912.",
+     "LOG118", "torch_arch_unsupported"),
+    ("Could not solve for environment specs\nThe following packages are incompatible", "LOG027",
+     "package_conflict"),
+    ("  - nothing provides __cuda >=12 needed by pytorch-cuda-12.1-ha16c6d3_5", "LOG011",
+     "driver_too_old"),
 ])
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     path = tmp_path / "job.log"

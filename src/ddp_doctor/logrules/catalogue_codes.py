@@ -473,6 +473,23 @@ SINGLE_PROCESS_MANY_GPUS = declare(
         "--script train.py --gpus 0,1), or make one GPU visible to the single process "
         "(CUDA_VISIBLE_DEVICES=0).",
     docs_url="https://github.com/coqui-ai/TTS/issues/1536")
+# A compiled GPU kernel (Triton's, torch.compile's, a fused attention kernel) whose tiles need
+# more on-chip shared memory or registers than this GPU generation has: Triton refuses it with
+# OutOfResources (triton/runtime/errors.py), torch's NVRTC kernels likewise (jit_utils.cpp).
+KERNEL_RESOURCES = declare(
+    "LOG118", Category.TORCH_ARCH_UNSUPPORTED,
+    "A GPU kernel needs more on-chip shared memory or registers than this GPU has",
+    what="A kernel compiled for this job (Triton, torch.compile's autotuning, a fused attention "
+         "or quantisation kernel) was configured with tiles sized for a GPU with more shared "
+         "memory per multiprocessor (an A100 or H100 has up to 227 KB, most consumer and older "
+         "GPUs 48-100 KB), and this GPU cannot launch it.",
+    why="The kernel, and the layer that uses it, fails on this GPU on every step; the same code "
+        "runs on the GPU it was tuned for.",
+    fix="Use a kernel configuration made for this GPU: smaller block sizes or fewer num_stages "
+        "where the code exposes them, a release of the library that tunes for this GPU, or "
+        "the framework's non-Triton path (for torch.compile, mode='default' instead of "
+        "max-autotune, or no compile).",
+    docs_url="https://github.com/triton-lang/triton/blob/main/python/triton/runtime/errors.py")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -483,5 +500,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            DOWNLOAD_FAILED, WEIGHTS_ONLY_DEFAULT, CUDNN_INIT,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
                            NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
-                           FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS)
+                           FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS,
+                           KERNEL_RESOURCES)
 """Every code declared here, for the catalogue loader."""

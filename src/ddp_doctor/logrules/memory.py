@@ -136,8 +136,13 @@ RULES: tuple[Rule, ...] = (
              "read-write mode",
              "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on "
              "device (28)")),
+    # Ray's OutOfMemoryError is its memory monitor killing a worker for the node's host
+    # memory ("Task was killed due to the node running low on memory": the `ray` catalogue);
+    # torch's NVRTC kernels raise OutOfMemoryError for a kernel that needs more shared memory
+    # than the GPU has ("out of resource: ...": the `triton` catalogue, LOG118).
     Rule(CUDA_OOM, rx(r"cuda out of memory", r"cublas_status_alloc_failed",
-                      r"outofmemoryerror", r"cuda error: out of memory",
+                      r"outofmemoryerror(?![^\n]*(?:node running low on memory|out of resource))",
+                      r"cuda error: out of memory",
                       r"cudnn_status_alloc_failed", r"cuda_error_out_of_memory",
                       r"cuda failure \d* ?'out of memory'",
                       r"fail\w* to cuda calloc", r"cudaerrormemoryallocation"),
