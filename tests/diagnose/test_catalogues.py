@@ -188,6 +188,16 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "package_conflict"),
     ("  - nothing provides __cuda >=12 needed by pytorch-cuda-12.1-ha16c6d3_5", "LOG011",
      "driver_too_old"),
+    # UCX's locked-memory hint and its wire-up failure (the fallback read "memory" as the GPU's)
+    ("[1744644100.553280] [024ac696037d:188662:0]        ib_iface.c:1230 UCX  ERROR mlx5_0: "
+     "ibv_create_cq(cqe=4096) failed: Cannot allocate memory : Please set max locked memory "
+     "(ulimit -l) to 'unlimited' (current: 64 kbytes)", "LOG044", "nccl_network"),
+    ("UCX  ERROR   no active messages transport to <no debug data>: posix/memory - Destination "
+     "is unreachable", "LOG044", "nccl_network"),
+    ("ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and "
+     "torch.float32", "LOG119", "ddp_usage_error"),
+    ("ValueError: Must flatten tensors with uniform ``requires_grad`` when "
+     "``use_orig_params=False``", "LOG119", "ddp_usage_error"),
 ])
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     path = tmp_path / "job.log"

@@ -490,6 +490,23 @@ KERNEL_RESOURCES = declare(
         "the framework's non-Triton path (for torch.compile, mode='default' instead of "
         "max-autotune, or no compile).",
     docs_url="https://github.com/triton-lang/triton/blob/main/python/triton/runtime/errors.py")
+# FSDP (FullyShardedDataParallel, the first version) flattens each wrapped module's parameters
+# into one FlatParameter and refuses parameters that differ in dtype, requires_grad (unless
+# use_orig_params=True) or device (torch/distributed/fsdp/_flat_param.py at v2.5.1): LoRA
+# adapters in float32 beside a bfloat16 model, a frozen embedding, a module kept in float32.
+FSDP_FLATTEN = declare(
+    "LOG119", Category.DDP_USAGE_ERROR,
+    "FSDP cannot flatten a module whose parameters differ in dtype, requires_grad or device",
+    what="FSDP puts the parameters of each wrapped unit into one flat tensor, so they must share "
+         "one dtype, one device and (without use_orig_params=True) one requires_grad; a unit "
+         "mixed frozen and trained parameters, float32 and bfloat16 ones (LoRA adapters, "
+         "layers a model keeps in float32), or parameters on two devices.",
+    why="Wrapping fails on every rank before training starts.",
+    fix="Give the unit's parameters one dtype before wrapping (model.to(torch.bfloat16), and "
+        "let FSDP's MixedPrecision do the casting), pass use_orig_params=True where frozen and "
+        "trained parameters share a unit, wrap the odd module in a unit of its own, or move to "
+        "FSDP2 (fully_shard), which shards each parameter on its own.",
+    docs_url="https://pytorch.org/docs/stable/fsdp.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -501,5 +518,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
                            NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
                            FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS,
-                           KERNEL_RESOURCES)
+                           KERNEL_RESOURCES, FSDP_FLATTEN)
 """Every code declared here, for the catalogue loader."""
