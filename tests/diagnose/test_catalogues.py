@@ -161,27 +161,23 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "host_out_of_memory"),
     ("Process finished with exit code 137 (interrupted by signal 9:SIGKILL)", "LOG007",
      "host_out_of_memory"),
-    # After blind split O: the other wordings of its three new readings (NVRM on Blackwell,
-    # the maintained Coqui trainer, Transformer Engine since its fix).
+    # After blind split O: the other wordings of two new readings (NVRM on Blackwell, the
+    # maintained Coqui trainer).
     ("kernel: NVRM: knvlinkDiscoverPostRxDetLinks_GB100_REV2: Getting peer17 postRxDetLinkMask "
      "failed!", "LOG017", "hardware_fault"),
     ("RuntimeError:  [!] 4 active GPUs. Define the target GPU by `CUDA_VISIBLE_DEVICES`. For "
      "multi-gpu training use `python -m trainer.distribute`.", "LOG117", "ddp_usage_error"),
-    ("/usr/local/lib/python3.10/dist-packages/transformer_engine/pytorch/module/base.py:212: "
-     "UserWarning: 'ib' is not a valid network interface! `te.initialize_ub()` will attempt to "
-     "detect ranks on the same node by matching 'socket.gethostname()', which is known to fail "
-     "on virtual clusters like Kubernetes.", "LOG043", "nccl_network"),
-    # Ray's OutOfMemoryError is the node's host memory, never the GPU's; torch's NVRTC kernels
-    # raise OutOfMemoryError for shared memory, which is the GPU's generation, not its memory.
+    # Ray's OutOfMemoryError is the node's host memory, never the GPU's; torch's Inductor
+    # raises OutOfMemoryError for shared memory, which is the GPU's generation, not its memory.
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
      "LOG038", "host_out_of_memory"),
     ("(raylet) Task _map_task failed due to oom. There are infinite oom retries remaining, so the "
      "task will be retried. Error: 1 worker(s) were killed due to the node running low on "
      "memory.", "LOG038", "host_out_of_memory"),
-    ("torch._inductor.exc.InductorError: RuntimeError: No valid triton configs. "
-     "OutOfMemoryError: out of resource: triton_tem_fused_0 Required: 147456 Hardware "
-     "limit:101376 Reducing block sizes or `num_stages` may help.", "LOG118",
-     "torch_arch_unsupported"),
+    ("torch.OutOfMemoryError: out of resource: triton_poi_fused_0 Required: 147456 Hardware "
+     "limit:101376 Reducing block sizes or `num_stages` may help.",
+     "LOG118", "torch_arch_unsupported"),
+    ("torch.cuda.OutOfMemoryError", "LOG005", "gpu_out_of_memory"),
     ("OutOfResources: out of resource: shared memory, Required: 294912, Hardware limit: 166912.",
      "LOG118", "torch_arch_unsupported"),
     ("Could not solve for environment specs\nThe following packages are incompatible", "LOG027",
@@ -332,6 +328,32 @@ def test_a_new_catalogue_file_becomes_rules_the_engine_runs(tmp_path):
     assert findings[0].remediation[0].text == "Unjam it."
     log.write_text("frobnicator jammed on device 3\n", encoding="utf-8")  # no gate word
     assert diagnose(str(log), rules=rules).report.results[0].findings[0].code.id != "LOG045"
+
+
+def test_an_entry_leaves_unread_the_lines_that_say_it_is_harmless(tmp_path):
+    """``unless``: the same message printed where it is harmless (an autotuner's rejected
+    candidate) is not read, on the line that says so; elsewhere it still is."""
+    folder = tmp_path / "catalogues"
+    folder.mkdir()
+    (folder / "demo.toml").write_text(GOOD + 'unless = ["Ignoring this choice"]\n',
+                                      encoding="utf-8")
+    (rule,) = catalogue_rules(load_catalogues(CODES, folder).values())
+    assert rule.pattern.search("DEMO ERROR: frobnicator jammed on device 3")
+    assert not rule.pattern.search("DEMO ERROR: frobnicator jammed on device 3. Ignoring "
+                                   "this choice.")
+    assert not rule.pattern.search("ignoring this choice: DEMO ERROR: frobnicator jammed on "
+                                   "device 3")
+
+
+def test_ray_s_task_wrapper_names_no_memory_of_its_own(tmp_path):
+    """RayTaskError(OutOfMemoryError) wraps any OutOfMemoryError; with Ray's host-memory
+    kill below it the lead is host memory, and the wrapper is no GPU finding."""
+    log = tmp_path / "ray.log"
+    log.write_text("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Actor.update_weights() "
+                   "(pid=3048142, ip=192.168.1.103)\nray.exceptions.OutOfMemoryError: Task was "
+                   "killed due to the node running low on memory.\n", encoding="utf-8")
+    codes = [f.code.id for f in diagnose(str(log)).report.results[0].findings]
+    assert codes[0] == "LOG038" and "LOG005" not in codes, codes
 
 
 @pytest.mark.parametrize(("change", "message"), [

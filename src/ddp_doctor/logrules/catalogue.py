@@ -28,6 +28,8 @@ A file names its source and holds entries::
     decide = "..."                                 # with what tells them apart (decide_command)
     real = [{ line = "...", url = "https://github.com/.../issues/N" }]   # optional
     near_misses = ["..."]                          # optional: lines that must not match
+    unless = ["Ignoring this choice"]              # optional: phrases that, on the same line,
+                                                   # make the message harmless (not read)
 
 A *template* is the format string as printed: printf conversions (``%s``, ``%d``,
 ``%zu``...) and ``{...}`` fields are placeholders; ``%%`` is a percent sign. It is matched
@@ -77,7 +79,7 @@ SOURCE_KEYS = frozenset({"name", "repository", "version", "paths", "prefix", "co
 ENTRY_KEYS = frozenset({"template", "templates", "code", "category", "fix", "command",
                         "alternatives", "decide", "decide_command", "real", "near_misses",
                         "symbol", "path", "prefix", "context", "symptom_of", "explains",
-                        "read_as"})
+                        "read_as", "unless"})
 
 # A printf conversion (flags, width, precision, length, type) or a {...} format field.
 _PLACEHOLDER = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?"
@@ -126,6 +128,7 @@ class Entry:
     symbol: str | None
     context: tuple[str, ...] = ()
     relations: tuple[Relation, ...] = ()  # ``[[entry.explains]]``, ``[[entry.read_as]]``
+    unless: tuple[str, ...] = ()  # phrases that make the same message harmless on its line
 
 
 def _pieces(template: str) -> list[tuple[str, str]]:
@@ -258,6 +261,11 @@ def entry_rule(entry: Entry) -> Rule:
         else:
             raise CatalogueError(f"{entry.source.name}: {template!r} spells no gate word "
                                  f"({', '.join(GATES)}) and its source has no prefix that does")
+    if entry.unless:
+        # A line that also says one of these phrases is not read: the same message printed
+        # where it is harmless (an autotuner's rejected candidate, a list of skipped items).
+        harmless = "|".join(template_regex(phrase) for phrase in entry.unless)
+        alternatives = [f"^(?![^\\n]*(?:{harmless}))[^\\n]*?{a}" for a in alternatives]
     steps = [Step(entry.fix, command=entry.command, url=entry.source.url)]
     decide = () if entry.decide is None else (Step(entry.decide, command=entry.decide_command),)
     examples = tuple(dict.fromkeys([*(sample_line(t, entry.prefix) for t in entry.templates),
@@ -384,7 +392,7 @@ def _entry(source: Source, data: Any, where: str, codes: Mapping[str, Code]) -> 
                  data.get("decide"), data.get("decide_command"), tuple(real),
                  _strings(data.get("near_misses"), where, "near_misses"),
                  str(data.get("prefix", source.prefix)), symptom_of, data.get("symbol"),
-                 context, _relations(data, where))
+                 context, _relations(data, where), _strings(data.get("unless"), where, "unless"))
 
 
 def read_catalogue(text: str, name: str, codes: Mapping[str, Code]) -> tuple[Source, list[Entry]]:

@@ -475,14 +475,15 @@ SINGLE_PROCESS_MANY_GPUS = declare(
     docs_url="https://github.com/coqui-ai/TTS/issues/1536")
 # A compiled GPU kernel (Triton's, torch.compile's, a fused attention kernel) whose tiles need
 # more on-chip shared memory or registers than this GPU generation has: Triton refuses it with
-# OutOfResources (triton/runtime/errors.py), torch's NVRTC kernels likewise (jit_utils.cpp).
+# OutOfResources (triton/runtime/errors.py), torch's Inductor launcher likewise
+# (static_cuda_launcher.cpp).
 KERNEL_RESOURCES = declare(
     "LOG118", Category.TORCH_ARCH_UNSUPPORTED,
-    "A GPU kernel needs more on-chip shared memory or registers than this GPU has",
+    "A GPU kernel needs more on-chip shared memory than this GPU has",
     what="A kernel compiled for this job (Triton, torch.compile's autotuning, a fused attention "
          "or quantisation kernel) was configured with tiles sized for a GPU with more shared "
-         "memory per multiprocessor (an A100 or H100 has up to 227 KB, most consumer and older "
-         "GPUs 48-100 KB), and this GPU cannot launch it.",
+         "memory per block (up to 227 KB on an H100, 163 KB on an A100, about 100 KB on most "
+         "consumer GPUs, 48 KB on older ones), and this GPU cannot launch it.",
     why="The kernel, and the layer that uses it, fails on this GPU on every step; the same code "
         "runs on the GPU it was tuned for.",
     fix="Use a kernel configuration made for this GPU: smaller block sizes or fewer num_stages "

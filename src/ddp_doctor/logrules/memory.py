@@ -137,11 +137,13 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: unable to write to file </torch_18692_1954506624>: No space left on "
              "device (28)")),
     # Ray's OutOfMemoryError is its memory monitor killing a worker for the node's host
-    # memory ("Task was killed due to the node running low on memory": the `ray` catalogue);
-    # torch's NVRTC kernels raise OutOfMemoryError for a kernel that needs more shared memory
-    # than the GPU has ("out of resource: ...": the `triton` catalogue, LOG118).
+    # memory ("Task was killed due to the node running low on memory": the `ray` catalogue),
+    # and its RayTaskError(OutOfMemoryError) wrapper names no memory (a CUDA OOM inside the
+    # task says so on its own line); torch's Inductor raises OutOfMemoryError for a kernel that
+    # needs more shared memory than the GPU has ("out of resource: ...": LOG118).
     Rule(CUDA_OOM, rx(r"cuda out of memory", r"cublas_status_alloc_failed",
-                      r"outofmemoryerror(?![^\n]*(?:node running low on memory|out of resource))",
+                      r"(?<!raytaskerror\()outofmemoryerror"
+                      r"(?![^\n]*(?:node running low on memory|out of resource))",
                       r"cuda error: out of memory",
                       r"cudnn_status_alloc_failed", r"cuda_error_out_of_memory",
                       r"cuda failure \d* ?'out of memory'",
