@@ -194,12 +194,30 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "torch.float32", "LOG119", "ddp_usage_error"),
     ("ValueError: Must flatten tensors with uniform ``requires_grad`` when "
      "``use_orig_params=False``", "LOG119", "ddp_usage_error"),
+    # After blind split P: JAX with no GPU platform, pasted with and without its RuntimeError
+    ("RuntimeError: Unknown backend: 'gpu' requested, but no platforms that are instances of "
+     "gpu are present. Platforms present are: cpu", "LOG030", "gpu_not_visible"),
 ])
+
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     path = tmp_path / "job.log"
     path.write_text(line + "\n", encoding="utf-8")
     lead = diagnose(str(path)).report.results[0].findings[0]
     assert (lead.code.id, lead.code.category.value) == (code, category)
+
+
+def test_jax_s_cpu_build_warning_explains_its_refusal_of_the_gpu(tmp_path):
+    """With JAX's warning that its jaxlib is the CPU build above it, the refusal of 'gpu' is
+    that build's consequence: the lead is the CPU build, an error since the job failed."""
+    log = tmp_path / "jax.log"
+    log.write_text("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may "
+                   "be present on this machine, but a CUDA-enabled jaxlib is not installed. "
+                   "Falling back to cpu.\nRuntimeError: Unknown backend: 'gpu' requested, but no "
+                   "platforms that are instances of gpu are present. Platforms present are: "
+                   "cpu\n", encoding="utf-8")
+    lead = diagnose(str(log)).report.results[0].findings[0]
+    assert (lead.code.id, lead.category.value, lead.severity.value) == (
+        "LOG109", "torch_cpu_only", "error")
 
 
 def test_nccl_last_error_block_leads_with_the_cause(tmp_path):
