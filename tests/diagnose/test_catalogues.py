@@ -197,6 +197,8 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     # After blind split P: JAX with no GPU platform, pasted with and without its RuntimeError
     ("RuntimeError: Unknown backend: 'gpu' requested, but no platforms that are instances of "
      "gpu are present. Platforms present are: cpu", "LOG030", "gpu_not_visible"),
+    ("srun: error: Unable to create step for job 12345: Invalid generic resource (gres) "
+     "specification", "LOG120", "gpu_not_visible"),
 ])
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):

@@ -508,6 +508,20 @@ FSDP_FLATTEN = declare(
         "trained parameters share a unit, wrap the odd module in a unit of its own, or move to "
         "FSDP2 (fully_shard), which shards each parameter on its own.",
     docs_url="https://pytorch.org/docs/stable/fsdp.html")
+# Slurm refusing a job's or step's GPU request (src/common/slurm_errno.c, ESLURM_INVALID_GRES):
+# the partition schedules no such generic resource, or a step asks for GPUs its job lacks.
+SLURM_GPU_REQUEST = declare(
+    "LOG120", Category.GPU_NOT_VISIBLE,
+    "Slurm refused the job's GPU request (invalid generic resource)",
+    what="The controller rejected the GPUs the job or step asked for: the partition does not "
+         "schedule that generic resource (no gpu in GresTypes or gres.conf, a GPU type name "
+         "this cluster does not use), or a step inside an allocation asked for GPUs the "
+         "allocation was not given.",
+    why="The job never starts, or starts without a GPU.",
+    fix="Ask for GPUs the way this cluster schedules them (sinfo -o '%P %G' lists each "
+        "partition's generic resources; --gres=gpu:N or --gpus=N on a GPU partition), and "
+        "submit from outside a CPU allocation (env -u SLURM_JOB_ID sbatch ...).",
+    docs_url="https://slurm.schedmd.com/gres.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -519,5 +533,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
                            NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
                            FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS,
-                           KERNEL_RESOURCES, FSDP_FLATTEN)
+                           KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST)
 """Every code declared here, for the catalogue loader."""
