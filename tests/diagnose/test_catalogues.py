@@ -199,6 +199,14 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "gpu are present. Platforms present are: cpu", "LOG030", "gpu_not_visible"),
     ("srun: error: Unable to create step for job 12345: Invalid generic resource (gres) "
      "specification", "LOG120", "gpu_not_visible"),
+    ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "LOG071",
+     "cuda_init_failure"),
+    ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
+     "merged/usr/bin/nvidia-smi: file exists: unknown", "LOG013", "driver_library_mismatch"),
+    # the same failure under WSL 2 (the .so.1 names it mounts) stays the hand-written LOG076
+    ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
+     "merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: file exists: unknown", "LOG076",
+     "wsl_setup"),
 ])
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
