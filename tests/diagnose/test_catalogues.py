@@ -196,7 +196,7 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "``use_orig_params=False``", "LOG119", "ddp_usage_error"),
     # After blind split P: JAX with no GPU platform, pasted with and without its RuntimeError
     ("RuntimeError: Unknown backend: 'gpu' requested, but no platforms that are instances of "
-     "gpu are present. Platforms present are: cpu", "LOG030", "gpu_not_visible"),
+     "gpu are present. Platforms present are: cpu", "LOG121", "gpu_not_visible"),
     ("srun: error: Unable to create step for job 12345: Invalid generic resource (gres) "
      "specification", "LOG120", "gpu_not_visible"),
     ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "LOG071",
@@ -228,6 +228,12 @@ def test_jax_s_cpu_build_warning_explains_its_refusal_of_the_gpu(tmp_path):
     lead = diagnose(str(log)).report.results[0].findings[0]
     assert (lead.code.id, lead.category.value, lead.severity.value) == (
         "LOG109", "torch_cpu_only", "error")
+    # torch's own "no GPU" beside a CPU-fallback warning of another framework stays torch's
+    log.write_text("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may "
+                   "be present on this machine, but a CUDA-enabled jaxlib is not installed. "
+                   "Falling back to cpu.\nRuntimeError: CUDA error: no CUDA-capable device is "
+                   "detected\n", encoding="utf-8")
+    assert diagnose(str(log)).report.results[0].findings[0].category.value == "gpu_not_visible"
 
 
 def test_nccl_last_error_block_leads_with_the_cause(tmp_path):

@@ -522,6 +522,19 @@ SLURM_GPU_REQUEST = declare(
         "partition's generic resources; --gres=gpu:N or --gpus=N on a GPU partition), and "
         "submit from outside a CPU allocation (env -u SLURM_JOB_ID sbatch ...).",
     docs_url="https://slurm.schedmd.com/gres.html")
+# JAX asked for a GPU platform it does not have (jax/_src/xla_bridge.py, canonicalize_platform):
+# its own code, so that JAX's warning of a CPU-only jaxlib (LOG109) explains this refusal and
+# no other framework's "no GPU" line.
+JAX_NO_GPU = declare(
+    "LOG121", Category.GPU_NOT_VISIBLE,
+    "JAX found no GPU platform in this process",
+    what="JAX was asked for the 'gpu' (or 'cuda') platform and has none: the process sees no "
+         "GPU (a node without one, an empty CUDA_VISIBLE_DEVICES), or the jaxlib installed is "
+         "the CPU build (JAX then warns so first).",
+    why="The job stops before it computes anything on a GPU.",
+    fix="Run the job where a GPU is allocated and visible (nvidia-smi in the job; Slurm "
+        "--gres=gpu:1), and install JAX with its CUDA plugin (pip install -U \"jax[cuda12]\").",
+    docs_url="https://docs.jax.dev/en/latest/installation.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -533,5 +546,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            FRAMEWORK_ON_CPU, DATALOADER_FD_LIMIT, GLOO_NO_ADDRESS,
                            NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
                            FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS,
-                           KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST)
+                           KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST,
+                           JAX_NO_GPU)
 """Every code declared here, for the catalogue loader."""
