@@ -201,6 +201,9 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "specification", "LOG120", "gpu_not_visible"),
     ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "LOG071",
      "cuda_init_failure"),
+    ("ValueError: You set `devices=4` in Lightning, but the number of tasks per node configured "
+     "in SLURM `--ntasks-per-node=1` does not match. HINT: Set `devices=1`.", "LOG057",
+     "ddp_usage_error"),
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
      "merged/usr/bin/nvidia-smi: file exists: unknown", "LOG013", "driver_library_mismatch"),
     # the same failure under WSL 2 (the .so.1 names it mounts) stays the hand-written LOG076
