@@ -204,6 +204,9 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("ValueError: You set `devices=4` in Lightning, but the number of tasks per node configured "
      "in SLURM `--ntasks-per-node=1` does not match. HINT: Set `devices=1`.", "LOG057",
      "ddp_usage_error"),
+    ("ERROR: Could not find a version that satisfies the requirement torch==1.13.1 (from "
+     "versions: 2.2.0, 2.2.1, 2.2.2, 2.3.0)", "LOG021", "torch_missing"),
+    ("pdsh@node1: node2: ssh exited with exit code 255", "LOG053", "rendezvous_failure"),
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
      "merged/usr/bin/nvidia-smi: file exists: unknown", "LOG013", "driver_library_mismatch"),
     # the same failure under WSL 2 (the .so.1 names it mounts) stays the hand-written LOG076
