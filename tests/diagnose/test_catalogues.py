@@ -207,6 +207,8 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("ERROR: Could not find a version that satisfies the requirement torch==1.13.1 (from "
      "versions: 2.2.0, 2.2.1, 2.2.2, 2.3.0)", "LOG021", "torch_missing"),
     ("pdsh@node1: node2: ssh exited with exit code 255", "LOG053", "rendezvous_failure"),
+    ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+     "Your Tesla T4 GPU has compute capability 7.5.", "LOG098", "torch_arch_unsupported"),
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
      "merged/usr/bin/nvidia-smi: file exists: unknown", "LOG013", "driver_library_mismatch"),
     # the same failure under WSL 2 (the .so.1 names it mounts) stays the hand-written LOG076
