@@ -54,9 +54,9 @@ READINGS = [
     # XLA without DNN support (stream_executor_util.cc)
     ("jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization "
      "failed. Look at the errors above for more details.", "LOG079", "cudnn_failure"),
-    # JAX's CPU-only jaxlib on a GPU machine (xla_bridge.py)
+    # JAX's CPU-only jaxlib on a GPU machine (xla_bridge.py; its own LOG122 since split P)
     ("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may be present on "
-     "this machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu.", "LOG109",
+     "this machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu.", "LOG122",
      "torch_cpu_only"),
     # MXNet (pooled_storage_manager.h, cuda_utils.h, libinfo.h, base.cc, threaded_engine.cc)
     ("mxnet.base.MXNetError: [11:18:15] src/storage/./pooled_storage_manager.h:157: cudaMalloc "
@@ -127,7 +127,7 @@ NEAR_MISSES = [
      {"LOG037"}),
     # a TPU, not a GPU, without its jaxlib
     ("A Google TPU may be present on this machine, but either a TPU-enabled jaxlib or libtpu "
-     "is not installed. Falling back to cpu.", {"LOG023", "LOG109"}),
+     "is not installed. Falling back to cpu.", {"LOG023", "LOG109", "LOG122"}),
     # JAX's check of another CUDA library than cuDNN
     ("Found CUDA version 12010, but JAX was built against version 12020, which is newer.",
      {"LOG032"}),

@@ -199,18 +199,18 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "gpu are present. Platforms present are: cpu", "LOG121", "gpu_not_visible"),
     ("srun: error: Unable to create step for job 12345: Invalid generic resource (gres) "
      "specification", "LOG120", "gpu_not_visible"),
-    ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "LOG071",
+    ("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=all", "LOG125",
      "cuda_init_failure"),
     ("ValueError: You set `devices=4` in Lightning, but the number of tasks per node configured "
      "in SLURM `--ntasks-per-node=1` does not match. HINT: Set `devices=1`.", "LOG057",
      "ddp_usage_error"),
     ("ERROR: Could not find a version that satisfies the requirement torch==1.13.1 (from "
      "versions: 2.2.0, 2.2.1, 2.2.2, 2.3.0)", "LOG021", "torch_missing"),
-    ("pdsh@node1: node2: ssh exited with exit code 255", "LOG053", "rendezvous_failure"),
+    ("pdsh@node1: node2: ssh exited with exit code 255", "LOG124", "rendezvous_failure"),
     ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
      "Your Tesla T4 GPU has compute capability 7.5.", "LOG098", "torch_arch_unsupported"),
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
-     "merged/usr/bin/nvidia-smi: file exists: unknown", "LOG013", "driver_library_mismatch"),
+     "merged/usr/bin/nvidia-smi: file exists: unknown", "LOG123", "cuda_init_failure"),
     # the same failure under WSL 2 (the .so.1 names it mounts) stays the hand-written LOG076
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
      "merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: file exists: unknown", "LOG076",
@@ -235,7 +235,7 @@ def test_jax_s_cpu_build_warning_explains_its_refusal_of_the_gpu(tmp_path):
                    "cpu\n", encoding="utf-8")
     lead = diagnose(str(log)).report.results[0].findings[0]
     assert (lead.code.id, lead.category.value, lead.severity.value) == (
-        "LOG109", "torch_cpu_only", "error")
+        "LOG122", "torch_cpu_only", "error")
     # torch's own "no GPU" beside a CPU-fallback warning of another framework stays torch's
     log.write_text("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may "
                    "be present on this machine, but a CUDA-enabled jaxlib is not installed. "
@@ -385,6 +385,33 @@ def test_an_entry_leaves_unread_the_lines_that_say_it_is_harmless(tmp_path):
                                    "this choice.")
     assert not rule.pattern.search("ignoring this choice: DEMO ERROR: frobnicator jammed on "
                                    "device 3")
+
+
+def test_consequences_give_way_to_the_cause_the_log_shows(tmp_path):
+    """pdsh's exit status 255 follows any rank that dies; JAX's refusal of 'gpu' follows the
+    reason its CUDA backend failed, and TensorFlow's CPU fallback does not explain it."""
+    log = tmp_path / "job.log"
+    cases = {
+        "LOG047": "[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Watchdog caught collective "
+                  "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) "
+                  "ran for 600042 milliseconds before timing out.\n"
+                  "pdsh@node1: node2: ssh exited with exit code 255\n",
+        "LOG032": "WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: Found cuDNN "
+                  "version 8600, but JAX was built against version 8904, which is newer. The "
+                  "copy of cuDNN that is installed must be at least as new as the version "
+                  "against which JAX was built.\nRuntimeError: Unknown backend: 'gpu' requested, "
+                  "but no platforms that are instances of gpu are present. Platforms present "
+                  "are: cpu\n",
+        "LOG121": "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load "
+                  "dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open "
+                  "shared object file: No such file or directory\nRuntimeError: Unknown backend: "
+                  "'gpu' requested, but no platforms that are instances of gpu are present. "
+                  "Platforms present are: cpu\n",
+    }
+    for code, text in cases.items():
+        log.write_text(text, encoding="utf-8")
+        lead = diagnose(str(log)).report.results[0].findings[0]
+        assert lead.code.id == code, (code, lead.code.id)
 
 
 def test_ray_s_task_wrapper_names_no_memory_of_its_own(tmp_path):

@@ -346,12 +346,12 @@ def test_specific_lines(line, code):
      "initialization error: driver error: failed to process request: unknown.", "LOG075"),
     # a WSL-mode library mount colliding with the image's own copy
     # (NVIDIA/nvidia-container-toolkit#371); the versioned file a Linux host mounts is not it:
-    # that is the image's own driver files on a Linux host (the `container` catalogue, LOG013)
+    # that is the image's own driver files on a Linux host (the `container` catalogue, LOG123)
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/6011c57d"
      "/merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: file exists: unknown.", "LOG076"),
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/6011c57d"
      "/merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.129.03: file exists: unknown.",
-     "LOG013"),
+     "LOG123"),
     # torch's capability warning wrapped before "PyTorch" (jhj0517/Whisper-WebUI#653); the
     # supported-list line alone does not name the GPU
     ("NVIDIA GeForce GTX 1080 Ti with CUDA capability sm_61 is not compatible with the current",

@@ -523,7 +523,7 @@ SLURM_GPU_REQUEST = declare(
         "submit from outside a CPU allocation (env -u SLURM_JOB_ID sbatch ...).",
     docs_url="https://slurm.schedmd.com/gres.html")
 # JAX asked for a GPU platform it does not have (jax/_src/xla_bridge.py, canonicalize_platform):
-# its own code, so that JAX's warning of a CPU-only jaxlib (LOG109) explains this refusal and
+# its own code, so that JAX's warning of a CPU-only jaxlib (LOG122) explains this refusal and
 # no other framework's "no GPU" line.
 JAX_NO_GPU = declare(
     "LOG121", Category.GPU_NOT_VISIBLE,
@@ -535,6 +535,63 @@ JAX_NO_GPU = declare(
     fix="Run the job where a GPU is allocated and visible (nvidia-smi in the job; Slurm "
         "--gres=gpu:1), and install JAX with its CUDA plugin (pip install -U \"jax[cuda12]\").",
     docs_url="https://docs.jax.dev/en/latest/installation.html")
+# JAX's own warning that its jaxlib is the CPU build while an NVIDIA GPU is present
+# (jax/_src/xla_bridge.py, _suggest_missing_backends): apart from TensorFlow's CPU fallback
+# (LOG109), so that it, and nothing TensorFlow prints, explains JAX's refusal of 'gpu' (LOG121).
+JAX_CPU_BUILD = declare(
+    "LOG122", Category.TORCH_CPU_ONLY,
+    "JAX's jaxlib is the CPU build although an NVIDIA GPU is present",
+    what="JAX found an NVIDIA GPU on this machine but the jaxlib installed has no CUDA plugin, "
+         "so JAX runs on the CPU.",
+    why="A job that asks JAX for the GPU stops; one that does not trains on the CPU.",
+    fix="Install JAX with its CUDA plugin in the environment the job runs (pip install -U "
+        "\"jax[cuda12]\"). A torch job that imports JAX only through a dependency can ignore "
+        "it.",
+    severity=Severity.WARNING,
+    docs_url="https://docs.jax.dev/en/latest/installation.html")
+# libnvidia-container mounting the host's driver files into an image that already has files
+# at those paths on a Linux host (src/nvc_mount.c, EEXIST); under WSL 2 the hand-written LOG076.
+IMAGE_DRIVER_FILES = declare(
+    "LOG123", Category.CUDA_INIT_FAILURE,
+    "The image ships NVIDIA driver files where the container toolkit mounts the host's",
+    what="Starting a GPU container, nvidia-container-cli could not mount the host driver's "
+         "files (libraries, nvidia-smi) because the image already has files at those paths: "
+         "driver packages installed in the image, or an image committed from a running GPU "
+         "container.",
+    why="The container does not start.",
+    fix="Build the image without NVIDIA driver packages (no nvidia-driver-*, "
+        "libnvidia-compute-*, nvidia-utils-* or cuda-drivers; start from an nvidia/cuda "
+        "base), so that the host driver's own files are mounted.",
+    docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+             "troubleshooting.html")
+# pdsh (DeepSpeed's default multi-node launcher) reporting that ssh to a node failed
+# (chaos/pdsh src/pdsh/dsh.c, exit status 255): that node's ranks never start.
+SSH_TO_NODE = declare(
+    "LOG124", Category.RENDEZVOUS_FAILURE,
+    "The launcher's ssh to another node failed, so that node's ranks never started",
+    what="pdsh (DeepSpeed's default multi-node launcher) reported ssh's exit status 255 for a "
+         "node: the session could not be opened (host key unknown, no key accepted, port "
+         "closed) or was cut.",
+    why="The ranks of that node never start, and the others wait for them at the rendezvous.",
+    fix="Set up passwordless ssh from the launching node to every node of the hostfile "
+        "('ssh NODE hostname' must answer without a prompt), or use a launcher that needs no "
+        "ssh (torchrun on each node, deepspeed --launcher slurm or openmpi).",
+    docs_url="https://www.deepspeed.ai/getting-started/#resource-configuration-multi-node")
+# The CDI library of Podman, containerd and CRI-O finding no spec for the NVIDIA devices asked
+# for (container-device-interface pkg/cdi/cache.go, InjectDevices).
+NO_CDI_SPEC = declare(
+    "LOG125", Category.CUDA_INIT_FAILURE,
+    "The container runtime has no CDI spec for the NVIDIA GPUs",
+    what="The runtime (Podman, containerd, CRI-O) gives containers their devices through CDI "
+         "specs, and none names the NVIDIA devices asked for: NVIDIA's spec was never "
+         "generated, is stale after a driver upgrade, or uses a schema the runtime is too old "
+         "to read.",
+    why="The container does not start with its GPUs.",
+    fix="Generate the spec on the host (sudo nvidia-ctk cdi generate "
+        "--output=/etc/cdi/nvidia.yaml), regenerate it after every driver upgrade, and check "
+        "that nvidia-ctk cdi list shows the devices; update an old Podman that cannot parse it.",
+    docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+             "cdi-support.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -547,5 +604,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            NCCL_NOT_TORCHS, GPU_HELD_DOWN, P2P_DISABLED,
                            FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS,
                            KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST,
-                           JAX_NO_GPU)
+                           JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
+                           NO_CDI_SPEC)
 """Every code declared here, for the catalogue loader."""
