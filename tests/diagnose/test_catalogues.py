@@ -33,7 +33,7 @@ from ddp_doctor.logrules.catalogue import (
 from ddp_doctor.logrules.rule import decided
 from ddp_doctor.model import Severity
 from tests.conftest import FIXTURES
-from tests.support.rules import log_codes
+from tests.support.rules import diagnosed, lead, log_codes
 
 ENTRIES: list[Entry] = [entry for _, entries in CATALOGUES.values() for entry in entries]
 IDS = [f"{e.source.name}:{e.templates[0][:40]}" for e in ENTRIES]
@@ -79,15 +79,13 @@ def test_no_log_printing_a_catalogued_message_gets_unknown(entry, tmp_path):
     """Issue 23: a log that prints a catalogued message alone is never read as "unknown"
     (DIAG001) nor left to the fallback's low-confidence guess (DIAG1xx): diagnose leads with
     the entry's cause, or with the rule that decides that line."""
-    path = tmp_path / "job.log"
     for template in entry.templates:
         line = sample_line(template, entry.prefix)
-        path.write_text(line + "\n", encoding="utf-8")
-        lead = diagnose(str(path)).report.results[0].findings[0]
-        assert lead.code.id.startswith("LOG"), (line, lead.code.id)
-        assert (lead.code.id == entry.code.id
-                or lead.code.category is entry.code.category
-                or _read_by_another(line, entry)), (line, lead.code.id, lead.code.category)
+        found = lead(tmp_path, line + "\n")
+        assert found.code.id.startswith("LOG"), (line, found.code.id)
+        assert (found.code.id == entry.code.id
+                or found.code.category is entry.code.category
+                or _read_by_another(line, entry)), (line, found.code.id, found.code.category)
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.real],
@@ -218,30 +216,24 @@ def test_categories_agree_with_codes_and_codes_are_declared():
 ])
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
-    path = tmp_path / "job.log"
-    path.write_text(line + "\n", encoding="utf-8")
-    lead = diagnose(str(path)).report.results[0].findings[0]
-    assert (lead.code.id, lead.code.category.value) == (code, category)
+    found = lead(tmp_path, line + "\n")
+    assert (found.code.id, found.code.category.value) == (code, category)
 
 
 def test_jax_s_cpu_build_warning_explains_its_refusal_of_the_gpu(tmp_path):
     """With JAX's warning that its jaxlib is the CPU build above it, the refusal of 'gpu' is
     that build's consequence: the lead is the CPU build, an error since the job failed."""
-    log = tmp_path / "jax.log"
-    log.write_text("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may "
-                   "be present on this machine, but a CUDA-enabled jaxlib is not installed. "
-                   "Falling back to cpu.\nRuntimeError: Unknown backend: 'gpu' requested, but no "
-                   "platforms that are instances of gpu are present. Platforms present are: "
-                   "cpu\n", encoding="utf-8")
-    lead = diagnose(str(log)).report.results[0].findings[0]
-    assert (lead.code.id, lead.category.value, lead.severity.value) == (
+    warning = ("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may be "
+               "present on this machine, but a CUDA-enabled jaxlib is not installed. Falling "
+               "back to cpu.\n")
+    found = lead(tmp_path, warning + "RuntimeError: Unknown backend: 'gpu' requested, but no "
+                 "platforms that are instances of gpu are present. Platforms present are: cpu\n")
+    assert (found.code.id, found.category.value, found.severity.value) == (
         "LOG122", "torch_cpu_only", "error")
     # torch's own "no GPU" beside a CPU-fallback warning of another framework stays torch's
-    log.write_text("WARNING:2025-06-15 17:04:55,449:jax._src.xla_bridge:791: An NVIDIA GPU may "
-                   "be present on this machine, but a CUDA-enabled jaxlib is not installed. "
-                   "Falling back to cpu.\nRuntimeError: CUDA error: no CUDA-capable device is "
-                   "detected\n", encoding="utf-8")
-    assert diagnose(str(log)).report.results[0].findings[0].category.value == "gpu_not_visible"
+    found = lead(tmp_path, warning + "RuntimeError: CUDA error: no CUDA-capable device is "
+                 "detected\n")
+    assert found.category.value == "gpu_not_visible"
 
 
 def test_nccl_last_error_block_leads_with_the_cause(tmp_path):
@@ -390,7 +382,6 @@ def test_an_entry_leaves_unread_the_lines_that_say_it_is_harmless(tmp_path):
 def test_consequences_give_way_to_the_cause_the_log_shows(tmp_path):
     """pdsh's exit status 255 follows any rank that dies; JAX's refusal of 'gpu' follows the
     reason its CUDA backend failed, and TensorFlow's CPU fallback does not explain it."""
-    log = tmp_path / "job.log"
     cases = {
         "LOG047": "[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Watchdog caught collective "
                   "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) "
@@ -409,19 +400,16 @@ def test_consequences_give_way_to_the_cause_the_log_shows(tmp_path):
                   "Platforms present are: cpu\n",
     }
     for code, text in cases.items():
-        log.write_text(text, encoding="utf-8")
-        lead = diagnose(str(log)).report.results[0].findings[0]
-        assert lead.code.id == code, (code, lead.code.id)
+        assert lead(tmp_path, text).code.id == code, code
 
 
 def test_ray_s_task_wrapper_names_no_memory_of_its_own(tmp_path):
     """RayTaskError(OutOfMemoryError) wraps any OutOfMemoryError; with Ray's host-memory
     kill below it the lead is host memory, and the wrapper is no GPU finding."""
-    log = tmp_path / "ray.log"
-    log.write_text("ray.exceptions.RayTaskError(OutOfMemoryError): ray::Actor.update_weights() "
-                   "(pid=3048142, ip=192.168.1.103)\nray.exceptions.OutOfMemoryError: Task was "
-                   "killed due to the node running low on memory.\n", encoding="utf-8")
-    codes = [f.code.id for f in diagnose(str(log)).report.results[0].findings]
+    codes = [f.code.id for f in diagnosed(
+        tmp_path, "ray.exceptions.RayTaskError(OutOfMemoryError): ray::Actor.update_weights() "
+        "(pid=3048142, ip=192.168.1.103)\nray.exceptions.OutOfMemoryError: Task was killed due "
+        "to the node running low on memory.\n")]
     assert codes[0] == "LOG038" and "LOG005" not in codes, codes
 
 
