@@ -213,6 +213,44 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/abc/"
      "merged/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: file exists: unknown", "LOG076",
      "wsl_setup"),
+    # From the sources before split Q was read: the LLM stacks' start-up checks
+    ("[rank3]: AssertionError: global batch size (80) is not divisible by micro batch size (5) "
+     "times data parallel size (32)", "LOG126", "ddp_usage_error"),
+    ("AssertionError: world size (6) is not divisible by tensor parallel size (4) times pipeline "
+     "parallel size (1) times context parallel size (1)", "LOG126", "ddp_usage_error"),
+    ("RuntimeError: world_size (12) is not divisible by 8", "LOG126", "ddp_usage_error"),
+    ("(TaskRunner pid=2041) AssertionError: only support equal chunk. Got size of DataProto 2 and "
+     "chunk 4.", "LOG126", "ddp_usage_error"),
+    # a per-GPU size is not the GPU count: verl's check, not the YOLO batch rule (LOG058)
+    ("AssertionError: normalized ppo_mini_batch_size 2 should be divisible by "
+     "ppo_micro_batch_size_per_gpu 4", "LOG126", "ddp_usage_error"),
+    ("AssertionError: batch-size 15 not multiple of GPU count 2", "LOG058", "ddp_usage_error"),
+    ("RuntimeError: RowParallelLinear was called with gradient_accumulation_fusion set to True "
+     "but the custom CUDA extension fused_weight_gradient_mlp_cuda module is not found. To use "
+     "gradient_accumulation_fusion you must install APEX with --cpp_ext and --cuda_ext.",
+     "LOG089", "package_conflict"),
+    ("ValueError: Please launch distributed training with `llamafactory-cli` or `torchrun`.",
+     "LOG117", "ddp_usage_error"),
+    ("ValueError: This device does not support `pure_bf16`.", "LOG098",
+     "torch_arch_unsupported"),
+    ("[rank0]: ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the "
+     "following error: the package flash_attn seems to be not installed. Please refer to the "
+     "documentation of https://huggingface.co/docs/transformers/perf_infer_gpu_one"
+     "#flashattention-2 to install Flash Attention 2.", "LOG127", "package_conflict"),
+    ("ValueError: FlashAttention2 has been toggled on, but it cannot be used due to the following "
+     "error: Flash Attention 2 is not available on CPU. Please make sure torch can access a CUDA "
+     "device.", "LOG030", "gpu_not_visible"),
+    ("ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with "
+     "passing a `device_map`.", "LOG128", "ddp_usage_error"),
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
+     "`cublasGemmStridedBatchedExFix( handle, opa, opb, m, n, k, (void*)(&falpha), a, "
+     "CUDA_R_16BF, lda, stridea, b, CUDA_R_16BF, ldb, strideb, (void*)(&fbeta), c, CUDA_R_16BF, "
+     "ldc, stridec, num_batches, CUDA_R_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP)`", "LOG098",
+     "torch_arch_unsupported"),
+    ("ModuleNotFoundError: No module named 'fused_layer_norm_cuda'", "LOG089",
+     "package_conflict"),
+    ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with "
+     "inputs:", "LOG089", "package_conflict"),
 ])
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):

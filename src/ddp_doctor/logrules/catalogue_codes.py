@@ -592,6 +592,55 @@ NO_CDI_SPEC = declare(
         "that nvidia-ctk cdi list shows the devices; update an old Podman that cannot parse it.",
     docs_url="https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
              "cdi-support.html")
+# Megatron-LM's and verl's argument checks: the parallel sizes (tensor x pipeline x context)
+# must divide the number of GPUs, and the global batch must divide into micro-batches x
+# data-parallel ranks (NVIDIA/Megatron-LM megatron/training/arguments.py,
+# megatron/core/num_microbatches_calculator.py, megatron/core/parallel_state.py; verl
+# verl/protocol.py, verl/utils/config.py, verl/workers/config/actor.py).
+PARALLEL_SIZES = declare(
+    "LOG126", Category.DDP_USAGE_ERROR,
+    "The parallel or batch sizes do not divide across the GPUs",
+    what="The trainer splits the GPUs into tensor-, pipeline- and context-parallel groups, "
+         "and what remains is the data-parallel size; the global batch must then split "
+         "evenly into micro-batches per data-parallel rank. One of these products does not "
+         "divide: the GPU count by the model-parallel size, or the batch by micro-batch x "
+         "data-parallel size (for verl, the rollout batch by the GPUs it is spread over).",
+    why="The job refuses to start (or a step cannot split its batch), on every rank.",
+    fix="Recompute the sizes for the GPUs actually launched: the world size must be a "
+        "multiple of tensor x pipeline x context parallel size, and the global batch a "
+        "multiple of micro-batch x (world size / that product). Change the batch, the "
+        "micro-batch or the parallel sizes, or launch a GPU count that fits.",
+    docs_url="https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/training/arguments.py")
+# transformers' check before it loads a model with attn_implementation="flash_attention_2"
+# (modeling_utils.py, _check_and_enable_flash_attn_2, v4.46.0): the flash-attn package is not
+# installed, or older than the release it needs.
+FLASH_ATTN_MISSING = declare(
+    "LOG127", Category.PACKAGE_CONFLICT,
+    "FlashAttention 2 was asked for, but the flash-attn package is missing or too old",
+    what="The model was configured with attn_implementation='flash_attention_2' (or a "
+         "trainer's flash_attn option), and transformers found no flash_attn package in this "
+         "environment, or one older than 2.1. flash-attn ships compiled kernels for one torch, "
+         "CUDA and C++ ABI; its install often fails quietly (no nvcc, no wheel for this torch, "
+         "Windows).",
+    why="The model is not loaded, so training never starts.",
+    fix="Install a flash-attn built for the installed torch (pip install flash-attn "
+        "--no-build-isolation, or the release wheel whose name matches torch's version, CUDA "
+        "and cxx11abi), or load the model with attn_implementation='sdpa' instead.",
+    docs_url="https://huggingface.co/docs/transformers/perf_infer_gpu_one#flashattention-2")
+# transformers' from_pretrained refusing to place the weights itself under ZeRO-3
+# (modeling_utils.py, v4.46.0): ZeRO-3 partitions the weights over the ranks as they load.
+ZERO3_DEVICE_MAP = declare(
+    "LOG128", Category.DDP_USAGE_ERROR,
+    "DeepSpeed ZeRO-3 was combined with a device_map or low_cpu_mem_usage when loading the model",
+    what="With a ZeRO-3 config active, from_pretrained was also given a device_map (e.g. "
+         "'auto', or a quantized model's map) or low_cpu_mem_usage=True. ZeRO-3 partitions "
+         "every weight across the ranks as the model is built, so nothing else may place "
+         "them.",
+    why="The model is not loaded on any rank; training never starts.",
+    fix="Drop device_map and low_cpu_mem_usage from from_pretrained when training with "
+        "ZeRO-3 (each rank loads through ZeRO's partitioning), or use ZeRO-2 where a "
+        "device_map or a quantized model (QLoRA) is needed.",
+    docs_url="https://huggingface.co/docs/transformers/main/en/deepspeed#zero-3")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -605,5 +654,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            FABRIC_MANAGER_VERSION, SINGLE_PROCESS_MANY_GPUS,
                            KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST,
                            JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
-                           NO_CDI_SPEC)
+                           NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
+                           ZERO3_DEVICE_MAP)
 """Every code declared here, for the catalogue loader."""
