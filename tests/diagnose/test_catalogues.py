@@ -251,6 +251,17 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "package_conflict"),
     ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with "
      "inputs:", "LOG089", "package_conflict"),
+    ("torch._inductor.exc.TritonMissing: Cannot find a working triton installation. Either the "
+     "package is not installed or it is too old.", "LOG129", "package_conflict"),
+    ("ERROR: torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl is not a supported wheel on this "
+     "platform.", "LOG021", "torch_missing"),
+    ("ValueError: Some modules are dispatched on the CPU or the disk. Make sure you have enough "
+     "GPU RAM to fit the quantized model.", "LOG005", "gpu_out_of_memory"),
+    # flash-attn's compiled module refusing this torch: the extension's rebuild, not torchvision's
+    ("ImportError: /usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-"
+     "linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", "LOG089", "package_conflict"),
+    ("ImportError: /usr/local/lib/python3.8/dist-packages/mmcv/_ext.cpython-38-x86_64-linux-gnu."
+     "so: undefined symbol: _ZN2at5sliceERKNS_6TensorElll", "LOG025", "package_conflict"),
 ])
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):

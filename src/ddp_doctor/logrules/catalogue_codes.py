@@ -641,6 +641,22 @@ ZERO3_DEVICE_MAP = declare(
         "ZeRO-3 (each rank loads through ZeRO's partitioning), or use ZeRO-2 where a "
         "device_map or a quantized model (QLoRA) is needed.",
     docs_url="https://huggingface.co/docs/transformers/main/en/deepspeed#zero-3")
+# torch.compile's Inductor backend generating GPU kernels with Triton and finding none
+# (torch/_inductor/exc.py, TritonMissing, torch 2.13; the scheduler raised the same sentence
+# as a RuntimeError in earlier releases).
+TRITON_MISSING = declare(
+    "LOG129", Category.PACKAGE_CONFLICT,
+    "torch.compile needs Triton, and no working Triton is installed",
+    what="torch.compile's default backend (Inductor) writes its GPU kernels in Triton, and the "
+         "triton package is missing or older than this torch needs: torch's Linux CUDA wheels "
+         "bring it, but Windows wheels do not, and a pip install or uv sync of another torch "
+         "can remove or downgrade it.",
+    why="The compiled model fails at its first call, so training stops (or every compiled "
+        "function falls back, where errors are suppressed).",
+    fix="Install the Triton release paired with this torch (pip install triton on Linux; the "
+        "triton-windows package on Windows), or turn compilation off (no torch.compile, the "
+        "trainer's compile option off, or backend='eager').",
+    docs_url="https://github.com/triton-lang/triton#compatibility")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -655,5 +671,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST,
                            JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
-                           ZERO3_DEVICE_MAP)
+                           ZERO3_DEVICE_MAP, TRITON_MISSING)
 """Every code declared here, for the catalogue loader."""

@@ -33,6 +33,7 @@ import re
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.logrules.catalogue_codes import EXTENSION_BUILD
 from ddp_doctor.logrules.cuda import ARCH_LIST, LIST_GPUS
 from ddp_doctor.logrules.memory import OOM_KILLER, SHM
 from ddp_doctor.logrules.packages import WHICH_TORCH
@@ -435,6 +436,21 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
                       "ImportError: Failed to load PyTorch C extensions:")),
     ),
     "LOG025": (
+        # flash-attn's compiled module (flash_attn_2_cuda) refusing this torch: its wheels are
+        # built per torch release, CUDA major and C++ ABI (Dao-AILab/flash-attention's release
+        # names), and a torch upgrade after it leaves an undefined c10/at symbol.
+        Variant(code=EXTENSION_BUILD, line=_line(r"\bflash_attn"), steps=(
+            Step("Show torch's version, CUDA and C++ ABI, which the flash-attn build must match.",
+                 command='python -c "import torch; print(torch.__version__, torch.version.cuda, '
+                         'torch._C._GLIBCXX_USE_CXX11_ABI)"'),
+            Step("Reinstall flash-attn built against this torch: compile it here, or take the "
+                 "release wheel whose name carries this torch version, CUDA major and "
+                 "cxx11abi value.",
+                 command="pip uninstall -y flash-attn && pip install flash-attn "
+                         "--no-build-isolation --no-cache-dir")),
+            examples=("ImportError: /usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda."
+                      "cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+                      "_ZN3c104cuda9SetDeviceEi",)),
         Variant(line=_line(r"\bmmcv\b"), steps=(
             Step("Show torch's version and CUDA.",
                  command='python -c "import torch; print(torch.__version__, '
