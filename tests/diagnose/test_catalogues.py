@@ -262,6 +262,16 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", "LOG089", "package_conflict"),
     ("ImportError: /usr/local/lib/python3.8/dist-packages/mmcv/_ext.cpython-38-x86_64-linux-gnu."
      "so: undefined symbol: _ZN2at5sliceERKNS_6TensorElll", "LOG025", "package_conflict"),
+    ("gpu1:74737:75914 [1] transport/net_socket.cc:488 NCCL WARN NET/Socket : peer "
+     "10.0.5.194<41988> message truncated : receiving 4 bytes instead of 2. If you believe your "
+     "socket network is in healthy state, there may be a mismatch in collective sizes or "
+     "environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks", "LOG051",
+     "collective_timeout"),
+    ("srun: error: Unable to allocate resources: Requested node configuration is not available",
+     "LOG120", "gpu_not_visible"),
+    ("RuntimeError: Attempting to deserialize object on CUDA device 3 but "
+     "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your "
+     "storages to an existing device.", "LOG029", "gpu_not_visible"),
 ])
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):

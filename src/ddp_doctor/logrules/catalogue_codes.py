@@ -508,19 +508,22 @@ FSDP_FLATTEN = declare(
         "trained parameters share a unit, wrap the odd module in a unit of its own, or move to "
         "FSDP2 (fully_shard), which shards each parameter on its own.",
     docs_url="https://pytorch.org/docs/stable/fsdp.html")
-# Slurm refusing a job's or step's GPU request (src/common/slurm_errno.c, ESLURM_INVALID_GRES):
-# the partition schedules no such generic resource, or a step asks for GPUs its job lacks.
+# Slurm refusing a job's or step's GPU request (src/common/slurm_errno.c, ESLURM_INVALID_GRES
+# and ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE): the partition schedules no such generic
+# resource, a step asks for GPUs its job lacks, or no node has as many GPUs as asked per node.
 SLURM_GPU_REQUEST = declare(
     "LOG120", Category.GPU_NOT_VISIBLE,
-    "Slurm refused the job's GPU request (invalid generic resource)",
+    "Slurm refused the job's GPU request",
     what="The controller rejected the GPUs the job or step asked for: the partition does not "
          "schedule that generic resource (no gpu in GresTypes or gres.conf, a GPU type name "
-         "this cluster does not use), or a step inside an allocation asked for GPUs the "
-         "allocation was not given.",
+         "this cluster does not use), a step inside an allocation asked for GPUs the "
+         "allocation was not given, or no node of the partition has as many GPUs (or CPUs, "
+         "memory) as asked per node.",
     why="The job never starts, or starts without a GPU.",
     fix="Ask for GPUs the way this cluster schedules them (sinfo -o '%P %G' lists each "
-        "partition's generic resources; --gres=gpu:N or --gpus=N on a GPU partition), and "
-        "submit from outside a CPU allocation (env -u SLURM_JOB_ID sbatch ...).",
+        "partition's generic resources; --gres=gpu:N or --gpus=N on a GPU partition, at most "
+        "as many per node as its nodes have), and submit from outside a CPU allocation "
+        "(env -u SLURM_JOB_ID sbatch ...).",
     docs_url="https://slurm.schedmd.com/gres.html")
 # JAX asked for a GPU platform it does not have (jax/_src/xla_bridge.py, canonicalize_platform):
 # its own code, so that JAX's warning of a CPU-only jaxlib (LOG122) explains this refusal and
