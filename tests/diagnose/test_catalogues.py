@@ -272,11 +272,43 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("RuntimeError: Attempting to deserialize object on CUDA device 3 but "
      "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your "
      "storages to an existing device.", "LOG029", "gpu_not_visible"),
+    # After blind split Q's study
+    ("[   37.010658] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:",
+     "LOG130", "cuda_init_failure"),
+    ("[   32.812372] IP: [<ffffffffc0740f8f>] _nv011740rm+0x1f/0x170 [nvidia]", "LOG009",
+     "driver_missing"),
+    ("[  101.000000] RIP: 0010:_nv012345rm+0x2a/0x1c0 [nvidia]", "LOG009", "driver_missing"),
+    ("  Warning  UnexpectedAdmissionError  13s   kubelet  Allocate failed due to rpc error: code = "
+     "Unknown desc = request for 'nvidia.com/gpu: 2' too large: maximum request size for shared "
+     "resources is 1, which is unexpected", "LOG030", "gpu_not_visible"),
+    ("Error: Unable to find a match: kernel-headers-5.14.0-570.112.1.el9_6.x86_64 "
+     "kernel-devel-5.14.0-570.112.1.el9_6.x86_64", "LOG009", "driver_missing"),
+    ('I0527 11:29:06.521964 3336959 nvidia_gpu.go:262] "gpu driver wasn\'t ready. will re-check '
+     'in %s" 5s="(MISSING)"', "LOG009", "driver_missing"),
+    ("Exiting due to exception: OOM when allocating tensor with shape[32,1,137,32] and type "
+     "float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "LOG005",
+     "gpu_out_of_memory"),
+    ("no socket interface found", "LOG043", "nccl_network"),
+    ("OCI runtime create failed\nunsatisfied condition: cuda>=12.8", "LOG074",
+     "driver_too_old"),
 ])
+
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     found = lead(tmp_path, line + "\n")
     assert (found.code.id, found.code.category.value) == (code, category)
+
+
+def test_an_unassigned_bar_explains_the_probe_failure_after_it(tmp_path):
+    """nv.c prints the BAR, then the probe failure and 'no adapters initialized': the BAR (the
+    platform's PCI allocation) leads, and the probe failure is its consequence."""
+    found = diagnosed(tmp_path, (
+        "[  194.072261] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:\n"
+        "[  194.072263] NVRM: BAR1 is 0M @ 0x0 (PCI:0002:00.0)\n"
+        "[  194.072275] nvidia: probe of 0000:02:00.0 failed with error -1\n"
+        "[  194.072305] NVRM: The NVIDIA probe routine failed for 1 device(s).\n"))
+    assert found[0].code.id == "LOG130"
+    assert "LOG009" not in [f.code.id for f in found[1:] if f.effective_severity.value == "error"]
 
 
 def test_jax_s_cpu_build_warning_explains_its_refusal_of_the_gpu(tmp_path):

@@ -119,3 +119,41 @@ def test_a_statement_past_the_head_of_a_long_log_is_read_once(tmp_path):
     short = diagnosed(tmp_path, STATED[0] + "\n")[0]
     quoted = [e for e in short.evidence if e.value == STATED[0]]
     assert len(quoted) == 1
+
+
+# Timings users give instead of words: a step slower by half or more with more GPUs, an
+# epoch (or the whole run) no faster, an iteration rate down by a third or more.
+TIMED_SLOWER = [
+    "single GPU: 1.01s / iter\n2 GPUs: 3.84s / iter\n",  # kwea123/CasMVSNet_pl#31 (split Q)
+    "When I train AlexnetOWT model with nGPU=4, one batch takes 2.3s; but when nGPU=1, one "
+    "batch takes only 0.48s.\n",  # soumith/imagenet-multiGPU.torch#59
+    "Training takes 10 hours on 1 GPU and 12 hours with 4 GPUs\n",
+    "1 GPU: 2.0 it/s\n4 GPUs: 0.9 it/s\n",
+    "with 1 GPU an epoch took 20 min\nwith 2 GPUs an epoch took 25 min\n",
+]
+TIMED_FINE = [
+    "Training takes 10 hours on 1 GPU and 3 hours with 4 GPUs\n",  # it scales
+    "1 GPU: 2.0 it/s\n4 GPUs: 1.9 it/s\n",  # DDP's per-rank rate, about the same
+    "On 1 GPU each step is 0.45 s, on 8 GPUs 0.5 s\n",
+    "| 8 A100(40GB) | 4 hours |\n| 4 * 8 A100(40GB) | 1 hours |\n",  # no GPU count said
+    "4 GPUs: 1.2s / iter\n",  # one timing alone compares nothing
+]
+
+
+@pytest.mark.parametrize("text", TIMED_SLOWER)
+def test_timings_that_show_more_gpus_slower_are_a_statement_of_slowness(tmp_path, text):
+    first = diagnosed(tmp_path, text)[0]
+    assert (first.code.id, first.category.value) == ("DIAG150", "performance_degraded")
+    reading = [e.value for e in first.evidence if e.label == "reading"]
+    assert reading and "timings for two GPU counts" in reading[0]
+    assert any(e.label.startswith("line ") for e in first.evidence)
+
+
+@pytest.mark.parametrize("text", TIMED_FINE)
+def test_timings_that_scale_or_compare_nothing_are_not_read(tmp_path, text):
+    assert "DIAG150" not in [f.code.id for f in diagnosed(tmp_path, text)]
+
+
+def test_an_error_outranks_timings_too(tmp_path):
+    text = TIMED_SLOWER[0] + "torch.cuda.OutOfMemoryError: CUDA out of memory.\n"
+    assert lead(tmp_path, text).category.value == "gpu_out_of_memory"

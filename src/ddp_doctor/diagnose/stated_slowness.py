@@ -8,6 +8,13 @@ existed, and 8 of the 9 of the unseen splits were missed. When nothing else matc
 slowness in the text is the best evidence there is: the lead is then ``performance_degraded``,
 at low confidence and said to be, with the measurements that tell its usual causes apart.
 
+Some users give numbers instead of words ("single GPU: 1.01s / iter", "2 GPUs: 3.84s /
+iter"; "with nGPU=4 one batch takes 2.3s, with nGPU=1 only 0.48s"). A time per step should
+stay about the same when GPUs are added under DDP (each rank steps through its own batch), and
+a time per epoch or for the whole run should fall: so two timings of one kind for two GPU
+counts, where the larger count steps at least 1.5 times slower (or takes as long per epoch),
+state slowness as plainly as the word does (``_timings``).
+
 It never outranks a message: a log that fails with an error and also says "slow" is read by
 its error. The phrases describe throughput in English, and in the words Chinese, Japanese and
 Korean users write (split L's threads: "训练速度为原来的 1/5", "GPU 利用率波动非常大"); a line
@@ -71,6 +78,9 @@ PROGRAM_OUTPUT = re.compile(
     r"|^\s*[WIEF]\d{4}\s|^\s*\d{4}-\d\d-\d\d[ T][\d:.,]+\s*:?\s*[WIEF]\s",
     re.IGNORECASE)
 MAX_QUOTES = 3
+IN_WORDS = "slowness stated in words, not measured: a lead"
+IN_TIMINGS = ("slowness stated in timings for two GPU counts, not measured here: a lead (a "
+              "step should take about as long with more GPUs, an epoch less)")
 
 STATED_SLOWNESS = declare(
     "DIAG150", Category.PERFORMANCE_DEGRADED,
@@ -107,9 +117,90 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def _statements(scan: ScanResult) -> list[tuple[str, int, str]]:
-    """(document, line, text) of each line that states slowness, in the order read."""
+# A GPU count as users write it: "2 GPUs", "8x GPU", "single GPU", "nGPU=4", "--nproc_per_node 8"
+# is a command, not a statement, and is not read.
+GPU_COUNT = re.compile(
+    r"\b(?P<n>\d{1,3})\s*(?:x\s*|\*\s*)?gpus?\b"
+    r"|\b(?P<w>single|one|two|three|four|eight)\s+gpus?\b"
+    r"|\bn_?gpus?\s*[=:]\s*(?P<m>\d{1,3})\b",
+    re.IGNORECASE)
+WORDS = {"single": 1, "one": 1, "two": 2, "three": 3, "four": 4, "eight": 8}
+# A duration, with what it is the time of when the text says ("1.01s / iter", "2.3 s per
+# batch", "4 hours per epoch", "took 20 min"), or an iteration rate ("3.5 it/s").
+DURATION = re.compile(
+    r"(?<![\w.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
+    r"(?:\s*(?:/|per)\s*(?P<per>iter(?:ation)?s?|its?|steps?|batch(?:es)?|epochs?)\b)?"
+    r"|(?<![\w.])(?P<r>\d+(?:\.\d+)?)\s*(?:it|iters?|steps?|batch(?:es)?)\s*/\s*s(?:ec)?\b",
+    re.IGNORECASE)
+SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60,
+           "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600,
+           "hour": 3600, "hours": 3600}
+STEP_WORDS = re.compile(r"\b(?:iter(?:ation)?s?|its?|steps?|batch(?:es)?)\b", re.IGNORECASE)
+EPOCH_WORDS = re.compile(r"\bepochs?\b", re.IGNORECASE)
+STEP_SLOWER = 1.5  # a step this much slower with more GPUs is a slowdown, not DDP's overhead
+
+
+def _timed_counts(line: str) -> list[tuple[int, str, float]]:
+    """(GPU count, kind, seconds) of each GPU count in ``line`` with the first duration after
+    it and before the next count: kind "step" (per iteration, step or batch), "epoch" (per
+    epoch, or for the whole run where nothing says), or "rate" (iterations per second)."""
+    counts = list(GPU_COUNT.finditer(line))
+    durations = list(DURATION.finditer(line))
+    if not counts or not durations:
+        return []
+    # "1 GPU: 1.01s / iter" names the count first; "10 hours on 1 GPU" the duration: a line
+    # whose first duration comes before its first count is read the second way.
+    after = durations[0].start() > counts[0].start()
+    found: list[tuple[int, str, float]] = []
+    for i, count in enumerate(counts):
+        if after:
+            end = counts[i + 1].start() if i + 1 < len(counts) else len(line)
+            duration = next((d for d in durations if count.end() <= d.start() < end), None)
+        else:
+            start = counts[i - 1].end() if i else 0
+            duration = next((d for d in reversed(durations)
+                             if start <= d.start() and d.end() <= count.start()), None)
+        if duration is None:
+            continue
+        n = int(count["n"] or count["m"] or WORDS[count["w"].lower()])
+        if duration["r"] is not None:
+            found.append((n, "rate", float(duration["r"])))
+            continue
+        between = (line[count.end():duration.start()] if after
+                   else line[duration.end():count.start()]) + (duration["per"] or "")
+        kind = "step" if STEP_WORDS.search(between) else "epoch"
+        found.append((n, kind, float(duration["v"]) * SECONDS[duration["u"].lower()]))
+    return found
+
+
+def _slower(fewer: tuple[int, str, float], more: tuple[int, str, float]) -> bool:
+    """Whether the timing with more GPUs states a slowdown against the one with fewer."""
+    kind, before, after = fewer[1], fewer[2], more[2]
+    if kind == "step":
+        return after >= STEP_SLOWER * before
+    if kind == "rate":
+        return after * STEP_SLOWER <= before
+    return after >= before  # per epoch or in all: more GPUs should take less
+
+
+def _timings(lines: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The lines whose timings for two GPU counts state a slowdown (``_slower``), or []."""
+    timed = [(where, t) for where in lines for t in _timed_counts(where[2])]
+    for a, (where_a, ta) in enumerate(timed):
+        for where_b, tb in timed[a + 1:]:
+            if ta[1] != tb[1] or ta[0] == tb[0]:
+                continue
+            fewer, more = sorted(((ta, where_a), (tb, where_b)), key=lambda x: x[0][0])
+            if _slower(fewer[0], more[0]):
+                return sorted({fewer[1], more[1]}, key=lambda w: (w[0], w[1]))
+    return []
+
+
+def _statements(scan: ScanResult) -> tuple[list[tuple[str, int, str]], str]:
+    """(document, line, text) of each line that states slowness, in the order read: in
+    words, or else in timings (``_timings``); with how it was stated."""
     found: list[tuple[str, int, str]] = []
+    timed: list[tuple[str, int, str]] = []
     for context in scan.contexts:
         head_lines = context.head.count("\n") + 1
         parts = [(1, context.head, 0)]
@@ -119,16 +210,22 @@ def _statements(scan: ScanResult) -> list[tuple[str, int, str]]:
             for offset, line in enumerate(text.split("\n")):
                 if first + offset <= read_up_to:
                     continue  # already read in the head
-                if SLOWNESS.search(line) and not PROGRAM_OUTPUT.search(line):
+                if PROGRAM_OUTPUT.search(line):
+                    continue
+                if SLOWNESS.search(line):
                     found.append((context.document, first + offset, line.strip()))
                     if len(found) >= MAX_QUOTES:
-                        return found
-    return found
+                        return found, IN_WORDS
+                elif GPU_COUNT.search(line) and DURATION.search(line):
+                    timed.append((context.document, first + offset, line.strip()))
+    if found:
+        return found, IN_WORDS
+    return _timings(timed)[:MAX_QUOTES], IN_TIMINGS
 
 
 def stated_slowness(scan: ScanResult) -> Finding | None:
     """The low-confidence performance lead of a log whose text states slowness, or None."""
-    statements = _statements(scan)
+    statements, stated = _statements(scan)
     if not statements:
         return None
     many = len(scan.documents) > 1
@@ -138,5 +235,5 @@ def stated_slowness(scan: ScanResult) -> Finding | None:
     return Finding(
         STATED_SLOWNESS,
         "LOW CONFIDENCE: no message names a cause; the text says training is slow",
-        (*evidence, Evidence("reading", "slowness stated in words, not measured: a lead")),
+        (*evidence, Evidence("reading", stated)),
         STEPS, docs_url=STATED_SLOWNESS.docs_url)

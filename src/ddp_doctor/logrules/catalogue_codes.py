@@ -660,6 +660,26 @@ TRITON_MISSING = declare(
         "triton-windows package on Windows), or turn compilation off (no torch.compile, the "
         "trainer's compile option off, or backend='eager').",
     docs_url="https://github.com/triton-lang/triton#compatibility")
+# The NVIDIA kernel module refusing a GPU whose PCI memory window (BAR) the firmware or the
+# kernel left unassigned (kernel-open/nvidia/nv.c, nv_pci_probe: "This PCI I/O region assigned
+# to your NVIDIA device is invalid"): large-BAR GPUs need 64-bit MMIO space the BIOS ("Above 4G
+# decoding"), the hypervisor (its 64-bit PCI hole, EFI firmware) or the kernel (pci=realloc)
+# must provide.
+PCI_BAR_UNASSIGNED = declare(
+    "LOG130", Category.CUDA_INIT_FAILURE,
+    "The GPU's PCI memory window was left unassigned, so the driver cannot use the GPU",
+    what="The NVIDIA driver found a BAR (PCI memory region) of the GPU with no address or size "
+         "(\"BAR1 is 0M @ 0x0\"): the system firmware, the hypervisor or the kernel did not "
+         "give it room. GPUs with large BARs (A100, H100, P40, B300) need 64-bit MMIO space "
+         "above 4 GB.",
+    why="The driver refuses that GPU at probe: nvidia-smi lists fewer GPUs (or none), and "
+        "CUDA cannot use it.",
+    fix="Give the GPU its address space: enable Above 4G Decoding (and Resizable BAR where "
+        "offered) in the BIOS; in a VM use EFI firmware and a 64-bit MMIO window large enough "
+        "for the GPUs; or let Linux reassign the resources (pci=realloc on the kernel command "
+        "line), then reboot.",
+    docs_url="https://forums.developer.nvidia.com/t/"
+             "nvrm-this-pci-i-o-region-assigned-to-your-nvidia-device-is-invalid/229899")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -674,5 +694,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST,
                            JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
-                           ZERO3_DEVICE_MAP, TRITON_MISSING)
+                           ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED)
 """Every code declared here, for the catalogue loader."""

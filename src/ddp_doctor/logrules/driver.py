@@ -428,8 +428,11 @@ RULES: tuple[Rule, ...] = (
              "nvidia-container-cli: container error: failed to get device cgroup mount path: "
              "relative path in absolute URI: unknown")),
     Rule(CONTAINER_NEEDS_NEWER, rx(r"requirement error: unsatisfied condition: "
-                                   r"(?:cuda|driver)\s*>"),
-         ("error",),
+                                   r"(?:cuda|driver)\s*>",
+                                   # the condition quoted alone, as a platform's page or an
+                                   # "OCI runtime create failed" summary shows it
+                                   r"unsatisfied condition: cuda\s*>"),
+         ("error", "cud"),
          (Step("On the host, see the driver version and the newest CUDA it supports.",
                command="nvidia-smi"),
           Step("See what the image requires (its NVIDIA_REQUIRE_CUDA).",
@@ -441,7 +444,8 @@ RULES: tuple[Rule, ...] = (
                    "cuda>=10.0",
                    "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, "
                    "please update your driver to a newer version, or use an earlier cuda "
-                   "container: unknown")),
+                   "container: unknown",
+                   "unsatisfied condition: cuda>=12.8")),
     Rule(DRIVER_OLD, rx(r"the nvidia driver on your system is too old",
                         r"cuda driver version is insufficient for cuda runtime version",
                         r"cuda runtime error \(35\)", r"cuda failure 35\b",
