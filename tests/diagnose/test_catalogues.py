@@ -291,6 +291,12 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("no socket interface found", "LOG043", "nccl_network"),
     ("OCI runtime create failed\nunsatisfied condition: cuda>=12.8", "LOG074",
      "driver_too_old"),
+    ("ModuleNotFoundError: No module named 'torchvision.transforms.functional_tensor'", "LOG083",
+     "package_conflict"),
+    ("E0527 10:00:00.000000       1 factory.go:100] If this is a GPU node, did you set the docker "
+     "default runtime to `nvidia`?", "LOG071", "cuda_init_failure"),
+    ("E0527 10:00:00.000000       1 factory.go:118] Incompatible strategy detected auto",
+     "LOG071", "cuda_init_failure"),
 ])
 
 
