@@ -297,6 +297,23 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "default runtime to `nvidia`?", "LOG071", "cuda_init_failure"),
     ("E0527 10:00:00.000000       1 factory.go:118] Incompatible strategy detected auto",
      "LOG071", "cuda_init_failure"),
+    # the driver's installation, from nvidia-installer's, DKMS's and nvidia-smi's sources
+    ("ERROR: The Nouveau kernel driver is currently in use by your system.  This driver is "
+     "incompatible with the NVIDIA driver, and must be disabled before proceeding.", "LOG009",
+     "driver_missing"),
+    ("ERROR: Unable to find the kernel source tree for the currently running kernel.  Please make "
+     "sure you have installed the kernel source files for your kernel", "LOG009",
+     "driver_missing"),
+    ("ERROR: The kernel module failed to load. Secure boot is enabled on this system, so this is "
+     "likely because it was not signed by a key that is trusted by the kernel.", "LOG009",
+     "driver_missing"),
+    ("Consult /var/lib/dkms/nvidia/545.29.06/build/make.log for more information.", "LOG009",
+     "driver_missing"),
+    ("subprocess.CalledProcessError: Command '['nvidia-smi']' returned non-zero exit status 9.",
+     "LOG009", "driver_missing"),
+    ("Failed to run command: nvidia-smi: exit status 15", "LOG017", "hardware_fault"),
+    ("nvidia-smi: error while loading shared libraries: libnvidia-ml.so.1: cannot open shared "
+     "object file: No such file or directory", "LOG009", "driver_missing"),
 ])
 
 
