@@ -314,12 +314,27 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("Failed to run command: nvidia-smi: exit status 15", "LOG017", "hardware_fault"),
     ("nvidia-smi: error while loading shared libraries: libnvidia-ml.so.1: cannot open shared "
      "object file: No such file or directory", "LOG009", "driver_missing"),
+    ("torch.distributed.DistBackendError: [Rank 0]: Exception (either an error or timeout) "
+     "detected by watchdog at work: 1, last enqueued NCCL work: 1, last completed NCCL work: -1.",
+     "LOG047", "collective_timeout"),
+    ("[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but received "
+     "errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.",
+     "LOG049", "collective_timeout"),
 ])
 
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     found = lead(tmp_path, line + "\n")
     assert (found.code.id, found.code.category.value) == (code, category)
+
+
+def test_the_watchdogs_summary_gives_way_to_the_error_it_caught(tmp_path):
+    text = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+            "torch.distributed.DistBackendError: [Rank 0]: Exception (either an error or timeout) "
+            "detected by watchdog at work: 1, last enqueued NCCL work: 1, last completed NCCL "
+            "work: -1.\n")
+    assert lead(tmp_path, text).code.id == "LOG005"
+
 
 
 def test_an_unassigned_bar_explains_the_probe_failure_after_it(tmp_path):
