@@ -275,9 +275,9 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     # After blind split Q's study
     ("[   37.010658] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:",
      "LOG130", "cuda_init_failure"),
-    ("[   32.812372] IP: [<ffffffffc0740f8f>] _nv011740rm+0x1f/0x170 [nvidia]", "LOG009",
+    ("[   32.812372] IP: [<ffffffffc0740f8f>] _nv011740rm+0x1f/0x170 [nvidia]", "LOG131",
      "driver_missing"),
-    ("[  101.000000] RIP: 0010:_nv012345rm+0x2a/0x1c0 [nvidia]", "LOG009", "driver_missing"),
+    ("[  101.000000] RIP: 0010:_nv012345rm+0x2a/0x1c0 [nvidia]", "LOG131", "driver_missing"),
     ("  Warning  UnexpectedAdmissionError  13s   kubelet  Allocate failed due to rpc error: code = "
      "Unknown desc = request for 'nvidia.com/gpu: 2' too large: maximum request size for shared "
      "resources is 1, which is unexpected", "LOG030", "gpu_not_visible"),
@@ -326,6 +326,31 @@ def test_categories_agree_with_codes_and_codes_are_declared():
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     found = lead(tmp_path, line + "\n")
     assert (found.code.id, found.code.category.value) == (code, category)
+
+
+def test_an_oops_inside_the_driver_after_an_xid_is_the_gpus_fault(tmp_path):
+    """A soft lockup inside nvidia.ko after Xid 79 is the driver stuck on a lost GPU: the Xid
+    leads (hardware_fault), not the crash of the driver."""
+    found = diagnosed(tmp_path, (
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
+        "watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [nvidia-smi:1234]\n"
+        "RIP: 0010:_nv043429rm+0x1c/0x90 [nvidia]\n"))
+    assert (found[0].code.id, found[0].category.value) == ("LOG017", "hardware_fault")
+
+
+def test_the_device_plugins_runtime_hint_gives_way_to_the_nvml_error(tmp_path):
+    found = diagnosed(tmp_path, (
+        "E0527 10:00:00.000000 1 factory.go:99] Failed to initialize NVML: Driver Not Loaded.\n"
+        "E0527 10:00:00.000000 1 factory.go:100] If this is a GPU node, did you set the docker "
+        "default runtime to `nvidia`?\n"))
+    assert found[0].code.id == "LOG009"
+
+
+def test_the_batch_rule_reads_gpu_counts_named_as_variables(tmp_path):
+    for line in ("AssertionError: batch size must be divisible by num_gpus",
+                 "AssertionError: batch must be a multiple of n_gpu",
+                 "AssertionError: batch size 30 not divisible by num_devices 4"):
+        assert lead(tmp_path, line + "\n").code.id == "LOG058", line
 
 
 def test_the_watchdogs_summary_gives_way_to_the_error_it_caught(tmp_path):

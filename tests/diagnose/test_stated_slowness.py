@@ -122,21 +122,32 @@ def test_a_statement_past_the_head_of_a_long_log_is_read_once(tmp_path):
 
 
 # Timings users give instead of words: a step slower by half or more with more GPUs, an
-# epoch (or the whole run) no faster, an iteration rate down by a third or more.
+# epoch no faster, an iteration rate down by a third or more.
 TIMED_SLOWER = [
     "single GPU: 1.01s / iter\n2 GPUs: 3.84s / iter\n",  # kwea123/CasMVSNet_pl#31 (split Q)
     "When I train AlexnetOWT model with nGPU=4, one batch takes 2.3s; but when nGPU=1, one "
     "batch takes only 0.48s.\n",  # soumith/imagenet-multiGPU.torch#59
-    "Training takes 10 hours on 1 GPU and 12 hours with 4 GPUs\n",
     "1 GPU: 2.0 it/s\n4 GPUs: 0.9 it/s\n",
     "with 1 GPU an epoch took 20 min\nwith 2 GPUs an epoch took 25 min\n",
+    "1 GPU: 1h 50min per epoch; 2 GPUs: 2h 10min per epoch\n",
 ]
 TIMED_FINE = [
-    "Training takes 10 hours on 1 GPU and 3 hours with 4 GPUs\n",  # it scales
     "1 GPU: 2.0 it/s\n4 GPUs: 1.9 it/s\n",  # DDP's per-rank rate, about the same
     "On 1 GPU each step is 0.45 s, on 8 GPUs 0.5 s\n",
+    "Step time: 1 GPU 0.45 s, 8 GPUs 0.5 s\n",  # the kind named before the counts
     "| 8 A100(40GB) | 4 hours |\n| 4 * 8 A100(40GB) | 1 hours |\n",  # no GPU count said
     "4 GPUs: 1.2s / iter\n",  # one timing alone compares nothing
+    # a duration of another clause is not the count's
+    "Setup: batch 64, warmup 5 min. 1 GPU: 30 min per epoch, 4 GPUs: 8 min per epoch\n",
+    # a model's plural is not seconds, a model number not a count
+    "With 2 GPUs (two 3090s) an epoch takes 20 min; with 4 GPUs (four 3090s) it takes 12 min\n",
+    "GTX 980 GPU: 2 s/iter, 1 GPU: 0.5 s/iter\n",
+    "1 GPU: 1h 50min per epoch; 2 GPUs: 1h 10min per epoch\n",  # both parts of a time count
+    # times that are not of a step or an epoch: loading, intervals, whole runs
+    "model load: 1 GPU 30 s, 4 GPUs 45 s\n",
+    "eval every 2 hours on 8 GPUs; logs every 10 min on 1 GPU\n",
+    "We trained for 3 hours on 8 GPUs, and fine-tuned for 30 min on 1 GPU.\n",
+    "Training takes 10 hours on 1 GPU and 12 hours with 4 GPUs\n",
 ]
 
 
@@ -157,3 +168,11 @@ def test_timings_that_scale_or_compare_nothing_are_not_read(tmp_path, text):
 def test_an_error_outranks_timings_too(tmp_path):
     text = TIMED_SLOWER[0] + "torch.cuda.OutOfMemoryError: CUDA out of memory.\n"
     assert lead(tmp_path, text).category.value == "gpu_out_of_memory"
+
+
+def test_timings_give_way_to_the_fallbacks_reading_of_an_error_line(tmp_path):
+    """Timings are weaker evidence than error lines the fallback can read: its guess leads."""
+    text = "NCCL WARN Could not find real path of /sys/class/net/eth0/device\n" + TIMED_SLOWER[0]
+    first = diagnosed(tmp_path, text)[0]
+    assert first.code.id.startswith("DIAG1") and first.code.id != "DIAG150"
+    assert first.category.value == "nccl_network"

@@ -221,8 +221,9 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         from ddp_doctor.diagnose.stated_slowness import stated_slowness
 
         # Low-confidence leads, said to be ones: slowness the text states in words, else
-        # the category the error lines resemble.
-        guessed = stated_slowness(scan) or fallback_lead(scan)
+        # the category the error lines resemble, else slowness stated in timings.
+        guessed = (stated_slowness(scan, timings=False) or fallback_lead(scan)
+                   or stated_slowness(scan))
         if guessed is not None:
             findings.insert(0, guessed)
     if notes:

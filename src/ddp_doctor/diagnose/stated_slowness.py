@@ -87,7 +87,9 @@ STATED_SLOWNESS = declare(
     "Low confidence: the text says training is slow, and no message names a cause",
     what="No log rule matched, and the text states low throughput in words (training slower "
          "than expected or than on fewer GPUs, low GPU utilisation, no speed-up from more "
-         "GPUs). Nothing failed, so the log cannot say which of the usual causes it is.",
+         "GPUs) or in timings for two GPU counts (a step much slower, an epoch no faster, "
+         "with more GPUs). Nothing failed, so the log cannot say which of the usual causes "
+         "it is.",
     why="A multi-GPU job that trains slower than its hardware should is most often fed too "
         "slowly (DataLoader workers, CPU cores per GPU), moves its gradients over a slow path "
         "(peer-to-peer off or through the CPU, sockets instead of InfiniBand), waits for a "
@@ -117,88 +119,131 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-# A GPU count as users write it: "2 GPUs", "8x GPU", "single GPU", "nGPU=4", "--nproc_per_node 8"
-# is a command, not a statement, and is not read.
+# A GPU count as users write it: "2 GPUs", "8x GPU", "single GPU", "nGPU=4". A model number
+# before "GPU" ("GTX 980 GPU") is not a count (``_counts``).
 GPU_COUNT = re.compile(
     r"\b(?P<n>\d{1,3})\s*(?:x\s*|\*\s*)?gpus?\b"
     r"|\b(?P<w>single|one|two|three|four|eight)\s+gpus?\b"
     r"|\bn_?gpus?\s*[=:]\s*(?P<m>\d{1,3})\b",
     re.IGNORECASE)
+MODEL_BEFORE = re.compile(r"(?:gtx|rtx|tesla|quadro|titan|geforce|radeon)\s*$", re.IGNORECASE)
 WORDS = {"single": 1, "one": 1, "two": 2, "three": 3, "four": 4, "eight": 8}
-# A duration, with what it is the time of when the text says ("1.01s / iter", "2.3 s per
-# batch", "4 hours per epoch", "took 20 min"), or an iteration rate ("3.5 it/s").
+# A duration ("1.01s / iter", "2.3 s per batch", "30 min per epoch", "1h 50min"), or an
+# iteration rate ("3.5 it/s").
 DURATION = re.compile(
     r"(?<![\w.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
+    r"(?P<next>\s*\d+(?:\.\d+)?\s*(?:mins?|minutes?|s|secs?|seconds?)\b)?"
     r"(?:\s*(?:/|per)\s*(?P<per>iter(?:ation)?s?|its?|steps?|batch(?:es)?|epochs?)\b)?"
     r"|(?<![\w.])(?P<r>\d+(?:\.\d+)?)\s*(?:it|iters?|steps?|batch(?:es)?)\s*/\s*s(?:ec)?\b",
     re.IGNORECASE)
+NEXT_PART = re.compile(r"(?P<v>\d+(?:\.\d+)?)\s*(?P<u>[a-z]+)", re.IGNORECASE)
 SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60,
            "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600,
            "hour": 3600, "hours": 3600}
 STEP_WORDS = re.compile(r"\b(?:iter(?:ation)?s?|its?|steps?|batch(?:es)?)\b", re.IGNORECASE)
 EPOCH_WORDS = re.compile(r"\bepochs?\b", re.IGNORECASE)
+CLAUSE = re.compile(r"[;.](?=\s|$)")  # a sentence or clause ends (not a decimal point)
 STEP_SLOWER = 1.5  # a step this much slower with more GPUs is a slowdown, not DDP's overhead
+MAX_TIMED = 200  # lines with timings read, at most
 
 
-def _timed_counts(line: str) -> list[tuple[int, str, float]]:
-    """(GPU count, kind, seconds) of each GPU count in ``line`` with the first duration after
-    it and before the next count: kind "step" (per iteration, step or batch), "epoch" (per
-    epoch, or for the whole run where nothing says), or "rate" (iterations per second)."""
-    counts = list(GPU_COUNT.finditer(line))
-    durations = list(DURATION.finditer(line))
-    if not counts or not durations:
-        return []
-    # "1 GPU: 1.01s / iter" names the count first; "10 hours on 1 GPU" the duration: a line
-    # whose first duration comes before its first count is read the second way.
-    after = durations[0].start() > counts[0].start()
-    found: list[tuple[int, str, float]] = []
-    for i, count in enumerate(counts):
-        if after:
-            end = counts[i + 1].start() if i + 1 < len(counts) else len(line)
-            duration = next((d for d in durations if count.end() <= d.start() < end), None)
-        else:
-            start = counts[i - 1].end() if i else 0
-            duration = next((d for d in reversed(durations)
-                             if start <= d.start() and d.end() <= count.start()), None)
-        if duration is None:
+def _seconds(duration: re.Match[str]) -> float | None:
+    """The duration in seconds ("1h 50min" added up), or None where it is a model number's
+    plural ("3090s": a bare "s" right after three or more digits, with no "/ iter")."""
+    value, unit = duration["v"], duration["u"].lower()
+    if unit == "s" and "." not in value and len(value) >= 3 and duration["per"] is None \
+            and duration.group(0)[len(value)] == unit[0]:
+        return None
+    total = float(value) * SECONDS[unit]
+    if duration["next"]:
+        part = NEXT_PART.search(duration["next"])
+        if part is not None and part["u"].lower() in SECONDS:
+            total += float(part["v"]) * SECONDS[part["u"].lower()]
+    return total
+
+
+def _kind(line: str, duration: re.Match[str]) -> str | None:
+    """What a duration on ``line`` is the time of: "step", "epoch" or "rate", or None where
+    the line does not say (a load time, a whole run, an evaluation interval)."""
+    if duration["r"] is not None:
+        return "rate"
+    per = (duration["per"] or "").lower()
+    if per:
+        return "epoch" if per.startswith("epoch") else "step"
+    steps, epochs = bool(STEP_WORDS.search(line)), bool(EPOCH_WORDS.search(line))
+    if steps != epochs:
+        return "step" if steps else "epoch"
+    return None
+
+
+def _counts(clause: str) -> list[tuple[re.Match[str], int]]:
+    """The GPU counts of a clause with their numbers (model numbers left out)."""
+    found = []
+    for count in GPU_COUNT.finditer(clause):
+        if MODEL_BEFORE.search(clause[max(0, count.start() - 12):count.start()]):
             continue
-        n = int(count["n"] or count["m"] or WORDS[count["w"].lower()])
-        if duration["r"] is not None:
-            found.append((n, "rate", float(duration["r"])))
-            continue
-        between = (line[count.end():duration.start()] if after
-                   else line[duration.end():count.start()]) + (duration["per"] or "")
-        kind = "step" if STEP_WORDS.search(between) else "epoch"
-        found.append((n, kind, float(duration["v"]) * SECONDS[duration["u"].lower()]))
+        found.append((count, int(count["n"] or count["m"] or WORDS[count["w"].lower()])))
     return found
 
 
-def _slower(fewer: tuple[int, str, float], more: tuple[int, str, float]) -> bool:
-    """Whether the timing with more GPUs states a slowdown against the one with fewer."""
-    kind, before, after = fewer[1], fewer[2], more[2]
+def _timed_counts(line: str) -> list[tuple[int, str, float]]:
+    """(GPU count, kind, seconds or iterations per second) of each GPU count of ``line`` with
+    its duration: in each clause, the one after the count where the clause names counts
+    first ("1 GPU: 1.01s / iter"), else the one before ("10 hours on 1 GPU")."""
+    found: list[tuple[int, str, float]] = []
+    start = 0
+    for end in [m.start() for m in CLAUSE.finditer(line)] + [len(line)]:
+        clause, start = line[start:end], end + 1
+        counts = _counts(clause)
+        durations = list(DURATION.finditer(clause))
+        if not counts or not durations:
+            continue
+        after = durations[0].start() > counts[0][0].start()
+        for i, (count, n) in enumerate(counts):
+            if after:
+                stop = counts[i + 1][0].start() if i + 1 < len(counts) else len(clause)
+                duration = next((d for d in durations if count.end() <= d.start() < stop), None)
+            else:
+                begin = counts[i - 1][0].end() if i else 0
+                duration = next((d for d in reversed(durations)
+                                 if begin <= d.start() and d.end() <= count.start()), None)
+            if duration is None:
+                continue
+            kind = _kind(line, duration)
+            value = float(duration["r"]) if duration["r"] is not None else _seconds(duration)
+            if kind is not None and value is not None:
+                found.append((n, kind, value))
+    return found
+
+
+def _slower(kind: str, fewer: tuple[float, float], more: tuple[float, float]) -> bool:
+    """Whether the timings with more GPUs state a slowdown against those with fewer, each
+    (least, most): even the best with more GPUs against the worst with fewer."""
     if kind == "step":
-        return after >= STEP_SLOWER * before
+        return more[0] >= STEP_SLOWER * fewer[1]
     if kind == "rate":
-        return after * STEP_SLOWER <= before
-    return after >= before  # per epoch or in all: more GPUs should take less
+        return more[1] * STEP_SLOWER <= fewer[0]
+    return more[0] >= fewer[1]  # an epoch should take less with more GPUs
 
 
 def _timings(lines: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     """The lines whose timings for two GPU counts state a slowdown (``_slower``), or []."""
-    timed = [(where, t) for where in lines for t in _timed_counts(where[2])]
-    for a, (where_a, ta) in enumerate(timed):
-        for where_b, tb in timed[a + 1:]:
-            if ta[1] != tb[1] or ta[0] == tb[0]:
-                continue
-            fewer, more = sorted(((ta, where_a), (tb, where_b)), key=lambda x: x[0][0])
-            if _slower(fewer[0], more[0]):
-                return sorted({fewer[1], more[1]}, key=lambda w: (w[0], w[1]))
+    # (kind, count) -> (least, most, the first line of the count)
+    seen: dict[tuple[str, int], tuple[float, float, tuple[str, int, str]]] = {}
+    for where in lines[:MAX_TIMED]:
+        for n, kind, value in _timed_counts(where[2]):
+            low, high, first = seen.get((kind, n), (value, value, where))
+            seen[(kind, n)] = (min(low, value), max(high, value), first)
+    for (kind, n), (low, high, where) in sorted(seen.items()):
+        for (other_kind, m), (low2, high2, where2) in sorted(seen.items()):
+            if other_kind == kind and m > n and _slower(kind, (low, high), (low2, high2)):
+                return sorted({where, where2}, key=lambda w: (w[0], w[1]))
     return []
 
 
-def _statements(scan: ScanResult) -> tuple[list[tuple[str, int, str]], str]:
+def _statements(scan: ScanResult, timings: bool) -> tuple[list[tuple[str, int, str]], str]:
     """(document, line, text) of each line that states slowness, in the order read: in
-    words, or else in timings (``_timings``); with how it was stated."""
+    words, or else (``timings``) in timings for two GPU counts; with how it was stated."""
     found: list[tuple[str, int, str]] = []
     timed: list[tuple[str, int, str]] = []
     for context in scan.contexts:
@@ -218,14 +263,15 @@ def _statements(scan: ScanResult) -> tuple[list[tuple[str, int, str]], str]:
                         return found, IN_WORDS
                 elif GPU_COUNT.search(line) and DURATION.search(line):
                     timed.append((context.document, first + offset, line.strip()))
-    if found:
+    if found or not timings:
         return found, IN_WORDS
     return _timings(timed)[:MAX_QUOTES], IN_TIMINGS
 
 
-def stated_slowness(scan: ScanResult) -> Finding | None:
-    """The low-confidence performance lead of a log whose text states slowness, or None."""
-    statements, stated = _statements(scan)
+def stated_slowness(scan: ScanResult, timings: bool = True) -> Finding | None:
+    """The low-confidence performance lead of a log whose text states slowness, or None;
+    ``timings=False`` reads words only (timings are weaker evidence than the fallback's)."""
+    statements, stated = _statements(scan, timings)
     if not statements:
         return None
     many = len(scan.documents) > 1

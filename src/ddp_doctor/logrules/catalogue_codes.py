@@ -680,6 +680,20 @@ PCI_BAR_UNASSIGNED = declare(
         "line), then reboot.",
     docs_url="https://forums.developer.nvidia.com/t/"
              "nvrm-this-pci-i-o-region-assigned-to-your-nvidia-device-is-invalid/229899")
+# The kernel's oops report when the fault is inside the NVIDIA kernel module (Linux
+# arch/x86/kernel/dumpstack.c, show_ip): the driver crashed in the kernel.
+DRIVER_OOPS = declare(
+    "LOG131", Category.DRIVER_MISSING,
+    "The NVIDIA kernel module crashed (a kernel oops inside it)",
+    what="The kernel stopped on a fault whose instruction pointer is inside nvidia.ko (or "
+         "nvidia_uvm, nvidia_modeset): the driver does not fit the running kernel (a kernel "
+         "update it was not built or certified for) or hit a bug of its own.",
+    why="No GPU is usable until the machine reboots with a working driver; nvidia-smi and "
+        "CUDA hang or fail.",
+    fix="Install a driver release supported on this kernel, or boot the kernel the driver was "
+        "built for, then reboot. Where the oops follows an Xid error of one GPU, that GPU is "
+        "the fault.",
+    docs_url="https://docs.kernel.org/admin-guide/bug-hunting.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -694,5 +708,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            KERNEL_RESOURCES, FSDP_FLATTEN, SLURM_GPU_REQUEST,
                            JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
-                           ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED)
+                           ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
+                           DRIVER_OOPS)
 """Every code declared here, for the catalogue loader."""

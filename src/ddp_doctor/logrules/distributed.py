@@ -396,9 +396,10 @@ RULES: tuple[Rule, ...] = (
              "RuntimeError: Expected all tensors to be on the same device, but found at least "
              "two devices, cuda:0 and cuda:1!")),
     Rule(BATCH, rx(r"error: batch-size \d+ not multiple of gpu count",
-                   # a GPU count, not a per-GPU size ("micro_batch_size_per_gpu": verl, LOG126)
+                   # a GPU count (num_gpus, n_gpu), not a per-GPU size
+                   # ("micro_batch_size_per_gpu": verl's own check, LOG126)
                    r"error: [^\n]*batch[^\n]*(?:multiple of|divisible by)[^\n]*"
-                   r"\b(?:gpus?|devices)\b",
+                   r"(?<!per_)(?:gpus?|devices)",
                    r"error: autobatch with batch<1 not supported for multi-gpu",
                    # YOLOv5's train.py under DDP (ultralytics/yolov5 pull 6568)
                    r"error: --batch-size \d+ must be multiple of world_size",
