@@ -320,6 +320,16 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but received "
      "errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.",
      "LOG049", "collective_timeout"),
+    # After blind split R's study
+    ("ModuleNotFoundError: No module named 'numpy._core._multiarray_umath'", "LOG026",
+     "package_conflict"),
+    ("2024-05-01 12:00:00,000 WARNING: no GPU detected, will be using CPU", "LOG122",
+     "torch_cpu_only"),
+    ("SystemError: (Fatal) Blocking queue is killed because the data reader raises an exception.",
+     "LOG041", "nccl_shared_memory"),
+    # the wait pasted with its number elided
+    ("RuntimeError: [../third_party/gloo/.../unbound_buffer.cc:81] Timed out waiting ... for recv",
+     "LOG047", "collective_timeout"),
 ])
 
 

@@ -54,7 +54,13 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # Split Q5 (23, collected with Q1-Q4 against 371975f and scored blind after their study: 20/23
 # on 371975f and on d3d957f) joined, then its even positions moved to the corpus to be studied
 # (11/12 before the study), its held-out half stayed (9/11): 326/437.
-FLOOR = 326 / 437
+# Split R (47, scored blind: 33/47 on 8e5a6d6, the code it was collected against, on 3245564
+# and on 371975f: nothing built that day reached it) joined, then its even positions moved to
+# the corpus to be studied (18/24 before the study), its held-out half stayed (15/23 before
+# that study): 341/460. One held-out case shared its page's URL with a studied one (two entries
+# of one FAQ) and joined the studied half unread (19/25 before the study; held out 14/22):
+# 340/459, the same after the study (index and fallback rebuilt; totals only).
+FLOOR = 340 / 459
 
 
 @cache

@@ -203,3 +203,16 @@ def test_warnings_of_a_healthy_run_get_no_lead(tmp_path):
                                 "has failed to connect to [localhost]:<n>"])
     assert shows_a_failure(["WARNING:torch.distributed.elastic.multiprocessing.api:failed "
                             "(exitcode: -<n>) local_rank: <n> (pid: <n>) of binary: python"])
+
+
+def test_a_lower_threshold_must_add_leads_that_are_right_at_least_half_the_time():
+    """The grid's lowest threshold at 80% (95% confidence) is chosen only where the leads it
+    adds over the next threshold up are right at least half the time: otherwise the leads
+    above it carry a band that turns more "unknown"s into wrong leads than right ones."""
+    from fallback_calibration import chosen_threshold
+
+    confident = [(0.95, True, 10)] * 200
+    mostly_wrong_band = [(0.35, True, 10)] * 10 + [(0.35, False, 10)] * 20
+    mostly_right_band = [(0.35, True, 10)] * 20 + [(0.35, False, 10)] * 10
+    assert chosen_threshold(confident + mostly_wrong_band) == 0.4
+    assert chosen_threshold(confident + mostly_right_band) == 0.3

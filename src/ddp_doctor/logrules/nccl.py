@@ -391,7 +391,7 @@ RULES: tuple[Rule, ...] = (
                            "(kohya-ss/sd-scripts#971)."))),
     Rule(WATCHDOG, rx(r"watchdog caught collective operation timeout",
                       r"caught collective operation timeout",
-                      r"timed out waiting \d+ms for (?:recv|send) operation",
+                      r"timed out waiting (?:\d+ ?ms|\.\.\.|\u2026) for (?:recv|send)\b",
                       # the watchdog's C++ frame, when the message itself was cut from the log
                       r"processgroupnccl::worknccl::checktimeout\b",
                       r"fail\w* to pass monitoredbarrier"),
@@ -406,6 +406,8 @@ RULES: tuple[Rule, ...] = (
                    "600083 milliseconds before timing out.",
                    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
                    "Timed out waiting 1800000ms for recv operation to complete",
+                   "RuntimeError: [../third_party/gloo/.../unbound_buffer.cc:81] Timed out "
+                   "waiting ... for recv",
                    "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::"
                    "chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x1554e9e0f8f2 in "
                    "/envs/mlpf/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so)"),
