@@ -330,6 +330,12 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     # the wait pasted with its number elided
     ("RuntimeError: [../third_party/gloo/.../unbound_buffer.cc:81] Timed out waiting ... for recv",
      "LOG047", "collective_timeout"),
+    # a module missing from the interpreter is the environment's, not torch's (the fallback read
+    # every "No module named" as torch_missing); torch itself stays LOG021
+    ("ModuleNotFoundError: No module named 'apex'", "LOG132", "package_conflict"),
+    ("ImportError: No module named flash_attn", "LOG132", "package_conflict"),
+    ("ModuleNotFoundError: No module named 'torch'", "LOG021", "torch_missing"),
+    ("ModuleNotFoundError: No module named 'amp_C'", "LOG089", "package_conflict"),
 ])
 
 

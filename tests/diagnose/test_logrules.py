@@ -235,7 +235,8 @@ def test_nccl_refusal_is_network_and_store_refusal_is_rendezvous():
 
 @pytest.mark.parametrize(("line", "code"), [
     ("ModuleNotFoundError: No module named 'torch'", "LOG021"),
-    ("ModuleNotFoundError: No module named 'torchvision'", None),
+    # not torch's absence: a package missing from the environment (the python catalogue)
+    ("ModuleNotFoundError: No module named 'torchvision'", "LOG132"),
     ("ImportError: /site-packages/torchvision/_C.so: undefined symbol: _ZN2at4_ops", "LOG025"),
     ("ImportError: /site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
      "LOG022"),

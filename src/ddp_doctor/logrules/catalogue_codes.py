@@ -694,6 +694,22 @@ DRIVER_OOPS = declare(
         "built for, then reboot. Where the oops follows an Xid error of one GPU, that GPU is "
         "the fault.",
     docs_url="https://docs.kernel.org/admin-guide/bug-hunting.html")
+# CPython's import system when a module the job imports is not installed in the interpreter
+# that runs it (Lib/importlib/_bootstrap.py, _find_and_load_unlocked: "No module named %r").
+# torch itself is the hand-written LOG021 (torch_missing); every other module is a package
+# missing from this environment.
+MODULE_NOT_INSTALLED = declare(
+    "LOG132", Category.PACKAGE_CONFLICT,
+    "A module the job imports is not installed in the interpreter that runs it",
+    what="Python found no module of that name on its path: the package is not installed in "
+         "this interpreter, or it is installed in another one (the launcher's python, a "
+         "second venv or conda env, a container image, a notebook kernel), or a package that "
+         "should bring it is too old or too new to have it.",
+    why="The script stops at the import, before training starts.",
+    fix="Install the package into the interpreter that runs the job (python -m pip install "
+        "..., with that interpreter's python; the package name can differ from the module's: "
+        "cv2 is opencv-python), or launch the job with the interpreter that has it.",
+    docs_url="https://docs.python.org/3/library/exceptions.html#ModuleNotFoundError")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -709,5 +725,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
                            ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
-                           DRIVER_OOPS)
+                           DRIVER_OOPS, MODULE_NOT_INSTALLED)
 """Every code declared here, for the catalogue loader."""
