@@ -336,6 +336,14 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("ImportError: No module named flash_attn", "LOG132", "package_conflict"),
     ("ModuleNotFoundError: No module named 'torch'", "LOG021", "torch_missing"),
     ("ModuleNotFoundError: No module named 'amp_C'", "LOG089", "package_conflict"),
+    ("ImportError: libGL.so.1: cannot open shared object file: No such file or directory",
+     "LOG133", "package_conflict"),
+    ("KeyError: 'LOCAL_RANK'", "LOG056", "ddp_usage_error"),
+    ("OSError: [Errno 24] Too many open files", "LOG110", "nccl_shared_memory"),
+    ("RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) "
+     "should be the same", "LOG070", "ddp_usage_error"),
+    ("RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) "
+     "should be the same", "LOG070", "ddp_usage_error"),
 ])
 
 

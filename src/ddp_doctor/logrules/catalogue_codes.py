@@ -710,6 +710,21 @@ MODULE_NOT_INSTALLED = declare(
         "..., with that interpreter's python; the package name can differ from the module's: "
         "cv2 is opencv-python), or launch the job with the interpreter that has it.",
     docs_url="https://docs.python.org/3/library/exceptions.html#ModuleNotFoundError")
+# The dynamic loader finding no system library that a Python package's compiled module needs
+# (glibc elf/dl-load.c), for the libraries a slim container image or a server install lacks:
+# OpenCV's libGL and GLib (cv2, imported by Ultralytics, mmcv, albumentations).
+SYSTEM_LIBRARY_MISSING = declare(
+    "LOG133", Category.PACKAGE_CONFLICT,
+    "A system library that a Python package needs is not installed (OpenCV's libGL)",
+    what="The opencv-python wheel links against the desktop's OpenGL and GLib libraries "
+         "(libGL.so.1, libgthread-2.0.so.0), which slim container images and minimal server "
+         "installs do not have, so importing cv2 fails; the trainer that imports it stops "
+         "before training.",
+    why="The training script fails at its imports.",
+    fix="Install the system libraries (apt-get install -y libgl1 libglib2.0-0; dnf install "
+        "mesa-libGL glib2), or replace opencv-python by opencv-python-headless, which needs "
+        "neither.",
+    docs_url="https://github.com/opencv/opencv-python#installation-and-usage")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -725,5 +740,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            JAX_NO_GPU, JAX_CPU_BUILD, IMAGE_DRIVER_FILES, SSH_TO_NODE,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
                            ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
-                           DRIVER_OOPS, MODULE_NOT_INSTALLED)
+                           DRIVER_OOPS, MODULE_NOT_INSTALLED,
+                           SYSTEM_LIBRARY_MISSING)
 """Every code declared here, for the catalogue loader."""
