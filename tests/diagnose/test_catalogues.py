@@ -344,12 +344,30 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "should be the same", "LOG070", "ddp_usage_error"),
     ("RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) "
      "should be the same", "LOG070", "ddp_usage_error"),
+    # a compiled package's build, from torch's cpp_extension, gcc and pip
+    ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+     "root.", "LOG089", "package_conflict"),
+    ("RuntimeError: Ninja is required to load C++ extensions (pip install ninja to get it)",
+     "LOG089", "package_conflict"),
+    ("/tmp/pip-build/csrc/flash_api.cpp:5:10: fatal error: cuda_runtime.h: No such file or "
+     "directory", "LOG089", "package_conflict"),
+    ("ERROR: Could not build wheels for flash-attn, which is required to install "
+     "pyproject.toml-based projects", "LOG089", "package_conflict"),
 ])
 
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     found = lead(tmp_path, line + "\n")
     assert (found.code.id, found.code.category.value) == (code, category)
+
+
+def test_a_failed_build_gives_way_to_the_compilers_own_error(tmp_path):
+    text = ("nvcc fatal   : Unsupported gpu architecture 'compute_90'\n"
+            "RuntimeError: Error compiling objects for extension\n"
+            "ERROR: Could not build wheels for flash-attn, which is required to install "
+            "pyproject.toml-based projects\n")
+    assert lead(tmp_path, text).category.value == "torch_arch_unsupported"
+
 
 
 def test_an_oops_inside_the_driver_after_an_xid_is_the_gpus_fault(tmp_path):
