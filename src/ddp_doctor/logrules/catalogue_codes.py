@@ -21,12 +21,13 @@ from ddp_doctor.model import Code, Severity
 
 EXTENSION_BUILD = declare(
     "LOG089", Category.PACKAGE_CONFLICT,
-    "A compiled extension was built for another PyTorch or CUDA than the one installed",
+    "A compiled extension does not fit the installed PyTorch and CUDA, or could not be built",
     what="A package with its own compiled CUDA/C++ code (torch_sparse, torch_scatter, "
-         "torch_cluster, mmcv, apex, detectron2, xFormers, flash-attn) checked the torch or "
-         "CUDA version it was built against and found a different one, or its compiled "
-         "module failed to load: it was installed for another torch release or CUDA variant, "
-         "or torch was upgraded after it.",
+         "torch_cluster, mmcv, apex, detectron2, xFormers, flash-attn, DeepSpeed's ops) "
+         "checked the torch or CUDA version it was built against and found a different one, "
+         "or its compiled module failed to load (it was installed for another torch release "
+         "or CUDA variant, or torch was upgraded after it), or building it here failed (no "
+         "CUDA toolkit, no ninja, a compiler error).",
     why="The extension's operators cannot run, so the model (or its data pipeline) fails as "
         "soon as it uses them.",
     fix="Reinstall the extension built for the installed torch and CUDA (the wheel index "
