@@ -8,9 +8,10 @@ pruning). For each threshold the script prints how many threads are classified a
 probability or above and how many of those are right, and the most threads any threshold
 classifies at 80% precision. diagnose/fallback.py's THRESHOLD is the lowest one whose
 precision is at least 80% with 95% confidence (the one-sided Wilson lower bound, printed as
-"at least"). ``--naive-bayes`` scores the Bernoulli naive Bayes the model replaced,
-leave-one-out, for the comparison in fallback.py's docstring. Only the corpus's threads are
-used: the unseen split (tests/data/unseen) is never read here.
+"at least") and whose bands, from it up, are each right at least half the time (printed
+band by band; ``chosen_threshold``). ``--naive-bayes`` scores the Bernoulli naive Bayes the
+model replaced, leave-one-out, for the comparison in fallback.py's docstring. Only the
+corpus's threads are used: the unseen split (tests/data/unseen) is never read here.
 """
 
 from __future__ import annotations
@@ -91,21 +92,32 @@ def lower_bound(right: int, total: int, z: float = 1.645) -> float:
     return (centre - spread) / (1 + z * z / total)
 
 
+def bands(rows: list[Row], grid: tuple[float, ...] = GRID) -> list[tuple[float, int, int]]:
+    """(threshold, leads, right) of each band of the grid: the leads at or above a threshold
+    and below the next one up (the top band has no upper end)."""
+    ordered = sorted(grid)
+    found = []
+    for i, low in enumerate(ordered):
+        high = ordered[i + 1] if i + 1 < len(ordered) else float("inf")
+        band = [r for r in rows if low <= r[0] < high and r[2] >= MIN_TERMS]
+        found.append((low, len(band), sum(1 for r in band if r[1])))
+    return found
+
+
 def chosen_threshold(rows: list[Row], grid: tuple[float, ...] = GRID) -> float | None:
     """The lowest threshold on the grid whose precision is at least 80% with 95% confidence,
-    and whose own band (the leads it adds over the next threshold up) is right at least half
-    the time: a lower threshold that keeps the total above 80% by the leads above it, while
-    the ones it adds are mostly wrong, makes a wrong lead of an "unknown" more often than a
-    right one (with split R's studied half, 0.3 kept 80.2% at least, but its band 0.3-0.4
-    was right in 12 of 32)."""
+    and whose bands, its own and every one above it, are each right at least half the time
+    (an empty band says nothing and passes): a lower threshold that keeps the total above 80%
+    by the leads above it, while the ones a band adds are mostly wrong, makes a wrong lead of
+    an "unknown" more often than a right one (with split R's studied half, 0.3 kept 80.2% at
+    least, but its band 0.3-0.4 was right in 11 of 31)."""
     ordered = sorted(grid)
+    per_band = bands(rows, grid)
     for i, threshold in enumerate(ordered):
         chosen = [r for r in rows if r[0] >= threshold and r[2] >= MIN_TERMS]
-        upper = ordered[i + 1] if i + 1 < len(ordered) else float("inf")
-        band = [r for r in chosen if r[0] < upper]
-        band_right = sum(1 for r in band if r[1])
-        if (lower_bound(sum(1 for r in chosen if r[1]), len(chosen)) >= 0.80
-                and (not band or band_right * 2 >= len(band))):
+        if lower_bound(sum(1 for r in chosen if r[1]), len(chosen)) < 0.80:
+            continue
+        if all(right * 2 >= leads for _, leads, right in per_band[i:]):
             return threshold
     return None
 
@@ -125,8 +137,10 @@ def table(rows: list[Row], total: int, grid: tuple[float, ...] = GRID) -> None:
         if right / n >= 0.8:
             most = n
     print(f"  most classified at 80% precision: {most} ({most / total:.0%})")
-    print(f"  threshold (80% with 95% confidence, its band right at least half the time): "
-          f"{chosen_threshold(rows, grid)}")
+    for low, leads, right in bands(rows, grid):
+        print(f"  band from {low:<5} {leads:3} leads, right {right:3}")
+    print(f"  threshold (80% with 95% confidence, each band from it up right at least half the "
+          f"time): {chosen_threshold(rows, grid)}")
 
 
 def main() -> int:

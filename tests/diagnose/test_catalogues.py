@@ -386,6 +386,13 @@ def test_the_device_plugins_runtime_hint_gives_way_to_the_nvml_error(tmp_path):
         "E0527 10:00:00.000000 1 factory.go:100] If this is a GPU node, did you set the docker "
         "default runtime to `nvidia`?\n"))
     assert found[0].code.id == "LOG009"
+    # the hint first, then an NVML error of its own category (cuda_init_failure): without the
+    # hint's symptom_of, the earlier line would lead
+    found = diagnosed(tmp_path, (
+        "E0527 10:00:00.000000 1 factory.go:100] If this is a GPU node, did you set the docker "
+        "default runtime to `nvidia`?\n"
+        "Failed to initialize NVML: Insufficient Permissions\n"))
+    assert found[0].code.id == "LOG014"
 
 
 def test_the_batch_rule_reads_gpu_counts_named_as_variables(tmp_path):
@@ -396,11 +403,13 @@ def test_the_batch_rule_reads_gpu_counts_named_as_variables(tmp_path):
 
 
 def test_the_watchdogs_summary_gives_way_to_the_error_it_caught(tmp_path):
-    text = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    # an illegal memory access (category unknown) ranks below collective_timeout by itself:
+    # only the summary's symptom_of puts it first
+    text = ("RuntimeError: CUDA error: an illegal memory access was encountered\n"
             "torch.distributed.DistBackendError: [Rank 0]: Exception (either an error or timeout) "
             "detected by watchdog at work: 1, last enqueued NCCL work: 1, last completed NCCL "
             "work: -1.\n")
-    assert lead(tmp_path, text).code.id == "LOG005"
+    assert lead(tmp_path, text).code.id == "LOG035"
 
 
 

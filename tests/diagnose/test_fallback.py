@@ -216,3 +216,6 @@ def test_a_lower_threshold_must_add_leads_that_are_right_at_least_half_the_time(
     mostly_right_band = [(0.35, True, 10)] * 20 + [(0.35, False, 10)] * 10
     assert chosen_threshold(confident + mostly_wrong_band) == 0.4
     assert chosen_threshold(confident + mostly_right_band) == 0.3
+    # an empty band at the bottom does not let a mostly wrong band above it through
+    wrong_higher_up = [(0.45, True, 10)] * 10 + [(0.45, False, 10)] * 20
+    assert chosen_threshold(confident + wrong_higher_up) == 0.5

@@ -130,6 +130,7 @@ TIMED_SLOWER = [
     "1 GPU: 2.0 it/s\n4 GPUs: 0.9 it/s\n",
     "with 1 GPU an epoch took 20 min\nwith 2 GPUs an epoch took 25 min\n",
     "1 GPU: 1h 50min per epoch; 2 GPUs: 2h 10min per epoch\n",
+    "1 GPU: one epoch takes 100s\n4 GPUs: one epoch takes 240s\n",
 ]
 TIMED_FINE = [
     "1 GPU: 2.0 it/s\n4 GPUs: 1.9 it/s\n",  # DDP's per-rank rate, about the same
@@ -148,6 +149,13 @@ TIMED_FINE = [
     "eval every 2 hours on 8 GPUs; logs every 10 min on 1 GPU\n",
     "We trained for 3 hours on 8 GPUs, and fine-tuned for 30 min on 1 GPU.\n",
     "Training takes 10 hours on 1 GPU and 12 hours with 4 GPUs\n",
+    "Loading the checkpoint takes 40 s on 8 GPUs and 5 s on 1 GPU, then each step is 0.3 s/iter.\n",
+    "Validation every 500 steps takes 10 min on 8 GPUs; a training step on 1 GPU takes 0.5 s.\n",
+    "I train ResNet-50 for 90 epochs on 8 GPUs in 30 hours.\n"
+    "A single GPU run takes 3 hours per epoch.\n",
+    "Setup: 4 GPUs, 200 epochs, about 72 hours in total.\nBaseline on 1 GPU: 20 min per epoch.\n",
+    "On 1 GPU the first epoch took 30 min.\nNow with 4 GPUs I am at epoch 3 after 1 hour.\n",
+    "1 GPU: 0.5\u017f/iter; 2 GPUs: 1.2s/iter\n",  # U+017F folds to "s": never a unit
 ]
 
 
@@ -176,3 +184,14 @@ def test_timings_give_way_to_the_fallbacks_reading_of_an_error_line(tmp_path):
     first = diagnosed(tmp_path, text)[0]
     assert first.code.id.startswith("DIAG1") and first.code.id != "DIAG150"
     assert first.category.value == "nccl_network"
+
+
+def test_a_line_longer_than_a_statement_is_not_read():
+    """A minified dump of counts and durations is no statement: a line past MAX_LINE is not
+    paired at all (pairing its thousands of counts took 37 s on 76 KB)."""
+    from ddp_doctor.diagnose.stated_slowness import MAX_LINE, _timed_counts
+
+    long_line = "1 GPU 1.0 s per step 2 GPUs " * 4000
+    assert len(long_line) > MAX_LINE and _timed_counts(long_line) == []
+    assert _timed_counts("1 GPU 1.0 s per step, 2 GPUs 3.0 s per step") == [
+        (1, "step", 1.0), (2, "step", 3.0)]

@@ -29,8 +29,9 @@ gives 81.3%, at least 78.4%. With split Q's (762 threads): at 0.4, 547 (72%) cla
 464 of them (84.8%, at least 82.1%) right; 0.3 gives 82.1%, at least 79.3%. With split R's
 (787 threads): at 0.4, 566 (72%) classified, 484 of them (85.5%, at least 82.9%) right
 (``CV_COVERAGE``, ``CV_PRECISION``). 0.3 would now keep 80% with 95% confidence (597, 82.9%,
-at least 80.2%), but the 32 leads it adds are right in only 12: the calibration now also asks
-a threshold's own band to be right at least half the time (0.4's: 27 of 52), so it stays 0.4.
+at least 80.2%), but the 31 leads it adds are right in only 11: the calibration now also asks
+each band from the threshold up to be right at least half the time (0.4's: 29 of 54), so it
+stays 0.4.
 
 It speaks only when the probability of its best category is at least ``THRESHOLD`` and the
 log has at least ``MIN_TERMS`` known words, and then as a *low-confidence* lead that says

@@ -11,9 +11,12 @@ at low confidence and said to be, with the measurements that tell its usual caus
 Some users give numbers instead of words ("single GPU: 1.01s / iter", "2 GPUs: 3.84s /
 iter"; "with nGPU=4 one batch takes 2.3s, with nGPU=1 only 0.48s"). A time per step should
 stay about the same when GPUs are added under DDP (each rank steps through its own batch), and
-a time per epoch or for the whole run should fall: so two timings of one kind for two GPU
-counts, where the larger count steps at least 1.5 times slower (or takes as long per epoch),
-state slowness as plainly as the word does (``_timings``).
+a time per epoch should fall: so two timings of one kind for two GPU counts, where the larger
+count steps at least 1.5 times slower (or takes as long per epoch, or iterates a third
+slower), state slowness as plainly as the word does (``_timings``). Only a step's or an
+epoch's time is read, from the clause that names it: a load time, an interval, a total or a
+time so far says nothing of throughput. Timings are weaker evidence than the fallback's
+reading of an error line, and come after it.
 
 It never outranks a message: a log that fails with an error and also says "slow" is read by
 its error. The phrases describe throughput in English, and in the words Chinese, Japanese and
@@ -125,7 +128,7 @@ GPU_COUNT = re.compile(
     r"\b(?P<n>\d{1,3})\s*(?:x\s*|\*\s*)?gpus?\b"
     r"|\b(?P<w>single|one|two|three|four|eight)\s+gpus?\b"
     r"|\bn_?gpus?\s*[=:]\s*(?P<m>\d{1,3})\b",
-    re.IGNORECASE)
+    re.IGNORECASE | re.ASCII)
 MODEL_BEFORE = re.compile(r"(?:gtx|rtx|tesla|quadro|titan|geforce|radeon)\s*$", re.IGNORECASE)
 WORDS = {"single": 1, "one": 1, "two": 2, "three": 3, "four": 4, "eight": 8}
 # A duration ("1.01s / iter", "2.3 s per batch", "30 min per epoch", "1h 50min"), or an
@@ -135,13 +138,21 @@ DURATION = re.compile(
     r"(?P<next>\s*\d+(?:\.\d+)?\s*(?:mins?|minutes?|s|secs?|seconds?)\b)?"
     r"(?:\s*(?:/|per)\s*(?P<per>iter(?:ation)?s?|its?|steps?|batch(?:es)?|epochs?)\b)?"
     r"|(?<![\w.])(?P<r>\d+(?:\.\d+)?)\s*(?:it|iters?|steps?|batch(?:es)?)\s*/\s*s(?:ec)?\b",
-    re.IGNORECASE)
-NEXT_PART = re.compile(r"(?P<v>\d+(?:\.\d+)?)\s*(?P<u>[a-z]+)", re.IGNORECASE)
+    re.IGNORECASE | re.ASCII)  # ASCII: "ſ" (U+017F) folds to "s" under IGNORECASE alone
+NEXT_PART = re.compile(r"(?P<v>\d+(?:\.\d+)?)\s*(?P<u>[a-z]+)", re.IGNORECASE | re.ASCII)
 SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60,
            "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600,
            "hour": 3600, "hours": 3600}
-STEP_WORDS = re.compile(r"\b(?:iter(?:ation)?s?|its?|steps?|batch(?:es)?)\b", re.IGNORECASE)
-EPOCH_WORDS = re.compile(r"\bepochs?\b", re.IGNORECASE)
+STEP_WORDS = re.compile(r"\b(?:iter(?:ation)?s?|its?|steps?|batch(?:es)?)\b",
+                        re.IGNORECASE | re.ASCII)
+EPOCH_WORDS = re.compile(r"\bepochs?\b", re.IGNORECASE | re.ASCII)
+# A duration that is not a step's or an epoch's although the clause names one: a load, an
+# interval, a total, the time so far ("takes 40 s to load", "every 500 steps", "for 90 epochs
+# in 30 hours", "at epoch 3 after 1 hour").
+NOT_A_PERIOD = re.compile(r"\b(?:load\w*|every|total|after|so far|for \d+ (?:epochs?|steps?|"
+                          r"iter\w*)|in all|overall|eval\w*|validat\w*|warm ?up|setup|"
+                          r"startup|start-up|compil\w*)\b", re.IGNORECASE | re.ASCII)
+MAX_LINE = 2000  # a statement is a sentence or a table row, not a minified dump
 CLAUSE = re.compile(r"[;.](?=\s|$)")  # a sentence or clause ends (not a decimal point)
 STEP_SLOWER = 1.5  # a step this much slower with more GPUs is a slowdown, not DDP's overhead
 MAX_TIMED = 200  # lines with timings read, at most
@@ -149,10 +160,12 @@ MAX_TIMED = 200  # lines with timings read, at most
 
 def _seconds(duration: re.Match[str]) -> float | None:
     """The duration in seconds ("1h 50min" added up), or None where it is a model number's
-    plural ("3090s": a bare "s" right after three or more digits, with no "/ iter")."""
+    plural ("3090s": a bare "s" right after four or more digits, with no "/ iter")."""
     value, unit = duration["v"], duration["u"].lower()
-    if unit == "s" and "." not in value and len(value) >= 3 and duration["per"] is None \
+    if unit == "s" and "." not in value and len(value) >= 4 and duration["per"] is None \
             and duration.group(0)[len(value)] == unit[0]:
+        return None
+    if unit not in SECONDS:
         return None
     total = float(value) * SECONDS[unit]
     if duration["next"]:
@@ -162,15 +175,24 @@ def _seconds(duration: re.Match[str]) -> float | None:
     return total
 
 
-def _kind(line: str, duration: re.Match[str]) -> str | None:
-    """What a duration on ``line`` is the time of: "step", "epoch" or "rate", or None where
-    the line does not say (a load time, a whole run, an evaluation interval)."""
+def _kind(clause_kind: str | None, duration: re.Match[str]) -> str | None:
+    """What a duration is the time of: "rate" (iterations per second), the period its own
+    "/ iter" or "per epoch" names, else its clause's (``_clause_kind``)."""
     if duration["r"] is not None:
         return "rate"
     per = (duration["per"] or "").lower()
     if per:
         return "epoch" if per.startswith("epoch") else "step"
-    steps, epochs = bool(STEP_WORDS.search(line)), bool(EPOCH_WORDS.search(line))
+    return clause_kind
+
+
+def _clause_kind(clause: str) -> str | None:
+    """The period a clause's durations measure: "step" or "epoch" where it names one and only
+    one, None where it names neither or both, or where a duration in it is a load, an
+    interval, a total or a time so far (``NOT_A_PERIOD``)."""
+    if NOT_A_PERIOD.search(clause):
+        return None
+    steps, epochs = bool(STEP_WORDS.search(clause)), bool(EPOCH_WORDS.search(clause))
     if steps != epochs:
         return "step" if steps else "epoch"
     return None
@@ -182,7 +204,7 @@ def _counts(clause: str) -> list[tuple[re.Match[str], int]]:
     for count in GPU_COUNT.finditer(clause):
         if MODEL_BEFORE.search(clause[max(0, count.start() - 12):count.start()]):
             continue
-        found.append((count, int(count["n"] or count["m"] or WORDS[count["w"].lower()])))
+        found.append((count, int(count["n"] or count["m"] or WORDS.get(count["w"].lower(), 1))))
     return found
 
 
@@ -191,6 +213,8 @@ def _timed_counts(line: str) -> list[tuple[int, str, float]]:
     its duration: in each clause, the one after the count where the clause names counts
     first ("1 GPU: 1.01s / iter"), else the one before ("10 hours on 1 GPU")."""
     found: list[tuple[int, str, float]] = []
+    if len(line) > MAX_LINE:
+        return found
     start = 0
     for end in [m.start() for m in CLAUSE.finditer(line)] + [len(line)]:
         clause, start = line[start:end], end + 1
@@ -198,6 +222,7 @@ def _timed_counts(line: str) -> list[tuple[int, str, float]]:
         durations = list(DURATION.finditer(clause))
         if not counts or not durations:
             continue
+        clause_kind = _clause_kind(clause)
         after = durations[0].start() > counts[0][0].start()
         for i, (count, n) in enumerate(counts):
             if after:
@@ -209,7 +234,7 @@ def _timed_counts(line: str) -> list[tuple[int, str, float]]:
                                  if begin <= d.start() and d.end() <= count.start()), None)
             if duration is None:
                 continue
-            kind = _kind(line, duration)
+            kind = _kind(clause_kind, duration)
             value = float(duration["r"]) if duration["r"] is not None else _seconds(duration)
             if kind is not None and value is not None:
                 found.append((n, kind, value))
