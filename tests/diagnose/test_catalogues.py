@@ -369,7 +369,6 @@ def test_a_failed_build_gives_way_to_the_compilers_own_error(tmp_path):
     assert lead(tmp_path, text).category.value == "torch_arch_unsupported"
 
 
-
 def test_an_oops_inside_the_driver_after_an_xid_is_the_gpus_fault(tmp_path):
     """A soft lockup inside nvidia.ko after Xid 79 is the driver stuck on a lost GPU: the Xid
     leads (hardware_fault), not the crash of the driver."""
@@ -410,7 +409,6 @@ def test_the_watchdogs_summary_gives_way_to_the_error_it_caught(tmp_path):
             "detected by watchdog at work: 1, last enqueued NCCL work: 1, last completed NCCL "
             "work: -1.\n")
     assert lead(tmp_path, text).code.id == "LOG035"
-
 
 
 def test_an_unassigned_bar_explains_the_probe_failure_after_it(tmp_path):

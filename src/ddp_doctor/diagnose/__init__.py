@@ -195,11 +195,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     pasted = scan.stacks.stacks()
     hung = hang_findings(pasted) if len(pasted) > 1 else []
     if len(pasted) == 1 and not any(f.effective_severity is Severity.ERROR for f, _ in ordered):
-        from ddp_doctor.diagnose.stated_slowness import stated_slowness
+        from ddp_doctor.diagnose.stated_slowness import stated_slowness, stated_timings
 
         # One pasted stack names a culprit only where nothing failed and nobody said "slow"
         # (a loader-bound rank of a slow job waits there too): a hang, then.
-        if stated_slowness(scan) is None:
+        if stated_slowness(scan) is None and stated_timings(scan) is None:
             hung = lone_stack_findings(pasted)
     if dumps:  # attached Flight Recorder dumps: the collective each rank reached
         from ddp_doctor.forensics.flight import read_dumps
@@ -218,12 +218,11 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
         from ddp_doctor.diagnose.fallback import fallback_lead
-        from ddp_doctor.diagnose.stated_slowness import stated_slowness
+        from ddp_doctor.diagnose.stated_slowness import stated_slowness, stated_timings
 
         # Low-confidence leads, said to be ones: slowness the text states in words, else
         # the category the error lines resemble, else slowness stated in timings.
-        guessed = (stated_slowness(scan, timings=False) or fallback_lead(scan)
-                   or stated_slowness(scan))
+        guessed = stated_slowness(scan) or fallback_lead(scan) or stated_timings(scan)
         if guessed is not None:
             findings.insert(0, guessed)
     if notes:

@@ -37,6 +37,8 @@ InfiniBand) and NVML's clock event reasons (thermal and power throttling).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from itertools import islice
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
@@ -135,11 +137,10 @@ WORDS = {"single": 1, "one": 1, "two": 2, "three": 3, "four": 4, "eight": 8}
 # iteration rate ("3.5 it/s").
 DURATION = re.compile(
     r"(?<![\w.])(?P<v>\d+(?:\.\d+)?)\s*(?P<u>ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?)\b"
-    r"(?P<next>\s*\d+(?:\.\d+)?\s*(?:mins?|minutes?|s|secs?|seconds?)\b)?"
+    r"(?:\s*(?P<v2>\d+(?:\.\d+)?)\s*(?P<u2>mins?|minutes?|s|secs?|seconds?)\b)?"
     r"(?:\s*(?:/|per)\s*(?P<per>iter(?:ation)?s?|its?|steps?|batch(?:es)?|epochs?)\b)?"
     r"|(?<![\w.])(?P<r>\d+(?:\.\d+)?)\s*(?:it|iters?|steps?|batch(?:es)?)\s*/\s*s(?:ec)?\b",
     re.IGNORECASE | re.ASCII)  # ASCII: "ſ" (U+017F) folds to "s" under IGNORECASE alone
-NEXT_PART = re.compile(r"(?P<v>\d+(?:\.\d+)?)\s*(?P<u>[a-z]+)", re.IGNORECASE | re.ASCII)
 SECONDS = {"ms": 0.001, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "min": 60,
            "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hr": 3600, "hrs": 3600,
            "hour": 3600, "hours": 3600}
@@ -165,13 +166,9 @@ def _seconds(duration: re.Match[str]) -> float | None:
     if unit == "s" and "." not in value and len(value) >= 4 and duration["per"] is None \
             and duration.group(0)[len(value)] == unit[0]:
         return None
-    if unit not in SECONDS:
-        return None
     total = float(value) * SECONDS[unit]
-    if duration["next"]:
-        part = NEXT_PART.search(duration["next"])
-        if part is not None and part["u"].lower() in SECONDS:
-            total += float(part["v"]) * SECONDS[part["u"].lower()]
+    if duration["v2"]:  # the second part of "1h 50min"
+        total += float(duration["v2"]) * SECONDS[duration["u2"].lower()]
     return total
 
 
@@ -204,7 +201,7 @@ def _counts(clause: str) -> list[tuple[re.Match[str], int]]:
     for count in GPU_COUNT.finditer(clause):
         if MODEL_BEFORE.search(clause[max(0, count.start() - 12):count.start()]):
             continue
-        found.append((count, int(count["n"] or count["m"] or WORDS.get(count["w"].lower(), 1))))
+        found.append((count, int(count["n"] or count["m"] or WORDS[count["w"].lower()])))
     return found
 
 
@@ -266,37 +263,24 @@ def _timings(lines: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     return []
 
 
-def _statements(scan: ScanResult, timings: bool) -> tuple[list[tuple[str, int, str]], str]:
-    """(document, line, text) of each line that states slowness, in the order read: in
-    words, or else (``timings``) in timings for two GPU counts; with how it was stated."""
-    found: list[tuple[str, int, str]] = []
-    timed: list[tuple[str, int, str]] = []
+def _lines(scan: ScanResult) -> Iterator[tuple[str, int, str]]:
+    """(document, line, text) of each line a user may have written, in the order read: the
+    head's lines, then the tail's past the head's end (the two overlap in a short log), less
+    the lines a program printed (``PROGRAM_OUTPUT``)."""
     for context in scan.contexts:
         head_lines = context.head.count("\n") + 1
         parts = [(1, context.head, 0)]
-        if context.tail:  # only its lines past the head's end: the two overlap in a short log
+        if context.tail:
             parts.append((context.tail_first_line, context.tail, head_lines))
         for first, text, read_up_to in parts:
             for offset, line in enumerate(text.split("\n")):
-                if first + offset <= read_up_to:
-                    continue  # already read in the head
-                if PROGRAM_OUTPUT.search(line):
-                    continue
-                if SLOWNESS.search(line):
-                    found.append((context.document, first + offset, line.strip()))
-                    if len(found) >= MAX_QUOTES:
-                        return found, IN_WORDS
-                elif GPU_COUNT.search(line) and DURATION.search(line):
-                    timed.append((context.document, first + offset, line.strip()))
-    if found or not timings:
-        return found, IN_WORDS
-    return _timings(timed)[:MAX_QUOTES], IN_TIMINGS
+                if first + offset > read_up_to and not PROGRAM_OUTPUT.search(line):
+                    yield context.document, first + offset, line.strip()
 
 
-def stated_slowness(scan: ScanResult, timings: bool = True) -> Finding | None:
-    """The low-confidence performance lead of a log whose text states slowness, or None;
-    ``timings=False`` reads words only (timings are weaker evidence than the fallback's)."""
-    statements, stated = _statements(scan, timings)
+def _finding(scan: ScanResult, statements: list[tuple[str, int, str]],
+             stated: str) -> Finding | None:
+    """The low-confidence performance lead quoting ``statements``, or None without any."""
     if not statements:
         return None
     many = len(scan.documents) > 1
@@ -308,3 +292,20 @@ def stated_slowness(scan: ScanResult, timings: bool = True) -> Finding | None:
         "LOW CONFIDENCE: no message names a cause; the text says training is slow",
         (*evidence, Evidence("reading", stated)),
         STEPS, docs_url=STATED_SLOWNESS.docs_url)
+
+
+def stated_slowness(scan: ScanResult) -> Finding | None:
+    """The low-confidence performance lead of a log whose text states slowness in words, or
+    None."""
+    found = list(islice((where for where in _lines(scan) if SLOWNESS.search(where[2])),
+                        MAX_QUOTES))
+    return _finding(scan, found, IN_WORDS)
+
+
+def stated_timings(scan: ScanResult) -> Finding | None:
+    """The low-confidence performance lead of a log whose timings for two GPU counts state a
+    slowdown (``_timings``), or None. Weaker evidence than words, and than the fallback's
+    reading of an error line: diagnose asks it last."""
+    timed = [where for where in _lines(scan)
+             if GPU_COUNT.search(where[2]) and DURATION.search(where[2])]
+    return _finding(scan, _timings(timed)[:MAX_QUOTES], IN_TIMINGS)
