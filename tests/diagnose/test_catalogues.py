@@ -372,26 +372,26 @@ def test_a_failed_build_gives_way_to_the_compilers_own_error(tmp_path):
 def test_an_oops_inside_the_driver_after_an_xid_is_the_gpus_fault(tmp_path):
     """A soft lockup inside nvidia.ko after Xid 79 is the driver stuck on a lost GPU: the Xid
     leads (hardware_fault), not the crash of the driver."""
-    found = diagnosed(tmp_path, (
+    found = lead(tmp_path, (
         "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n"
         "watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [nvidia-smi:1234]\n"
         "RIP: 0010:_nv043429rm+0x1c/0x90 [nvidia]\n"))
-    assert (found[0].code.id, found[0].category.value) == ("LOG017", "hardware_fault")
+    assert (found.code.id, found.category.value) == ("LOG017", "hardware_fault")
 
 
 def test_the_device_plugins_runtime_hint_gives_way_to_the_nvml_error(tmp_path):
-    found = diagnosed(tmp_path, (
+    found = lead(tmp_path, (
         "E0527 10:00:00.000000 1 factory.go:99] Failed to initialize NVML: Driver Not Loaded.\n"
         "E0527 10:00:00.000000 1 factory.go:100] If this is a GPU node, did you set the docker "
         "default runtime to `nvidia`?\n"))
-    assert found[0].code.id == "LOG009"
+    assert found.code.id == "LOG009"
     # the hint first, then an NVML error of its own category (cuda_init_failure): without the
     # hint's symptom_of, the earlier line would lead
-    found = diagnosed(tmp_path, (
+    found = lead(tmp_path, (
         "E0527 10:00:00.000000 1 factory.go:100] If this is a GPU node, did you set the docker "
         "default runtime to `nvidia`?\n"
         "Failed to initialize NVML: Insufficient Permissions\n"))
-    assert found[0].code.id == "LOG014"
+    assert found.code.id == "LOG014"
 
 
 def test_the_batch_rule_reads_gpu_counts_named_as_variables(tmp_path):
