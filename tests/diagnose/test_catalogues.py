@@ -28,6 +28,7 @@ from ddp_doctor.logrules.catalogue import (
     read_catalogue,
     sample_line,
     template_gates,
+    template_head,
     template_regex,
 )
 from ddp_doctor.logrules.rule import decided
@@ -451,6 +452,27 @@ def test_nccl_last_error_block_leads_with_the_cause(tmp_path):
     assert log_codes(tmp_path, text)[0] == "LOG057"
 
 
+@pytest.mark.parametrize("after", ["", "step 1\n" * 3, "NCCL INFO Channel 00\n"])
+def test_nccl_last_error_read_across_a_block_boundary(tmp_path, monkeypatch, after):
+    """The file is read in blocks: when one ends right after torch's "Last error:", NCCL's
+    warning starts the next, whether or not that block holds a gate word at all; it is read
+    after NCCL's prefix as when both lines share a block."""
+    import ddp_doctor.diagnose.source as source
+
+    head = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "internal error - please report this issue to the NCCL developers, NCCL version "
+            "2.19.3\nLast error:\n")
+    detail = ("socketPollConnect: Connect to 10.0.0.2<43271> returned 113(No route to host) "
+              "errno 115(Operation now in progress)\n")
+    path = tmp_path / "job.log"
+    path.write_text(head + detail + after, encoding="utf-8")
+    whole = diagnose(str(path)).report.results[0].findings[0].code.id
+    # the first block is the sniffed head, the others BLOCK long: both end after "Last error:"
+    monkeypatch.setattr(source, "SNIFF", len(head.encode()))
+    monkeypatch.setattr(source, "BLOCK", len(head.encode()))
+    assert diagnose(str(path)).report.results[0].findings[0].code.id == whole == "LOG043"
+
+
 # --- precedence: hand-written rules decide their lines --------------------------------------
 
 def test_a_hand_written_rule_decides_the_line_it_reads():
@@ -644,6 +666,46 @@ def test_context_narrows_the_gate_words_read_before_a_template():
     assert rule.pattern.search("CUDA: frobnicator jammed on device 1")
     assert not rule.pattern.search("OSError: frobnicator jammed on device 1")
     assert [m.rule.code.id for m in match_text("OSError: [Errno 95] Operation not supported")] == []
+
+
+LONG = GOOD.replace('template = "frobnicator jammed on device %d"',
+                   'template = "The frobnicator error jammed the device number %d at once. '
+                   'Restart it with the unjam tool, then run the job again."')
+
+
+def test_a_long_message_is_read_by_its_first_sentence_alone():
+    """A program wraps its message at 80 columns, an issue title cuts it, a doc quotes its
+    first sentence: that sentence states the event, and is read without the advice after it."""
+    rule = entry_rule(read_catalogue(LONG, "demo.toml", CODES)[1][0])
+    assert rule.pattern.search("The frobnicator error jammed the device number 3 at once. "
+                               "Restart it with the unjam tool, then run the job again.")
+    assert rule.pattern.search("ERROR: The frobnicator error jammed the device number 3 at once.")
+    assert rule.pattern.search("The frobnicator error jammed the device number 3 at once.  "
+                               "Restart it with")
+    assert not rule.pattern.search("The frobnicator error jammed the device")  # mid-sentence
+    assert template_head("The frobnicator error jammed the device number %d at once. "
+                         "Go.") is None  # too little follows
+    assert template_head("Weights only load failed. In PyTorch 2.6, we changed the default "
+                         "value of the weights_only argument") is None  # says too little
+
+
+def test_a_near_miss_holding_the_first_sentence_keeps_the_message_whole():
+    """TensorFlow's allocator says the same first sentence where it is not a failure; what
+    follows tells them apart, so that entry is read whole only."""
+    missed = LONG + ('near_misses = ["The frobnicator error jammed the device number 2 at '
+                     'once. This is fine."]\n')
+    rule = entry_rule(read_catalogue(missed, "demo.toml", CODES)[1][0])
+    assert not rule.pattern.search("The frobnicator error jammed the device number 3 at once.")
+    assert rule.pattern.search("The frobnicator error jammed the device number 3 at once. "
+                               "Restart it with the unjam tool, then run the job again.")
+
+
+def test_nvidia_installer_wrapped_at_80_columns_is_read(tmp_path):
+    """nvidia-installer prints its messages wrapped to the terminal (nvidia-installer
+    format.c); the Nouveau refusal's first line is the whole first sentence."""
+    text = ("ERROR: The Nouveau kernel driver is currently in use by your system.  This driver is\n"
+            "       incompatible with the NVIDIA driver, and must be disabled before proceeding.\n")
+    assert log_codes(tmp_path, text)[0] == "LOG009"
 
 
 def test_the_file_name_must_be_the_catalogue_name(tmp_path):

@@ -250,6 +250,9 @@ class Scanner:
         self._capture_left = 0
         self._order = 0
         self._before = b""  # the last lines of the previous chunk, for looking upward
+        # The previous chunk ended on torch's "Last error:": this chunk's first line is
+        # NCCL's warning (``_nccl_detail``), however the file's blocks fell.
+        self._detail_next = False
         # Bounded memos of pure functions of one line; a log repeats the same warning from
         # every rank and every step, and the thousandth copy costs a dictionary lookup.
         self._read: OrderedDict[bytes, _Line | None] = OrderedDict()
@@ -281,6 +284,7 @@ class Scanner:
             last = chunk[-1:] or last
         self.result.lines += base - 1 + (last != b"\n")
         self._before = b""
+        self._detail_next = False
         context.head = clean(bytes(head).decode("utf-8", "replace"))
         context.tail = clean(tail.decode("utf-8", "replace"))
         context.tail_first_line = tail_first
@@ -298,8 +302,11 @@ class Scanner:
             stacks.feed_chunk(chunk)  # (it looks for the dump's start itself)
         if nodes:
             self.result.nodes.feed_lines(chunk, lines, nodes)
-        if not gated:
+        detail_first, self._detail_next = self._detail_next, False
+        if not gated and not detail_first:
             return newlines
+        if not lines:  # nothing held a gate word: the line gate did not split it
+            lines = chunk.split(b"\n")
         read, inert, tallied = self._read, self._inert, self._tallied
         raws = list(map(lines.__getitem__, gated))
         # torch (2.1 and later) puts NCCL's last warning on the line after "Last error:",
@@ -308,6 +315,11 @@ class Scanner:
         details = {index + 1 for index, raw in zip(gated, raws)
                    if raw.rstrip()[-11:].lower() == b"last error:" and index + 1 < len(lines)
                    } if b"ast error:" in chunk or b"AST ERROR:" in chunk else set()
+        if len(lines) - 1 in details and not lines[-1]:  # "Last error:" ended the chunk
+            details.discard(len(lines) - 1)
+            self._detail_next = True
+        if detail_first and lines[0]:
+            details.add(0)
         # In C, before the loop: the copies of lines that are only counted now, and the
         # lines equal but for their numbers to one that said nothing. (The memos may grow
         # in the loop: a line it then meets is read as before, to the same effect.)

@@ -37,7 +37,9 @@ tolerantly across versions: a placeholder matches any text on the line, blanks b
 punctuation and runs of blanks match any whitespace (a single blank between two words
 stays one blank, so the words form one phrase for the scan's filter), quotes are optional
 and of any kind (``'``, ``"``, backquotes, curly quotes), case is ignored, and a final full
-stop is optional.
+stop is optional. A message of several sentences is also read by its first sentence alone
+when that spells at least ``HEAD_CHARS`` literal characters (wrapped, truncated or quoted in
+part), unless one of the entry's near misses holds that sentence.
 
 Speed: the scan tries a rule only on lines holding one of its *anchors* (the gate words of
 ``rule.GATES``), and only when the line holds a literal phrase the pattern cannot match
@@ -210,6 +212,33 @@ def template_regex(template: str) -> str:
     return source
 
 
+# A message of several sentences is often shown in part: a program wraps it at 80 columns
+# (nvidia-installer), an issue title truncates it, a doc quotes its first sentence. Its first
+# sentence states what happened (the later ones advise), so a template also reads its first
+# sentence alone when that sentence spells at least HEAD_CHARS literal characters: shorter
+# ones ("Weights only load failed.") say too little without the rest.
+HEAD_CHARS = 40
+
+
+def template_head(template: str) -> str | None:
+    """The first sentence of a template of several (up to its full stop), when it spells at
+    least HEAD_CHARS literal characters and something follows it; else None."""
+    for stop in re.finditer(r"[.!?](?=\s+\S)", template):
+        head = template[:stop.start() + 1]
+        if template[stop.start() - 1:stop.start()].isspace() or head.count("(") > \
+                head.count(")"):
+            continue  # " ." or inside brackets: not a sentence's end
+        try:
+            spelled = literal_length(head)
+        except ValueError:
+            continue
+        if spelled >= HEAD_CHARS and literal_length(template) - spelled >= 10:
+            return head
+        if spelled >= HEAD_CHARS:
+            return None
+    return None
+
+
 def literal_length(template: str) -> int:
     """How many literal characters a template spells: how specific a reading it is."""
     return sum(len(text.strip()) for kind, text in _core(template) if kind == "text")
@@ -246,8 +275,18 @@ def entry_rule(entry: Entry) -> Rule:
     alternatives: list[str] = []
     anchors: list[str] = []
     context = entry.context or _spelled_gates(entry.prefix)
+    bodies: list[tuple[str, str]] = []  # (regex, the text whose gate words it spells)
     for template in entry.templates:
-        body = template_regex(template)
+        bodies.append((template_regex(template), template))
+        head = template_head(template)
+        # (not when a line the entry must not read holds the first sentence: then what
+        # follows it tells them apart, as TensorFlow's "... The caller indicates that this
+        # is not a failure")
+        if head is not None and (template_gates(head) or context) and not any(
+                re.search(template_regex(head), miss, re.IGNORECASE)
+                for miss in entry.near_misses):
+            bodies.append((template_regex(head), head))  # its first sentence alone
+    for body, template in bodies:
         gates = template_gates(template)
         if gates:
             alternatives.append(body)
