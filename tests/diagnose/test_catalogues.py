@@ -354,6 +354,14 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "directory", "LOG089", "package_conflict"),
     ("ERROR: Could not build wheels for flash-attn, which is required to install "
      "pyproject.toml-based projects", "LOG089", "package_conflict"),
+    # NVIDIA's Go libraries (go-nvlib, gpu-monitoring-tools) without libnvidia-ml.so.1
+    ("E0312 09:20:11.123456       1 factory.go:87] Failed to initialize NVML: could not load "
+     "NVML library.", "LOG071", "cuda_init_failure"),
+    ("Error: Could not load NVML library", "LOG071", "cuda_init_failure"),
+    # a first sentence alone: an issue title, a message wrapped by its program
+    ("RuntimeError: Detected that PyTorch and torch_sparse were compiled with different CUDA "
+     "versions.", "LOG089", "package_conflict"),
+    ("NCCL WARN Multiple Ranks are using the same GPU/Partition.", "LOG057", "ddp_usage_error"),
 ])
 
 
