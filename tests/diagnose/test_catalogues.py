@@ -362,12 +362,44 @@ def test_categories_agree_with_codes_and_codes_are_declared():
     ("RuntimeError: Detected that PyTorch and torch_sparse were compiled with different CUDA "
      "versions.", "LOG089", "package_conflict"),
     ("NCCL WARN Multiple Ranks are using the same GPU/Partition.", "LOG057", "ddp_usage_error"),
+    # After blind split S's study
+    ("KeyError: \"Recognizer3D: 'SwinTransformer3D is not in the models registry'\"", "LOG132",
+     "package_conflict"),
+    ("KeyError: 'MyHead is not in the mmdet::model registry. Please check whether the value of "
+     "`MyHead` is correct or it was registered as expected.'", "LOG132", "package_conflict"),
+    ("RuntimeError: FlashAttention is only supported on CUDA 11.6 and above.  Note: make sure "
+     "nvcc has a supported version by running nvcc -V.", "LOG089", "package_conflict"),
+    ("tensorflow.python.framework.errors_impl.InternalError: Blas GEMM launch failed : "
+     "a.shape=(32, 784), b.shape=(784, 512), m=32, n=512, k=784", "LOG037", "gpu_out_of_memory"),
+    ("Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : "
+     "35, Please see detail in https://docs.nvidia.com/cuda/cuda-runtime-api/"
+     "group__CUDART__TYPES.html", "LOG011", "driver_too_old"),
+    ("Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : "
+     "100, Please see detail in https://docs.nvidia.com/cuda/", "LOG030", "gpu_not_visible"),
+    ("Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : "
+     "30, Please see detail in https://docs.nvidia.com/cuda/", "LOG014", "cuda_init_failure"),
+    ("WARNING: When using nvidia-container-cli with --contain NVIDIA_VISIBLE_DEVICES must be set "
+     "or no GPUs will be available in container.", "LOG030", "gpu_not_visible"),
+    ("[2025-03-13 09:40:40,475 W 1760803 1760803] gcs_rpc_client.h:148: Failed to connect to GCS "
+     "at address 192.168.12.104:6379 within 5 seconds.", "LOG052", "rendezvous_failure"),
 ])
+
 
 
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     found = lead(tmp_path, line + "\n")
     assert (found.code.id, found.code.category.value) == (code, category)
+
+
+@pytest.mark.parametrize("line", [
+    # a cudaError_t number that is not 35 / 3 / 30 / 38 / 100 / 999 names none of these causes
+    "Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code"
+    " : 350",
+    "Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : 1",
+])
+def test_other_cuda_error_numbers_are_not_read_as_these(tmp_path, line):
+    codes = log_codes(tmp_path, line + "\n")
+    assert not {"LOG011", "LOG030", "LOG014"} & set(codes), codes
 
 
 def test_a_failed_build_gives_way_to_the_compilers_own_error(tmp_path):

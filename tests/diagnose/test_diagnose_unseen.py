@@ -60,7 +60,11 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # that study): 341/460. One held-out case shared its page's URL with a studied one (two entries
 # of one FAQ) and joined the studied half unread (19/25 before the study; held out 14/22):
 # 340/459, the same after the study (index and fallback rebuilt; totals only).
-FLOOR = 340 / 459
+# Split S (115, collected by eight helpers, scored blind: 80/115 on 5268a5e, the code when it
+# was read, and on 0a23c34, the session's first code: nothing built that day reached it)
+# joined, then its even positions moved to the corpus to be studied (42/59 before the
+# study), its held-out half stayed (38/56 before that study): 378/515.
+FLOOR = 378 / 515
 
 
 @cache
