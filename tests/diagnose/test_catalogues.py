@@ -382,6 +382,17 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "or no GPUs will be available in container.", "LOG030", "gpu_not_visible"),
     ("[2025-03-13 09:40:40,475 W 1760803 1760803] gcs_rpc_client.h:148: Failed to connect to GCS "
      "at address 192.168.12.104:6379 within 5 seconds.", "LOG052", "rendezvous_failure"),
+    # the package-version family, from CPython's and transformers' sources
+    ("AttributeError: module 'torch' has no attribute 'compiler'", "LOG101", "package_conflict"),
+    ("AttributeError: module 'torch.amp' has no attribute 'GradScaler'", "LOG101",
+     "package_conflict"),
+    ("ValueError: Tokenizer class Qwen2Tokenizer does not exist or is not currently imported.",
+     "LOG101", "package_conflict"),
+    ("RuntimeError: Failed to import transformers.trainer because of the following error (look "
+     "up to see its traceback):", "LOG101", "package_conflict"),
+    # torchaudio's own library built for another torch is not torch failing to import
+    ("OSError: /usr/local/lib/python3.8/dist-packages/torchaudio/lib/libtorchaudio.so: undefined "
+     "symbol: _ZN2at4_ops10zeros_like4callERKNS_6TensorE", "LOG025", "package_conflict"),
 ])
 
 
@@ -400,6 +411,19 @@ def test_example_messages_get_their_cause(tmp_path, line, code, category):
 def test_other_cuda_error_numbers_are_not_read_as_these(tmp_path, line):
     codes = log_codes(tmp_path, line + "\n")
     assert not {"LOG011", "LOG030", "LOG014"} & set(codes), codes
+
+
+def test_the_lazy_import_gives_way_to_the_error_it_wraps(tmp_path):
+    """transformers' "Failed to import X because of the following error" is followed by the
+    error itself: that one is the cause."""
+    text = ("RuntimeError: Failed to import transformers.trainer because of the following error "
+            "(look up to see its traceback):\nNo module named 'torch'\n")
+    assert lead(tmp_path, text).code.id == "LOG021"
+
+
+def test_a_module_of_the_users_own_missing_a_name_is_not_a_torch_release():
+    assert [m.rule.code.id for m in match_text(
+        "AttributeError: module 'models' has no attribute 'resnet'")] == []
 
 
 def test_a_failed_build_gives_way_to_the_compilers_own_error(tmp_path):

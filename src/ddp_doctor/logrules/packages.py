@@ -214,8 +214,10 @@ RULES: tuple[Rule, ...] = (
                           r"error: \S*lib(?:cudart|cublas\w*|nccl|cusparse\w*|cufft\w*"
                           r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
                           r"\.so[.\d]*: cannot open shared object file",
-                          r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch|libc10)\S*: undefined "
-                          r"symbol",
+                          # torch's own libraries (libtorch_cuda.so, libc10.so), not those of
+                          # packages built on it (torchaudio's libtorchaudio.so: LOG025)
+                          r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch(?:_\w+)?\.so"
+                          r"|libc10(?:_\w+)?\.so)\S*: undefined symbol",
                           r"dll load fail\w* while importing _c\b",
                           # a system libstdc++ older than the one torch was built against
                           r"error: [^\n]*version .glibcxx_[\d.]+. not found[^\n]*torch",
