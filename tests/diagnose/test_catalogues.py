@@ -382,6 +382,13 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "or no GPUs will be available in container.", "LOG030", "gpu_not_visible"),
     ("[2025-03-13 09:40:40,475 W 1760803 1760803] gcs_rpc_client.h:148: Failed to connect to GCS "
      "at address 192.168.12.104:6379 within 5 seconds.", "LOG052", "rendezvous_failure"),
+    ("[2025-03-13 09:41:40,475 E 1760803 1760803] gcs_rpc_client.h:179: Failed to connect to GCS "
+     "within 60 seconds. GCS may have been killed. It's either GCS is terminated by `ray stop` or "
+     "is killed unexpectedly.", "LOG052", "rendezvous_failure"),
+    ("tensorflow.python.framework.errors_impl.InternalError: Blas xGEMM launch failed : "
+     "a.shape=[1,147456,64], b.shape=[1,64,64], m=147456, n=64, k=64 [Op:Einsum]", "LOG037",
+     "gpu_out_of_memory"),
+    ("RuntimeError: FlashAttention is only supported on CUDA 11", "LOG089", "package_conflict"),
     # the package-version family, from CPython's and transformers' sources
     ("AttributeError: module 'torch' has no attribute 'compiler'", "LOG101", "package_conflict"),
     ("AttributeError: module 'torch.amp' has no attribute 'GradScaler'", "LOG101",
@@ -419,6 +426,20 @@ def test_the_lazy_import_gives_way_to_the_error_it_wraps(tmp_path):
     text = ("RuntimeError: Failed to import transformers.trainer because of the following error "
             "(look up to see its traceback):\nNo module named 'torch'\n")
     assert lead(tmp_path, text).code.id == "LOG021"
+
+
+def test_a_cluster_that_came_up_late_is_not_the_cause_of_a_later_error(tmp_path):
+    """Ray warns while it waits for its head and then runs: an error after it is the cause."""
+    text = ("[2025-03-13 09:40:40,475 W 1760803 1760803] gcs_rpc_client.h:148: Failed to connect "
+            "to GCS at address 10.0.0.1:6379 within 5 seconds.\n"
+            "Ray runtime started.\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert lead(tmp_path, text).code.id == "LOG005"
+
+
+def test_a_registry_miss_is_read_only_as_a_keyerror():
+    assert [m.rule.code.id for m in match_text(
+        "ERROR: image 'x' is not in the local registry")] == []
 
 
 def test_a_module_of_the_users_own_missing_a_name_is_not_a_torch_release():
@@ -749,8 +770,11 @@ def test_a_long_message_is_read_by_its_first_sentence_alone():
     assert not rule.pattern.search("The frobnicator error jammed the device")  # mid-sentence
     assert template_head("The frobnicator error jammed the device number %d at once. "
                          "Go.") is None  # too little follows
+    # a short first sentence says too little, and the advice after it does not lengthen it
     assert template_head("Weights only load failed. In PyTorch 2.6, we changed the default "
-                         "value of the weights_only argument") is None  # says too little
+                         "value of the `weights_only` argument in `torch.load` from `False` to "
+                         "`True`. Re-running `torch.load` with `weights_only` set to `False` "
+                         "will likely succeed.") is None
 
 
 def test_a_near_miss_holding_the_first_sentence_keeps_the_message_whole():

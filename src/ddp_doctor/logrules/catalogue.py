@@ -231,11 +231,11 @@ def template_head(template: str) -> str | None:
         try:
             spelled = literal_length(head)
         except ValueError:
-            continue
-        if spelled >= HEAD_CHARS and literal_length(template) - spelled >= 10:
-            return head
-        if spelled >= HEAD_CHARS:
-            return None
+            return None  # a first sentence of placeholders only
+        # the first sentence only: a short one ("Weights only load failed.") is not made
+        # long enough by the advice after it
+        return head if spelled >= HEAD_CHARS and literal_length(template) - spelled >= 10 \
+            else None
     return None
 
 

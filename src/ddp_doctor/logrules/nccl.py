@@ -337,11 +337,23 @@ RULES: tuple[Rule, ...] = (
          examples=("NCCL error in: ProcessGroupNCCL.cpp:1269, unhandled cuda error, NCCL "
                    "version 2.18.1",),
          symptom_of=(ANY_ERROR,),
+         # Where the log names no CUDA error, the threads that found one cause were most
+         # often versions that do not fit: NVIDIA/caffe#492 (NCCL packages for CUDA 9 under a
+         # CUDA 8 build), alpa's install guide (CUDA, NCCL and driver), Pai-Megatron-Patch's
+         # FAQ (an older pip NCCL).
          alternatives=(
              "nccl_p2p: peer access or CUDA IPC between the GPUs fails",
              "gpu_out_of_memory: NCCL could not allocate its buffers",
+             "package_conflict: the NCCL loaded was built for another CUDA than the framework "
+             "(a second libnccl on LD_LIBRARY_PATH, an nvidia-nccl wheel of another CUDA, "
+             "distro NCCL packages for another toolkit)",
              "hardware_fault: a GPU in a bad state"),
-         decide=(DEBUG, P2P_OFF, Step("How full are the GPUs?", command="nvidia-smi"))),
+         decide=(DEBUG, P2P_OFF, Step("How full are the GPUs?", command="nvidia-smi"),
+                 Step("Which CUDA and NCCL does the job load? Two NCCLs, or one built for "
+                      "another CUDA, do not fit.",
+                      command="python -c \"import torch; print(torch.version.cuda, "
+                              "torch.cuda.nccl.version())\"; pip list 2>/dev/null | grep -i "
+                              "nccl; ldconfig -p | grep -i libnccl"))),
     Rule(NCCL_OTHER, rx(r"nccl error", r"ncclinternalerror", r"ncclremoteerror",
                         r"error[^\n]*remote process exited or there was a network error"),
          ("error",),
