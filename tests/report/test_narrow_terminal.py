@@ -157,7 +157,10 @@ def test_every_fixture_machine_keeps_paths_codes_and_commands_whole(path, width)
 
 
 @pytest.mark.slow  # the whole corpus's diagnoses (computed once: corpus_reports), rendered
-@pytest.mark.parametrize("width", WIDTHS)
+# at the narrow widths only: it grows with every split of the corpus (~3 CPU-s a width for
+# 846 logs), and what fits at 80 columns fits at 120 (the fixture machines, the golden
+# reports and the CLI runs below keep all three widths)
+@pytest.mark.parametrize("width", WIDTHS[:2])
 def test_every_recorded_log_diagnosis_keeps_them_whole(width):
     reports = corpus_reports()
     assert len(reports) > 100
