@@ -442,6 +442,15 @@ def test_a_registry_miss_is_read_only_as_a_keyerror():
         "ERROR: image 'x' is not in the local registry")] == []
 
 
+def test_no_devices_were_found_is_the_driver_and_under_wsl_wsl_s(tmp_path):
+    """nvidia-smi's whole answer when the driver has no GPU (its own gate word): the driver
+    on a host; WSL's to explain in a log from WSL (microsoft/WSL#13027)."""
+    assert lead(tmp_path, "$ nvidia-smi\nNo devices were found\n").code.id == "LOG009"
+    wsl = ("Linux DESKTOP-1 5.15.167.4-microsoft-standard-WSL2 #1 SMP x86_64 GNU/Linux\n"
+           "$ nvidia-smi\nNo devices were found\n")
+    assert lead(tmp_path, wsl).code.category.value == "wsl_setup"
+
+
 def test_a_module_of_the_users_own_missing_a_name_is_not_a_torch_release():
     assert [m.rule.code.id for m in match_text(
         "AttributeError: module 'models' has no attribute 'resnet'")] == []
