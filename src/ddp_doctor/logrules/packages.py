@@ -215,9 +215,12 @@ RULES: tuple[Rule, ...] = (
                           r"|curand|cusolver\w*|nvjitlink|nvrtc|c10\w*|torch\w*|shm)"
                           r"\.so[.\d]*: cannot open shared object file",
                           # torch's own libraries (libtorch_cuda.so, libc10.so), not those of
-                          # packages built on it (torchaudio's libtorchaudio.so: LOG025)
-                          r"error: \S*(?:/torch/lib/|/torch/_c\.|libtorch(?:_\w+)?\.so"
-                          r"|libc10(?:_\w+)?\.so)\S*: undefined symbol",
+                          # packages built on it (torchaudio's libtorchaudio.so, torch_npu's
+                          # libtorch_npu.so, Habana's .../habana_frameworks/torch/lib/: LOG025)
+                          r"error: \S*(?:[-/]packages/torch/lib/|/pytorch/torch/lib/"
+                          r"|/torch/_c\.|libtorch(?:_cpu|_cuda(?:_cpp|_cu|_linalg)?|_python"
+                          r"|_global_deps|_hip)?\.so|libc10(?:_cuda|_hip)?\.so)\S*: undefined "
+                          r"symbol",
                           r"dll load fail\w* while importing _c\b",
                           # a system libstdc++ older than the one torch was built against
                           r"error: [^\n]*version .glibcxx_[\d.]+. not found[^\n]*torch",
