@@ -565,13 +565,11 @@ def test_nccl_last_error_read_across_a_block_boundary(tmp_path, monkeypatch, aft
             "2.19.3\nLast error:\n")
     detail = ("socketPollConnect: Connect to 10.0.0.2<43271> returned 113(No route to host) "
               "errno 115(Operation now in progress)\n")
-    path = tmp_path / "job.log"
-    path.write_text(head + detail + after, encoding="utf-8")
-    whole = diagnose(str(path)).report.results[0].findings[0].code.id
+    whole = lead(tmp_path, head + detail + after).code.id
     # the first block is the sniffed head, the others BLOCK long: both end after "Last error:"
     monkeypatch.setattr(source, "SNIFF", len(head.encode()))
     monkeypatch.setattr(source, "BLOCK", len(head.encode()))
-    assert diagnose(str(path)).report.results[0].findings[0].code.id == whole == "LOG043"
+    assert lead(tmp_path, head + detail + after).code.id == whole == "LOG043"
 
 
 # --- precedence: hand-written rules decide their lines --------------------------------------

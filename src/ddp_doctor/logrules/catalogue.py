@@ -279,13 +279,14 @@ def entry_rule(entry: Entry) -> Rule:
     for template in entry.templates:
         bodies.append((template_regex(template), template))
         head = template_head(template)
+        if head is None or not (template_gates(head) or context):
+            continue
+        head_regex = re.compile(template_regex(head), re.IGNORECASE)
         # (not when a line the entry must not read holds the first sentence: then what
         # follows it tells them apart, as TensorFlow's "... The caller indicates that this
         # is not a failure")
-        if head is not None and (template_gates(head) or context) and not any(
-                re.search(template_regex(head), miss, re.IGNORECASE)
-                for miss in entry.near_misses):
-            bodies.append((template_regex(head), head))  # its first sentence alone
+        if not any(head_regex.search(miss) for miss in entry.near_misses):
+            bodies.append((head_regex.pattern, head))  # its first sentence alone
     for body, template in bodies:
         gates = template_gates(template)
         if gates:
