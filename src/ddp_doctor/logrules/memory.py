@@ -53,9 +53,11 @@ BUS_ERROR = declare(
     fix="Enlarge /dev/shm (docker run --shm-size=16g or --ipc=host), or use fewer workers.",
     docs_url=NCCL_TROUBLE)
 HANDLE_OOM = declare(
-    "LOG037", Category.GPU_OUT_OF_MEMORY, "cuDNN/cuBLAS could not create a handle (GPU memory)",
-    what="cuDNN or cuBLAS failed to initialise (TensorFlow's 'could not create cudnn "
-         "handle', CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_INITIALIZED). These "
+    "LOG037", Category.GPU_OUT_OF_MEMORY,
+    "cuDNN/cuBLAS/cuSOLVER could not create a handle (GPU memory)",
+    what="cuDNN, cuBLAS or cuSOLVER failed to initialise (TensorFlow's 'could not create "
+         "cudnn handle', CUDNN_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_INITIALIZED, "
+         "cusolverDnCreate failing). These "
          "libraries load hundreds of MB of kernels and a workspace on first use; on a nearly "
          "full GPU that allocation fails and surfaces as this status rather than as 'out of "
          "memory'.",
