@@ -39,6 +39,7 @@ from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.accelerate_state import CAUSES as ACCELERATE_CAUSES
 from ddp_doctor.diagnose.accelerate_state import SAME_DEVICE, ranks_on_one_device
+from ddp_doctor.diagnose.bare_messages import find_bare
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.literals import required_literals
@@ -558,7 +559,8 @@ def _seconds(bar: re.Match[str]) -> int:
 def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
     """A finding from a bare torch message no gate word marks (``Rule.bare_message``: what
     a message torch raises says when it is pasted without its exception type, an issue
-    title or a quoted sentence), looked for in the start of each document."""
+    title or a quoted sentence), looked for in the start of each document; else from a
+    catalogued message pasted so (``bare_messages``)."""
     for rule in _RULES.values():
         pattern = rule.bare_message
         if pattern is None:
@@ -571,6 +573,15 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
                         *(Evidence("other possible cause", a) for a in rule.alternatives))
             return [_made(rule.code, evidence,
                           (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))]
+    bare = find_bare(scan)
+    if bare is not None:
+        rule = bare.rule.read(bare.text)
+        evidence = (Evidence(line_label(bare.document, bare.line, many),
+                             redact_text(bare.text.strip())[:300],
+                             "the message without the words that mark it"),
+                    *(Evidence("other possible cause", a) for a in rule.alternatives))
+        return [_made(rule.code, evidence,
+                      (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))]
     return []
 
 

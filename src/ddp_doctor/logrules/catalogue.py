@@ -77,7 +77,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 CATALOGUE_DIR = Path(__file__).resolve().parent / "catalogues"
 SOURCE_KEYS = frozenset({"name", "repository", "version", "paths", "prefix", "context", "url",
-                         "notes"})
+                         "notes", "bare"})
 ENTRY_KEYS = frozenset({"template", "templates", "code", "category", "fix", "command",
                         "alternatives", "decide", "decide_command", "real", "near_misses",
                         "symbol", "path", "prefix", "context", "symptom_of", "explains",
@@ -109,6 +109,9 @@ class Source:
     prefix: str
     url: str
     context: tuple[str, ...] = ()
+    # False where the prefix is what the message means (NCCL prints some of its messages as
+    # WARN in one release and INFO in another): its templates are never read bare
+    bare: bool = True
 
 
 @dataclass(frozen=True)
@@ -308,6 +311,7 @@ def entry_rule(entry: Entry) -> Rule:
         alternatives = [f"^(?![^\\n]*(?:{harmless}))[^\\n]*?{a}" for a in alternatives]
     steps = [Step(entry.fix, command=entry.command, url=entry.source.url)]
     decide = () if entry.decide is None else (Step(entry.decide, command=entry.decide_command),)
+    bare = bare_message(entry)
     examples = tuple(dict.fromkeys([*(sample_line(t, entry.prefix) for t in entry.templates),
                                     *(line for line, _ in entry.real)]))
     return Rule(entry.code, rx(*alternatives), tuple(dict.fromkeys(anchors)),
@@ -315,7 +319,32 @@ def entry_rule(entry: Entry) -> Rule:
                 alternatives=entry.alternatives, decide=decide,
                 catalogue=entry.source.name,
                 specificity=max(literal_length(t) for t in entry.templates),
-                relations=entry.relations)
+                relations=entry.relations, bare_message=bare)
+
+
+# A template that spells no gate word is read after its source's prefix ("CUDA error: ",
+# "ValueError: "), so that a common phrase in prose is not read as the error. Users paste
+# such messages bare too: an issue title, a sentence quoting the error, a line copied
+# without its exception type. A template that spells this many literal characters says
+# its cause on its own ("Invalid rank %d, rank should be in the interval [0, %d]", "peer
+# access is not supported between these two devices"); shorter ones ("operation not
+# supported", which a file system prints too) need their prefix. diagnose/context.py looks
+# for these bare messages only in a log where nothing else was read.
+BARE_CHARS = 30
+
+
+def bare_message(entry: Entry) -> re.Pattern[str] | None:
+    """The entry's templates that spell no gate word and at least BARE_CHARS literal
+    characters, as one pattern that reads them alone on a line (None: it has none, or its
+    source's messages mean what they mean only after its prefix: ``Source.bare``)."""
+    bodies = [template_regex(t) for t in entry.templates
+              if not template_gates(t) and literal_length(t) >= BARE_CHARS]
+    if not bodies or not entry.source.bare:
+        return None
+    if entry.unless:
+        harmless = "|".join(template_regex(phrase) for phrase in entry.unless)
+        bodies = [f"^(?![^\\n]*(?:{harmless}))[^\\n]*?{b}" for b in bodies]
+    return rx(*bodies)
 
 
 def _strings(value: Any, where: str, key: str) -> tuple[str, ...]:
@@ -384,9 +413,12 @@ def _source(data: Any, where: str) -> Source:
     if set(context) - set(GATES):
         raise CatalogueError(f"{where}: context {sorted(set(context) - set(GATES))} are not "
                              f"gate words")
+    bare = data.get("bare", True)
+    if not isinstance(bare, bool):
+        raise CatalogueError(f"{where}: [source] bare is true or false")
     return Source(data["name"], data["repository"], data["version"], paths,
                   str(data.get("prefix", "")), str(data.get("url") or data["repository"]),
-                  context)
+                  context, bare)
 
 
 def _entry(source: Source, data: Any, where: str, codes: Mapping[str, Code]) -> Entry:

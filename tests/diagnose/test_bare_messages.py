@@ -1,0 +1,99 @@
+"""Catalogued messages pasted without the words that gate them (``diagnose/bare_messages``).
+
+A template that spells no gate word is read after its source's prefix; pasted bare (an issue
+title, a quoted sentence) it is read only where nothing else was, and only when it spells
+``catalogue.BARE_CHARS`` literal characters or more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ddp_doctor.diagnose.bare_messages import _BARE
+from ddp_doctor.logrules import CATALOGUES
+from ddp_doctor.logrules.catalogue import (
+    BARE_CHARS,
+    entry_rule,
+    literal_length,
+    sample_line,
+    template_gates,
+)
+from tests.support.rules import lead
+
+
+def test_a_catalogued_message_without_its_exception_type_is_read(tmp_path: Path) -> None:
+    # torch/utils/data/distributed.py raises it as a ValueError; the title holds no gate word
+    found = lead(tmp_path, "Invalid rank 4, rank should be in the interval [0, 3]\n")
+    assert found.code.id == "LOG057"
+    assert found.evidence[0].source == "the message without the words that mark it"
+    assert found.evidence[0].value == "Invalid rank 4, rank should be in the interval [0, 3]"
+
+
+def test_a_bare_message_in_a_sentence_is_read(tmp_path: Path) -> None:
+    found = lead(tmp_path, "Training stops: peer access is not supported between these two "
+                           "devices, on a pair of RTX 4090s\n")
+    assert found.code.category.value == "nccl_p2p"
+
+
+def test_a_short_template_is_not_read_bare(tmp_path: Path) -> None:
+    # CUDA's "operation not supported" (801) needs its "CUDA error: ": a file system's
+    # EOPNOTSUPP says the same words
+    found = lead(tmp_path, "OSError: [Errno 95] Operation not supported\n")
+    assert found.code.category.value == "unknown"
+
+
+def test_a_line_a_rule_read_as_a_warning_is_not_read_again_bare(tmp_path: Path) -> None:
+    # TensorFlow's dso_loader warning (LOG109, a warning) holds the loader's "libcublas.so.11:
+    # cannot open shared object file", whose bare reading (LOG022) must not make it an error
+    found = lead(tmp_path, "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] "
+                           "Could not load dynamic library 'libcublas.so.11'; dlerror: "
+                           "libcublas.so.11: cannot open shared object file: No such file or "
+                           "directory\n")
+    assert found.code.id != "LOG022"
+
+
+def test_a_bare_message_does_not_outrank_what_the_scan_read(tmp_path: Path) -> None:
+    found = lead(tmp_path, "Invalid rank 4, rank should be in the interval [0, 3]\n"
+                           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                           "2.00 GiB\n")
+    assert found.code.id == "LOG005"
+
+
+def test_the_most_specific_message_on_a_line_leads(tmp_path: Path) -> None:
+    # "no kernel image is available for execution on the device" (56 characters) holds
+    # nothing shorter of another entry; both bare CUDA strings on one line: the longer leads
+    found = lead(tmp_path, "device kernel image is invalid; no kernel image is available for "
+                           "execution on the device\n")
+    assert found.code.id == "LOG028"
+
+
+def test_only_long_templates_without_a_gate_word_are_read_bare() -> None:
+    read = skipped = 0
+    for _, entries in CATALOGUES.values():
+        for entry in entries:
+            long_ungated = [t for t in entry.templates
+                            if not template_gates(t) and literal_length(t) >= BARE_CHARS]
+            pattern = entry_rule(entry).bare_message
+            if long_ungated and entry.source.bare:
+                read += 1
+                assert pattern is not None
+                for template in long_ungated:
+                    assert pattern.search(sample_line(template)), template
+            else:
+                skipped += 1
+                assert pattern is None, entry.templates
+    assert read and skipped
+    assert len(_BARE) == read
+
+
+@pytest.mark.parametrize("line", [
+    "world size (8) is not divisible by tensor model parallel size (3)",
+    "peer access is not supported between these two devices",
+    "Only DistributedDataParallel is supported.",
+])
+def test_every_bare_reading_names_its_cause(tmp_path: Path, line: str) -> None:
+    found = lead(tmp_path, line + "\n")
+    assert found.code.id.startswith("LOG")
+    assert found.remediation
