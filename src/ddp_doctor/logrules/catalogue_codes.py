@@ -726,6 +726,22 @@ SYSTEM_LIBRARY_MISSING = declare(
         "mesa-libGL glib2), or replace opencv-python by opencv-python-headless, which needs "
         "neither.",
     docs_url="https://github.com/opencv/opencv-python#installation-and-usage")
+# libnvidia-container under WSL 2 (src/nvc.c and src/dxcore.c, dxcore_init_context and
+# dxcore_add_adapter): libdxcore is there, so this is WSL, but no GPU adapter it can use was
+# enumerated: none is passed to the VM, or each was skipped (a Windows driver before WDDM 2.8,
+# which has no CUDA for WSL, or a driver store without NVIDIA's libraries).
+WSL_NO_GPU_ADAPTER = declare(
+    "LOG134", Category.WSL_SETUP,
+    "WSL 2 shows no NVIDIA GPU adapter that CUDA can use",
+    what="Inside WSL the GPU comes from the Windows driver through the /dev/dxg "
+         "paravirtualisation device. The container toolkit found that device's library but "
+         "no NVIDIA adapter behind it: the machine has no NVIDIA GPU for WSL, the Windows "
+         "driver predates CUDA on WSL (WDDM 2.8), or the distribution runs under WSL 1.",
+    why="No container (and no process in this distribution) can use a GPU.",
+    fix="Run `nvidia-smi` in the WSL shell: if it fails, install a current NVIDIA Windows "
+        "driver (it brings CUDA for WSL; install no Linux driver inside WSL), check `wsl -l "
+        "-v` shows version 2, then `wsl --shutdown` and start again.",
+    docs_url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -742,5 +758,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
                            ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
                            DRIVER_OOPS, MODULE_NOT_INSTALLED,
-                           SYSTEM_LIBRARY_MISSING)
+                           SYSTEM_LIBRARY_MISSING, WSL_NO_GPU_ADAPTER)
 """Every code declared here, for the catalogue loader."""

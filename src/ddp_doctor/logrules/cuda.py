@@ -114,8 +114,12 @@ RULES: tuple[Rule, ...] = (
     # torch's own check of the GPU against its compiled architectures: no other cause. The
     # line naming the GPU's sm_XX is the one read (its next line lists what the build
     # supports); a terminal or an issue form may wrap it before "PyTorch"
-    # (jhj0517/Whisper-WebUI#653).
+    # (jhj0517/Whisper-WebUI#653). A terminal that wraps it before "sm_" leaves that line
+    # holding no gate word; the warning's next line ("The current PyTorch install supports
+    # CUDA capabilities sm_50 ...", torch/cuda/__init__.py _check_capability), which comes
+    # only with it, is then read where the same wrap left it starting with "install".
     Rule(ARCH, rx(r"cuda capability sm_\d+ is not compatible with the current(?: pytorch|\s*$)",
+                  r"^\s*install supports cuda capabilities (?:sm|compute)_\d",
                   r"which is of cuda capability \d+\.\d+",
                   r"minimum cuda capability supported by this library"),
          ("cud",),
@@ -126,7 +130,9 @@ RULES: tuple[Rule, ...] = (
              "current PyTorch installation.",
              "NVIDIA GeForce GTX 1080 Ti with CUDA capability sm_61 is not compatible with "
              "the current",
-             "Found GPU0 GeForce GTX 770 which is of cuda capability 3.0.")),
+             "Found GPU0 GeForce GTX 770 which is of cuda capability 3.0.",
+             "install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 "
+             "sm_86.")),
     Rule(ARCH, rx(r"cuda[^\n]*no kernel image is available for execution",
                   r"cudaerrornokernelimagefordevice",
                   r"cuda error: invalid device function",
