@@ -227,8 +227,14 @@ RULES: tuple[Rule, ...] = (
                     r"terminated with signal sigkill", r"signals\.sigkill: 9",
                     # DeepSpeed's launcher and subprocess-based launchers (accelerate)
                     r"error[^\n]*return code = -9\b",
-                    r"error[^\n]*returned non-zero exit status -9\b"),
-         ("exitcode", "signal", "error"),
+                    r"error[^\n]*returned non-zero exit status -9\b",
+                    # the shells' reports of a background job SIGKILL ended, read only as
+                    # a whole line: zsh's job number, pid, "killed" and the command (zsh 5.9
+                    # Src/jobs.c printjob: "[1]  + 2843557 killed     python train.py"),
+                    # bash's job number, "Killed" and the command (bash 5.2 jobs.c
+                    # pretty_print_job: "[1]+  Killed                  python train.py")
+                    r"^\s*\[\d+\]\s*(?:[+-]\s+)?(?:\d+\s+)?killed(?:\s+\S|\s*$)"),
+         ("exitcode", "signal", "error", "killed"),
          (OOM_KILLER,
           Step("Use fewer DataLoader workers (DataLoader(..., num_workers=2)) or a smaller "
                "batch, or raise the memory limit.")),
@@ -239,7 +245,9 @@ RULES: tuple[Rule, ...] = (
                    "returned non-zero exit status -9.",
                    "  traceback : Signal 9 (SIGKILL) received by PID 812917",
                    "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated "
-                   "with signal SIGKILL"),
+                   "with signal SIGKILL",
+                   "[1]    2843557 killed     python train.py",
+                   "[1]+  Killed                  nohup python train.py"),
          alternatives=("unknown: a person or a scheduler (time limit, preemption) can send "
                        "SIGKILL too",),
          decide=(OOM_KILLER,)),
