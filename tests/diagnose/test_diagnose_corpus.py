@@ -33,7 +33,7 @@ MOVED_SPLIT_FLOORS = {"unseen E": 24 / 45, "unseen G": 41 / 52, "unseen H": 14 /
                       "unseen M": 26 / 29, "unseen N": 28 / 33,
                       "unseen O": 22 / 27, "unseen P": 19 / 22, "unseen Q": 34 / 37,
                       "unseen R": 23 / 25, "unseen S": 51 / 59,
-                      "unseen U": 36 / 45}
+                      "unseen U": 36 / 45, "unseen V": 19 / 22}
 
 
 @cache

@@ -742,6 +742,33 @@ WSL_NO_GPU_ADAPTER = declare(
         "driver (it brings CUDA for WSL; install no Linux driver inside WSL), check `wsl -l "
         "-v` shows version 2, then `wsl --shutdown` and start again.",
     docs_url="https://docs.nvidia.com/cuda/wsl-user-guide/index.html")
+# NCCL refusing to join a CUDA graph capture (src/misc/strongstream.cc): built with a CUDA
+# runtime older than 11.3, which the CUDA 11 NCCL wheels are, or run under a driver below R465.
+NCCL_NO_GRAPH_CAPTURE = declare(
+    "LOG135", Category.PACKAGE_CONFLICT,
+    "NCCL cannot run inside a CUDA graph: it was built with CUDA older than 11.3",
+    what="A job that captures CUDA graphs (vLLM's decode graphs, torch.compile's cudagraphs, "
+         "CUDA-graph training loops) called NCCL during a capture, and this NCCL cannot join "
+         "one: it was built with a CUDA runtime before 11.3 (the nvidia-nccl-cu11 wheels, "
+         "'NCCL version 2.x+cuda11.0') or the driver is older than R465.",
+    why="The collective returns ncclInvalidUsage and the job stops while capturing.",
+    fix="Install the CUDA 12 stack (torch from a cu12x index brings an NCCL built with CUDA 12), "
+        "or run without graph capture (vLLM --enforce-eager); with a driver below R465, "
+        "update the driver.",
+    docs_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/usage/cudagraph.html")
+# Triton Inference Server's Python backend creating a model instance's shared-memory region
+# (triton-inference-server/python_backend src/shm_manager.cc): /dev/shm could not hold it.
+SHM_REGION_TOO_SMALL = declare(
+    "LOG136", Category.NCCL_SHARED_MEMORY,
+    "A process could not create its shared-memory region: /dev/shm is too small",
+    what="A server or worker that exchanges tensors through POSIX shared memory could not size "
+         "its region in /dev/shm ('No space left on device'): a container's /dev/shm is 64 MB "
+         "unless it is started with more.",
+    why="The model instance (or worker) does not load, so the job or the server stops.",
+    fix="Give the container more shared memory (docker run --shm-size=8g or --ipc=host; in "
+        "Kubernetes an emptyDir with medium: Memory mounted at /dev/shm), or start fewer "
+        "instances.",
+    docs_url="https://github.com/triton-inference-server/python_backend#running-multiple-instances-of-triton-server")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -758,5 +785,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            NO_CDI_SPEC, PARALLEL_SIZES, FLASH_ATTN_MISSING,
                            ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
                            DRIVER_OOPS, MODULE_NOT_INSTALLED,
-                           SYSTEM_LIBRARY_MISSING, WSL_NO_GPU_ADAPTER)
+                           SYSTEM_LIBRARY_MISSING, WSL_NO_GPU_ADAPTER,
+                           NCCL_NO_GRAPH_CAPTURE, SHM_REGION_TOO_SMALL)
 """Every code declared here, for the catalogue loader."""
