@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ddp_doctor.diagnose.bare_messages import _BARE
+from ddp_doctor.diagnose.bare_messages import _BARE, MAX_LINE_CHARS
 from ddp_doctor.logrules import CATALOGUES
 from ddp_doctor.logrules.catalogue import (
     BARE_CHARS,
@@ -20,7 +20,7 @@ from ddp_doctor.logrules.catalogue import (
     sample_line,
     template_gates,
 )
-from tests.support.rules import lead
+from tests.support.rules import diagnosed, lead
 
 
 def test_a_catalogued_message_without_its_exception_type_is_read(tmp_path: Path) -> None:
@@ -34,7 +34,8 @@ def test_a_catalogued_message_without_its_exception_type_is_read(tmp_path: Path)
 def test_a_bare_message_in_a_sentence_is_read(tmp_path: Path) -> None:
     found = lead(tmp_path, "Training stops: peer access is not supported between these two "
                            "devices, on a pair of RTX 4090s\n")
-    assert found.code.category.value == "nccl_p2p"
+    assert found.code.id == "LOG045"
+    assert found.evidence[0].source == "the message without the words that mark it"
 
 
 def test_a_short_template_is_not_read_bare(tmp_path: Path) -> None:
@@ -44,14 +45,25 @@ def test_a_short_template_is_not_read_bare(tmp_path: Path) -> None:
     assert found.code.category.value == "unknown"
 
 
-def test_a_line_a_rule_read_as_a_warning_is_not_read_again_bare(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefix", ["", "[1,0]<stderr>:", "0: ", "[default0]:"])
+def test_a_log_whose_lines_a_rule_read_is_not_read_again_bare(tmp_path: Path,
+                                                             prefix: str) -> None:
     # TensorFlow's dso_loader warning (LOG109, a warning) holds the loader's "libcublas.so.11:
-    # cannot open shared object file", whose bare reading (LOG022) must not make it an error
-    found = lead(tmp_path, "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] "
-                           "Could not load dynamic library 'libcublas.so.11'; dlerror: "
-                           "libcublas.so.11: cannot open shared object file: No such file or "
-                           "directory\n")
-    assert found.code.id != "LOG022"
+    # cannot open shared object file", whose bare reading (LOG022, an error) must not replace
+    # it, whatever launcher prefix the line carries
+    found = lead(tmp_path, prefix + "W tensorflow/stream_executor/platform/default/"
+                           "dso_loader.cc:64] Could not load dynamic library 'libcublas.so.11'; "
+                           "dlerror: libcublas.so.11: cannot open shared object file: No such "
+                           "file or directory\n")
+    assert found.code.id == "LOG109"
+
+
+def test_a_warning_the_scan_read_keeps_a_bare_message_from_leading(tmp_path: Path) -> None:
+    found = diagnosed(tmp_path, "Invalid rank 4, rank should be in the interval [0, 3]\n"
+                                "[rank0]:[W reducer.cpp:1300] Warning: Grad strides do not match "
+                                "bucket view strides.\n")
+    assert [f.code.id for f in found if f.code.id == "LOG057"] == []
+    assert [f.code.id for f in found].count("LOG092") == 1
 
 
 def test_a_bare_message_does_not_outrank_what_the_scan_read(tmp_path: Path) -> None:
@@ -62,11 +74,18 @@ def test_a_bare_message_does_not_outrank_what_the_scan_read(tmp_path: Path) -> N
 
 
 def test_the_most_specific_message_on_a_line_leads(tmp_path: Path) -> None:
-    # "no kernel image is available for execution on the device" (56 characters) holds
-    # nothing shorter of another entry; both bare CUDA strings on one line: the longer leads
-    found = lead(tmp_path, "device kernel image is invalid; no kernel image is available for "
-                           "execution on the device\n")
-    assert found.code.id == "LOG028"
+    # Python's "[Errno 24] Too many open files" (30 literal characters, LOG110) and CUDA's
+    # peer-access string (54, LOG045) on one line: the longer one names more
+    found = lead(tmp_path, "[Errno 24] Too many open files; peer access is not supported between "
+                           "these two devices\n")
+    assert found.code.id == "LOG045"
+
+
+def test_a_message_far_along_a_very_long_line_is_not_searched(tmp_path: Path) -> None:
+    # the search of a line stops at bare_messages.MAX_LINE_CHARS (a 256 KB line took minutes)
+    message = "Invalid rank 4, rank should be in the interval [0, 3]"
+    assert lead(tmp_path, "x" * 100 + " " + message + "\n").code.id == "LOG057"
+    assert lead(tmp_path, "x" * MAX_LINE_CHARS + " " + message + "\n").code.id != "LOG057"
 
 
 def test_only_long_templates_without_a_gate_word_are_read_bare() -> None:

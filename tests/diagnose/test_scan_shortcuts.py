@@ -336,3 +336,22 @@ def test_a_guessing_phrase_test_says_maybe_until_compiled_then_answers_exactly(
     test = literals.PhraseTest(("out of memory", "nccl"), guess=True)
     assert test(b"plain noise") and test(b"plain noise")  # "maybe": the exact tests decide
     assert not test(b"plain noise") and test(b"cuda out of memory")
+
+
+def test_the_rules_read_a_line_up_to_read_chars(tmp_path: Path) -> None:
+    # A line's first scan.READ_CHARS characters are read: a message there is found, one
+    # further along is not (the patterns' holes made a search of a 256 KB line take minutes).
+    message = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    near = tmp_path / "near.log"
+    near.write_text("x" * 1000 + " " + message + "\n")
+    far = tmp_path / "far.log"
+    assert scan.READ_CHARS < 9000
+    far.write_text("x" * 9000 + " " + message + "\n")
+    found = {}
+    for path in (near, far):
+        scanner = Scanner(RULES, GATES, SECTION_MARKERS)
+        for document in open_input(str(path)).documents:
+            scanner.scan(document)
+        found[path.stem] = set(scanner.result.hits)
+    assert "LOG005" in found["near"]
+    assert "LOG005" not in found["far"]

@@ -5,10 +5,10 @@ template that spells none is read after its source's prefix ("CUDA error: ", "Va
 "), so that a common phrase in prose is not taken for the error. Users paste such messages
 without that prefix all the same: an issue title, a sentence quoting the error, a line
 copied without its exception type ("Invalid rank 4, rank should be in the interval [0,
-3]"). When a log gave the scan nothing to read, its start is searched for the messages
-whose templates are long enough to name their cause alone
-(``logrules.catalogue.bare_message``): most specific first, the first line that holds one
-and that no rule read (a warning the scan read stays that warning's).
+3]"). When a log gave the scan nothing to read (no error and no warning either: a warning
+the scan read keeps its own reading), its start is searched for the messages whose
+templates are long enough to name their cause alone (``logrules.catalogue.bare_message``):
+most specific first, the first line that holds one.
 
 One prefix-tree filter over every such message's phrases rejects most lines before any
 pattern runs, so this costs a pass over each document's start (256 KB at most).
@@ -43,7 +43,10 @@ def _bare_rules() -> tuple[tuple[Rule, re.Pattern[str], tuple[str, ...] | None],
 
 
 _BARE = _bare_rules()
-_SAME = 200  # characters that tell a line from the scan's quote of it (quotes are cut at 300)
+# A line is searched up to this many characters: the templates' holes make a search of a very
+# long line slow (a 256 KB line without a gate word took minutes), and a pasted message
+# starts near the beginning of its line.
+MAX_LINE_CHARS = 2048
 # None: some message has no phrase to filter on, so every line is tried
 _PHRASES: tuple[str, ...] | None = (
     None if any(phrases is None for _, _, phrases in _BARE)
@@ -53,13 +56,12 @@ _PHRASES: tuple[str, ...] | None = (
 def find_bare(scan: ScanResult) -> BareReading | None:
     """The first catalogued message pasted bare in the start of the scanned documents, the
     most specific where one line holds several; None when there is none."""
-    if not _BARE:
-        return None
+    if not _BARE or scan.hits:
+        return None  # the scan read something: its reading stands, warnings included
     line_filter = phrase_test(_PHRASES) if _PHRASES else None
-    # a line a rule read is that rule's (a warning, which did not lead): not read again
-    read = {quote.text.strip()[:_SAME] for hits in scan.hits.values() for quote in hits.quotes}
     for context in scan.contexts:
-        for number, line in enumerate(context.head.split("\n"), start=1):
+        for number, whole in enumerate(context.head.split("\n"), start=1):
+            line = whole[:MAX_LINE_CHARS]
             low = line.lower()
             if line_filter is not None and not line_filter(
                     low.encode("utf-8", "surrogatepass")):
@@ -68,7 +70,5 @@ def find_bare(scan: ScanResult) -> BareReading | None:
                 if phrases is not None and not any(map(low.__contains__, phrases)):
                     continue
                 if pattern.search(line):
-                    if line.strip()[:_SAME] in read:
-                        break
                     return BareReading(rule, context.document, number, line)
     return None

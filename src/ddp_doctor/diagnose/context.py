@@ -44,7 +44,7 @@ from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.literals import required_literals
 from ddp_doctor.diagnose.relations import Declared, Relations, declared_on
-from ddp_doctor.diagnose.scan import DocumentContext, ScanResult
+from ddp_doctor.diagnose.scan import READ_CHARS, DocumentContext, ScanResult
 from ddp_doctor.diagnose.transport import CAUSES as TRANSPORT_CAUSES
 from ddp_doctor.diagnose.transport import CODES as TRANSPORT_CODES
 from ddp_doctor.diagnose.transport import VIRTUAL_INTERFACE_NAME
@@ -378,7 +378,8 @@ def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
     # (literals.py, as the scan does): most lines of a long head hold none.
     phrases = required_literals(pattern)
     found: list[Seen] = []
-    for number, line in enumerate(context.head.split("\n"), start=1):
+    for number, whole in enumerate(context.head.split("\n"), start=1):
+        line = whole[:READ_CHARS]  # (as the scan reads them: a search of a huge line is slow)
         if phrases is not None and not any(map(line.lower().__contains__, phrases)):
             continue
         if pattern.search(line):
@@ -507,9 +508,10 @@ def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
 
 def _document_lines(context: DocumentContext) -> list[tuple[int, str]]:
     """The numbered lines of a document's start and (past it) end."""
-    numbered = list(enumerate(context.head.split("\n"), start=1))
+    numbered = [(number, line[:READ_CHARS])
+                for number, line in enumerate(context.head.split("\n"), start=1)]
     last = numbered[-1][0] if numbered else 0
-    numbered += [(context.tail_first_line + i, line)
+    numbered += [(context.tail_first_line + i, line[:READ_CHARS])
                  for i, line in enumerate(context.tail.split("\n"))
                  if context.tail_first_line + i > last]
     return numbered
@@ -559,8 +561,7 @@ def _seconds(bar: re.Match[str]) -> int:
 def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
     """A finding from a bare torch message no gate word marks (``Rule.bare_message``: what
     a message torch raises says when it is pasted without its exception type, an issue
-    title or a quoted sentence), looked for in the start of each document; else from a
-    catalogued message pasted so (``bare_messages``)."""
+    title or a quoted sentence), looked for in the start of each document."""
     for rule in _RULES.values():
         pattern = rule.bare_message
         if pattern is None:
@@ -573,16 +574,22 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
                         *(Evidence("other possible cause", a) for a in rule.alternatives))
             return [_made(rule.code, evidence,
                           (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))]
-    bare = find_bare(scan)
-    if bare is not None:
-        rule = bare.rule.read(bare.text)
-        evidence = (Evidence(line_label(bare.document, bare.line, many),
-                             redact_text(bare.text.strip())[:300],
-                             "the message without the words that mark it"),
-                    *(Evidence("other possible cause", a) for a in rule.alternatives))
-        return [_made(rule.code, evidence,
-                      (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))]
     return []
+
+
+def _bare_catalogued(scan: ScanResult, many: bool) -> tuple[Finding, int] | None:
+    """A finding from a catalogued message pasted without the words that gate it
+    (``bare_messages``), in a log where the scan read nothing at all; None otherwise."""
+    bare = find_bare(scan)
+    if bare is None:
+        return None
+    rule = bare.rule.read(bare.text)
+    evidence = (Evidence(line_label(bare.document, bare.line, many),
+                         redact_text(bare.text.strip())[:300],
+                         "the message without the words that mark it"),
+                *(Evidence("other possible cause", a) for a in rule.alternatives))
+    return _made(rule.code, evidence,
+                 (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))
 
 
 def _shared_device(scan: ScanResult, many: bool) -> list[tuple[str, str]]:
@@ -792,6 +799,10 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         made = _made_in_container(scan, many)
         if made is not None:
             return [made, *findings]
+        # last: the whole-log readings above say more than one quoted phrase does
+        bare = _bare_catalogued(scan, many)
+        if bare is not None:
+            return [bare, *findings]
     else:
         read = _read_in_environment(findings, scan, lead, many)
         if read is not None:

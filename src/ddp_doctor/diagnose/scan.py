@@ -50,6 +50,10 @@ MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
 MEMO_LINE_BYTES = 2048  # longer lines are not remembered, so the memos stay small
 MAX_QUOTE = 300  # characters of one quoted line
+# The rules read a line's first READ_CHARS characters: a message starts near the beginning of
+# its line, and the holes of the rules' patterns make a search of a very long line slow (one
+# 256 KB line repeating "cannot import name a from b; " after "ImportError: " took minutes).
+READ_CHARS = 8192
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
 SECTION_LINE_CHARS = 2000
@@ -410,7 +414,7 @@ class Scanner:
             low = raw.lower().translate(_ZERO)
             if b"error" not in low and not line_filter(low) and b"\x1b" not in raw:
                 return None, True  # (digits read as 0: so says its numbered twin)
-        line = clean_line(raw)
+        line = clean_line(raw)[:READ_CHARS]
         rank, text = split_rank(line)
         low_line = line.lower()
         marker = False
@@ -433,7 +437,7 @@ class Scanner:
         put before it for the rules, the line quoted as it was): NCCL's messages that spell
         no gate word of their own ("socketPollConnect: Connect to ... returned ...", "NET/IB :
         Got completion from peer ...") are read after NCCL's prefix only."""
-        rank, text = split_rank(clean_line(raw))
+        rank, text = split_rank(clean_line(raw)[:READ_CHARS])
         warning = f"NCCL WARN {text}"
         low = warning.lower()
         # NCCL's own catalogue only: what NCCL prints is what it can mean here, not the
