@@ -768,7 +768,7 @@ SHM_REGION_TOO_SMALL = declare(
     fix="Give the container more shared memory (docker run --shm-size=8g or --ipc=host; in "
         "Kubernetes an emptyDir with medium: Memory mounted at /dev/shm), or start fewer "
         "instances.",
-    docs_url="https://github.com/triton-inference-server/python_backend#running-multiple-instances-of-triton-server")
+    docs_url="https://github.com/triton-inference-server/python_backend")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
