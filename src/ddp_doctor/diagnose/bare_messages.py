@@ -5,10 +5,10 @@ template that spells none is read after its source's prefix ("CUDA error: ", "Va
 "), so that a common phrase in prose is not taken for the error. Users paste such messages
 without that prefix all the same: an issue title, a sentence quoting the error, a line
 copied without its exception type ("Invalid rank 4, rank should be in the interval [0,
-3]"). When a log gave the scan nothing to read (no error and no warning either: a warning
-the scan read keeps its own reading), its start is searched for the messages whose
+3]"). When the scan read no error in a log, its start is searched for the messages whose
 templates are long enough to name their cause alone (``logrules.catalogue.bare_message``):
-most specific first, the first line that holds one.
+most specific first, the first line that holds one and that no rule reads (a warning the
+scan read keeps its own reading, whatever launcher prefix its line carries).
 
 One prefix-tree filter over every such message's phrases rejects most lines before any
 pattern runs, so this costs a pass over each document's start (256 KB at most).
@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ddp_doctor.diagnose.literals import phrase_test, required_literals
+from ddp_doctor.diagnose.rank_prefixes import split_rank
 from ddp_doctor.diagnose.scan import ScanResult
 from ddp_doctor.logrules import RULES
 from ddp_doctor.logrules.rule import Rule
@@ -56,8 +57,8 @@ _PHRASES: tuple[str, ...] | None = (
 def find_bare(scan: ScanResult) -> BareReading | None:
     """The first catalogued message pasted bare in the start of the scanned documents, the
     most specific where one line holds several; None when there is none."""
-    if not _BARE or scan.hits:
-        return None  # the scan read something: its reading stands, warnings included
+    if not _BARE:
+        return None
     line_filter = phrase_test(_PHRASES) if _PHRASES else None
     for context in scan.contexts:
         for number, whole in enumerate(context.head.split("\n"), start=1):
@@ -70,5 +71,15 @@ def find_bare(scan: ScanResult) -> BareReading | None:
                 if phrases is not None and not any(map(low.__contains__, phrases)):
                     continue
                 if pattern.search(line):
+                    if _read_by_a_rule(line):
+                        break  # that rule's reading stands (a warning, which did not lead)
                     return BareReading(rule, context.document, number, line)
     return None
+
+
+def _read_by_a_rule(line: str) -> bool:
+    """Whether a rule of the scan reads LINE (without its launcher's rank prefix)."""
+    text = split_rank(line)[1]
+    low = text.lower()
+    return any(any(anchor in low for anchor in rule.anchors) and rule.pattern.search(text)
+               for rule in RULES)

@@ -40,11 +40,12 @@ from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.accelerate_state import CAUSES as ACCELERATE_CAUSES
 from ddp_doctor.diagnose.accelerate_state import SAME_DEVICE, ranks_on_one_device
 from ddp_doctor.diagnose.bare_messages import find_bare
+from ddp_doctor.diagnose.checkpoint_keys import CHECKPOINT_WRAPPER_PREFIX, prefix_mismatch
 from ddp_doctor.diagnose.compose import line_label
 from ddp_doctor.diagnose.last_lines import where_ranks_stopped
 from ddp_doctor.diagnose.literals import required_literals
 from ddp_doctor.diagnose.relations import Declared, Relations, declared_on
-from ddp_doctor.diagnose.scan import READ_CHARS, DocumentContext, ScanResult
+from ddp_doctor.diagnose.scan import DocumentContext, ScanResult, read_window
 from ddp_doctor.diagnose.transport import CAUSES as TRANSPORT_CAUSES
 from ddp_doctor.diagnose.transport import CODES as TRANSPORT_CODES
 from ddp_doctor.diagnose.transport import VIRTUAL_INTERFACE_NAME
@@ -379,7 +380,7 @@ def _lines_with(pattern: re.Pattern[str], context: DocumentContext, many: bool,
     phrases = required_literals(pattern)
     found: list[Seen] = []
     for number, whole in enumerate(context.head.split("\n"), start=1):
-        line = whole[:READ_CHARS]  # (as the scan reads them: a search of a huge line is slow)
+        line = read_window(whole)  # (as the scan reads it: a search of a huge line is slow)
         if phrases is not None and not any(map(line.lower().__contains__, phrases)):
             continue
         if pattern.search(line):
@@ -437,6 +438,18 @@ LIGHTNING_RANK = re.compile(r"\binitializing (?:ddp|distributed): GLOBAL_RANK: (
                             r"MEMBER: \d+/(\d+)", re.IGNORECASE)
 _QUOTED_LINE = re.compile(r"^(?:.+ )?line \d+$")  # compose.py's label of a quoted line
 _RULES = {rule.code.id: rule for rule in RULES if not rule.catalogue}  # the hand-written
+
+
+CHECKPOINT_STEPS = (
+    Step("Load the weights into the bare model without the wrapper's prefix, or save the "
+         "wrapped model's own weights.",
+         command="python -c \"import torch; from torch.nn.modules.utils import "
+                 "consume_prefix_in_state_dict_if_present as strip; sd = torch.load('ckpt.pt', "
+                 "map_location='cpu'); strip(sd, 'module.'); torch.save(sd, 'ckpt_bare.pt')\"",
+         url=CHECKPOINT_WRAPPER_PREFIX.docs_url),
+    Step("When saving from DDP, save model.module.state_dict(); when loading into a wrapped "
+         "model, call model.module.load_state_dict(...)."),
+)
 
 
 def _made(code: Code, evidence: tuple[Evidence, ...], steps: tuple[Step, ...],
@@ -508,10 +521,10 @@ def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
 
 def _document_lines(context: DocumentContext) -> list[tuple[int, str]]:
     """The numbered lines of a document's start and (past it) end."""
-    numbered = [(number, line[:READ_CHARS])
+    numbered = [(number, read_window(line))
                 for number, line in enumerate(context.head.split("\n"), start=1)]
     last = numbered[-1][0] if numbered else 0
-    numbered += [(context.tail_first_line + i, line[:READ_CHARS])
+    numbered += [(context.tail_first_line + i, read_window(line))
                  for i, line in enumerate(context.tail.split("\n"))
                  if context.tail_first_line + i > last]
     return numbered
@@ -799,6 +812,13 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         made = _made_in_container(scan, many)
         if made is not None:
             return [made, *findings]
+        wrapped = [Seen(line_label(context.document, number, many), redact_text(text)[:300])
+                   for context in scan.contexts
+                   for number, text in prefix_mismatch(_document_lines(context))]
+        if wrapped:
+            return [_made(CHECKPOINT_WRAPPER_PREFIX,
+                          tuple(Evidence(seen.where, seen.text, "load_state_dict's report")
+                                for seen in wrapped[:2]), CHECKPOINT_STEPS), *findings]
         # last: the whole-log readings above say more than one quoted phrase does
         bare = _bare_catalogued(scan, many)
         if bare is not None:

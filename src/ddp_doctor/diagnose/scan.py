@@ -50,10 +50,21 @@ MAX_EVIDENCE = 5  # distinct lines quoted per code
 MEMO_LINES = 4096  # distinct lines whose rule matches are remembered
 MEMO_LINE_BYTES = 2048  # longer lines are not remembered, so the memos stay small
 MAX_QUOTE = 300  # characters of one quoted line
-# The rules read a line's first READ_CHARS characters: a message starts near the beginning of
-# its line, and the holes of the rules' patterns make a search of a very long line slow (one
-# 256 KB line repeating "cannot import name a from b; " after "ImportError: " took minutes).
-READ_CHARS = 8192
+# The rules read a very long line's first and last READ_CHARS characters, as two lines: the
+# holes of the rules' patterns make a search of a very long line slow (one 256 KB line
+# repeating "cannot import name a from b; " after "ImportError: " took minutes), and a
+# message sits at the start of its line (an exception, a warning) or at its end (a
+# traceback escaped into a JSON record, progress frames written without their CR, a
+# command list before "returned non-zero exit status -9").
+READ_CHARS = 4096
+
+
+def read_window(line: str) -> str:
+    """LINE as the rules read it: whole, or its first and last READ_CHARS characters joined
+    by a newline (no pattern's hole crosses a newline)."""
+    if len(line) <= 2 * READ_CHARS:
+        return line
+    return f"{line[:READ_CHARS]}\n{line[-READ_CHARS:]}"
 SECTION_LINES = 400  # lines captured after an environment-section marker
 MAX_SECTIONS = 8
 SECTION_LINE_CHARS = 2000
@@ -414,7 +425,7 @@ class Scanner:
             low = raw.lower().translate(_ZERO)
             if b"error" not in low and not line_filter(low) and b"\x1b" not in raw:
                 return None, True  # (digits read as 0: so says its numbered twin)
-        line = clean_line(raw)[:READ_CHARS]
+        line = read_window(clean_line(raw))
         rank, text = split_rank(line)
         low_line = line.lower()
         marker = False
@@ -437,7 +448,7 @@ class Scanner:
         put before it for the rules, the line quoted as it was): NCCL's messages that spell
         no gate word of their own ("socketPollConnect: Connect to ... returned ...", "NET/IB :
         Got completion from peer ...") are read after NCCL's prefix only."""
-        rank, text = split_rank(clean_line(raw)[:READ_CHARS])
+        rank, text = split_rank(read_window(clean_line(raw)))
         warning = f"NCCL WARN {text}"
         low = warning.lower()
         # NCCL's own catalogue only: what NCCL prints is what it can mean here, not the

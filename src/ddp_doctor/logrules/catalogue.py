@@ -328,8 +328,9 @@ def entry_rule(entry: Entry) -> Rule:
 # without its exception type. A template that spells this many literal characters says
 # its cause on its own ("Invalid rank %d, rank should be in the interval [0, %d]", "peer
 # access is not supported between these two devices"); shorter ones ("operation not
-# supported", which a file system prints too) need their prefix. diagnose/context.py looks
-# for these bare messages only in a log where nothing else was read.
+# supported", which a file system prints too) need their prefix. diagnose/bare_messages.py
+# looks for these bare messages only in a log where no rule read an error, on lines no rule
+# reads.
 BARE_CHARS = 30
 
 

@@ -769,26 +769,6 @@ SHM_REGION_TOO_SMALL = declare(
         "Kubernetes an emptyDir with medium: Memory mounted at /dev/shm), or start fewer "
         "instances.",
     docs_url="https://github.com/triton-inference-server/python_backend")
-# torch's load_state_dict refusing a checkpoint whose keys carry the "module." prefix the
-# DistributedDataParallel (or DataParallel) wrapper adds, loaded into the bare model, or the
-# reverse (torch/nn/modules/module.py, load_state_dict's "Missing key(s)" / "Unexpected
-# key(s)"; torch/nn/modules/utils.py, consume_prefix_in_state_dict_if_present, made for it).
-CHECKPOINT_WRAPPER_PREFIX = declare(
-    "LOG137", Category.DDP_USAGE_ERROR,
-    "A checkpoint saved through the DDP wrapper ('module.' keys) was loaded into the bare "
-    "model, or the reverse",
-    what="DistributedDataParallel and DataParallel keep the model as their .module, so the "
-         "state_dict of the wrapper names every weight 'module.<name>'. Loaded into a model "
-         "without the wrapper (evaluation, a single-GPU resume) every key is unexpected and "
-         "every weight missing; a bare model's checkpoint loaded into the wrapper fails the "
-         "other way.",
-    why="load_state_dict stops (strict=True), or loads nothing (strict=False) and the job "
-        "trains or evaluates from random weights.",
-    fix="Save model.module.state_dict() from the wrapped model, or strip the prefix when "
-        "loading (torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(sd, "
-        "'module.')); load into model.module when the model is wrapped.",
-    docs_url="https://pytorch.org/docs/stable/generated/torch.nn.modules.utils."
-             "consume_prefix_in_state_dict_if_present.html")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -806,6 +786,5 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
                            DRIVER_OOPS, MODULE_NOT_INSTALLED,
                            SYSTEM_LIBRARY_MISSING, WSL_NO_GPU_ADAPTER,
-                           NCCL_NO_GRAPH_CAPTURE, SHM_REGION_TOO_SMALL,
-                           CHECKPOINT_WRAPPER_PREFIX)
+                           NCCL_NO_GRAPH_CAPTURE, SHM_REGION_TOO_SMALL)
 """Every code declared here, for the catalogue loader."""

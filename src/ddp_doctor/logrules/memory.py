@@ -232,8 +232,9 @@ RULES: tuple[Rule, ...] = (
                     # a whole line: zsh's job number, pid, "killed" and the command (zsh 5.9
                     # Src/jobs.c printjob: "[1]  + 2843557 killed     python train.py"),
                     # bash's job number, "Killed" and the command (bash 5.2 jobs.c
-                    # pretty_print_job: "[1]+  Killed                  python train.py")
-                    r"^\s*\[\d+\]\s*(?:[+-]\s+)?(?:\d+\s+)?killed(?:\s+\S|\s*$)"),
+                    # pretty_print_job: "[1]+  Killed                  python train.py"),
+                    # the command after the shells' column padding (two blanks or more)
+                    r"^\s*\[[1-9]\d*\]\s*(?:[+-]\s+)?(?:\d+\s+)?killed(?:\s{2,}\S|\s*$)"),
          ("exitcode", "signal", "error", "killed"),
          (OOM_KILLER,
           Step("Use fewer DataLoader workers (DataLoader(..., num_workers=2)) or a smaller "
