@@ -1,4 +1,4 @@
-"""Catalogued messages pasted bare: a line that spells no gate word, read where nothing was.
+"""Catalogued messages pasted bare: a line that spells no gate word, read where no error was.
 
 The scan reads only lines that hold a gate word (``logrules.rule.GATES``), and a catalogue
 template that spells none is read after its source's prefix ("CUDA error: ", "ValueError:
