@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ddp_doctor.diagnose.literals import phrase_test, required_literals
 from ddp_doctor.diagnose.rank_prefixes import split_rank
 from ddp_doctor.diagnose.scan import ScanResult
-from ddp_doctor.logrules import RULES
+from ddp_doctor.logrules import RULES, match_text
 from ddp_doctor.logrules.rule import Rule
 
 
@@ -79,7 +79,4 @@ def find_bare(scan: ScanResult) -> BareReading | None:
 
 def _read_by_a_rule(line: str) -> bool:
     """Whether a rule of the scan reads LINE (without its launcher's rank prefix)."""
-    text = split_rank(line)[1]
-    low = text.lower()
-    return any(any(anchor in low for anchor in rule.anchors) and rule.pattern.search(text)
-               for rule in RULES)
+    return bool(match_text(split_rank(line)[1]))

@@ -582,27 +582,30 @@ def _ungated(scan: ScanResult, many: bool) -> list[tuple[Finding, int]]:
         seen = [found for context in scan.contexts
                 for found in _lines_with(pattern, context, many, 1)]
         if seen:
-            evidence = (Evidence(seen[0].where, seen[0].text, "the message without its "
-                                                             "exception type"),
-                        *(Evidence("other possible cause", a) for a in rule.alternatives))
-            return [_made(rule.code, evidence,
-                          (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))]
+            return [_bare_finding(rule, seen[0], "the message without its exception type")]
     return []
+
+
+def _bare_finding(rule: Rule, seen: Seen, source: str) -> tuple[Finding, int]:
+    """A finding of ``rule``'s code made from one line that holds its message without the
+    words that mark it: the line, the rule's other possible causes, its steps then the
+    steps that decide between them."""
+    evidence = (Evidence(seen.where, seen.text, source),
+                *(Evidence("other possible cause", a) for a in rule.alternatives))
+    return _made(rule.code, evidence,
+                 (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))
 
 
 def _bare_catalogued(scan: ScanResult, many: bool) -> tuple[Finding, int] | None:
     """A finding from a catalogued message pasted without the words that gate it
-    (``bare_messages``), in a log where the scan read nothing at all; None otherwise."""
+    (``bare_messages``), in a log where no rule read an error; None otherwise."""
     bare = find_bare(scan)
     if bare is None:
         return None
-    rule = bare.rule.read(bare.text)
-    evidence = (Evidence(line_label(bare.document, bare.line, many),
-                         redact_text(bare.text.strip())[:300],
-                         "the message without the words that mark it"),
-                *(Evidence("other possible cause", a) for a in rule.alternatives))
-    return _made(rule.code, evidence,
-                 (*rule.steps, *(s for s in rule.decide if s not in rule.steps)))
+    seen = Seen(line_label(bare.document, bare.line, many),
+                redact_text(bare.text.strip())[:300])
+    return _bare_finding(bare.rule.read(bare.text), seen,
+                         "the message without the words that mark it")
 
 
 def _shared_device(scan: ScanResult, many: bool) -> list[tuple[str, str]]:
@@ -812,13 +815,12 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         made = _made_in_container(scan, many)
         if made is not None:
             return [made, *findings]
-        wrapped = [Seen(line_label(context.document, number, many), redact_text(text)[:300])
-                   for context in scan.contexts
-                   for number, text in prefix_mismatch(_document_lines(context))]
+        wrapped = tuple(Evidence(line_label(context.document, number, many),
+                                 redact_text(text)[:300], "load_state_dict's report")
+                        for context in scan.contexts
+                        for number, text in prefix_mismatch(_document_lines(context)))
         if wrapped:
-            return [_made(CHECKPOINT_WRAPPER_PREFIX,
-                          tuple(Evidence(seen.where, seen.text, "load_state_dict's report")
-                                for seen in wrapped[:2]), CHECKPOINT_STEPS), *findings]
+            return [_made(CHECKPOINT_WRAPPER_PREFIX, wrapped[:2], CHECKPOINT_STEPS), *findings]
         # last: the whole-log readings above say more than one quoted phrase does
         bare = _bare_catalogued(scan, many)
         if bare is not None:

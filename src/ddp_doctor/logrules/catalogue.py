@@ -304,11 +304,7 @@ def entry_rule(entry: Entry) -> Rule:
         else:
             raise CatalogueError(f"{entry.source.name}: {template!r} spells no gate word "
                                  f"({', '.join(GATES)}) and its source has no prefix that does")
-    if entry.unless:
-        # A line that also says one of these phrases is not read: the same message printed
-        # where it is harmless (an autotuner's rejected candidate, a list of skipped items).
-        harmless = "|".join(template_regex(phrase) for phrase in entry.unless)
-        alternatives = [f"^(?![^\\n]*(?:{harmless}))[^\\n]*?{a}" for a in alternatives]
+    alternatives = _unless(alternatives, entry.unless)
     steps = [Step(entry.fix, command=entry.command, url=entry.source.url)]
     decide = () if entry.decide is None else (Step(entry.decide, command=entry.decide_command),)
     bare = bare_message(entry)
@@ -342,10 +338,17 @@ def bare_message(entry: Entry) -> re.Pattern[str] | None:
               if not template_gates(t) and literal_length(t) >= BARE_CHARS]
     if not bodies or not entry.source.bare:
         return None
-    if entry.unless:
-        harmless = "|".join(template_regex(phrase) for phrase in entry.unless)
-        bodies = [f"^(?![^\\n]*(?:{harmless}))[^\\n]*?{b}" for b in bodies]
-    return rx(*bodies)
+    return rx(*_unless(bodies, entry.unless))
+
+
+def _unless(alternatives: list[str], unless: tuple[str, ...]) -> list[str]:
+    """The alternatives with a line that also says one of the ``unless`` phrases excluded:
+    the same message printed where it is harmless (an autotuner's rejected candidate, a list
+    of skipped items)."""
+    if not unless:
+        return alternatives
+    harmless = "|".join(template_regex(phrase) for phrase in unless)
+    return [f"^(?![^\\n]*(?:{harmless}))[^\\n]*?{a}" for a in alternatives]
 
 
 def _strings(value: Any, where: str, key: str) -> tuple[str, ...]:
