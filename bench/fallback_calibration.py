@@ -3,15 +3,16 @@
     python bench/fallback_calibration.py [--folds 10] [--epochs 10] [--naive-bayes]
 
 The threads are dealt into folds (a seeded shuffle); each fold is classified by a model
-trained on the others, as shipped (``SoftmaxRegression.train`` then ``to_dict``'s rounding and
-pruning). For each threshold the script prints how many threads are classified at that
-probability or above and how many of those are right, and the most threads any threshold
-classifies at 80% precision. diagnose/fallback.py's THRESHOLD is the lowest one whose
-precision is at least 80% with 95% confidence (the one-sided Wilson lower bound, printed as
-"at least") and whose bands, from it up, are each right at least half the time (printed
-band by band; ``chosen_threshold``). ``--naive-bayes`` scores the Bernoulli naive Bayes the
-model replaced, leave-one-out, for the comparison in fallback.py's docstring. Only the
-corpus's threads are used: the unseen split (tests/data/unseen) is never read here.
+trained on the others and on the catalogues' messages, as shipped
+(``SoftmaxRegression.train`` then ``to_dict``'s rounding and pruning). For each threshold
+the script prints how many threads are classified at that probability or above and how many
+of those are right, and the most threads any threshold classifies at 80% precision.
+diagnose/fallback.py's THRESHOLD is the lowest one whose precision is at least 80% with 95%
+confidence (the one-sided Wilson lower bound, printed as "at least") and whose bands, from
+it up, are each right at least half the time (printed band by band; ``chosen_threshold``).
+``--naive-bayes`` scores the Bernoulli naive Bayes the model replaced, leave-one-out, for
+the comparison in fallback.py's docstring. Only the corpus's threads are used: the unseen
+split (tests/data/unseen) is never read here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ddp_doctor.diagnose.fallback import (
     MIN_THREADS,
     SoftmaxRegression,
     documents,
+    shipped_catalogue_documents,
     shows_a_failure,
 )
 from ddp_doctor.diagnose.similar import load_index
@@ -42,13 +44,14 @@ GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # steps of 0.1
 def cross_validate(folds: int = 10, epochs: int = EPOCHS) -> list[Row]:
     threads = load_index().threads
     docs = documents(threads)
+    catalogued = shipped_catalogue_documents()  # in every fold's training, as shipped
     order = list(range(len(docs)))
     random.Random(1).shuffle(order)
     rows: list[Row] = []
     for fold in range(folds):
         held = set(order[fold::folds])
-        trained = SoftmaxRegression.train([d for i, d in enumerate(docs) if i not in held],
-                                          epochs=epochs)
+        trained = SoftmaxRegression.train(
+            [d for i, d in enumerate(docs) if i not in held] + catalogued, epochs=epochs)
         shipped = SoftmaxRegression.from_dict(trained.to_dict())
         for i in sorted(held):
             if not threads[i].has_error_lines or not shows_a_failure(threads[i].lines):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,13 @@ from ddp_doctor.diagnose.fallback import (
     MIN_THREADS,
     THRESHOLD,
     SoftmaxRegression,
+    catalogue_documents,
     documents,
+    shipped_catalogue_documents,
     shows_a_failure,
 )
 from ddp_doctor.diagnose.similar import SolvedThread
+from ddp_doctor.logrules.catalogue import Entry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -71,6 +75,63 @@ def test_a_category_of_too_few_threads_is_never_named():
     enough = _model([_thread("node_mismatch", common) for _ in range(MIN_THREADS)] + many)
     named = enough.guess([f"Error: {common}"])
     assert named is not None and named.category == "node_mismatch"
+
+
+def _entries(category_code: str, *templates: str) -> list[Entry]:
+    from ddp_doctor.logrules import LOG_CODES
+    from ddp_doctor.logrules.catalogue import read_catalogue
+
+    codes = {c.id: c for c in LOG_CODES}
+
+    body = "".join(f'[[entry]]\ntemplate = "{t}"\ncode = "{category_code}"\n'
+                   f'category = "{codes[category_code].category.value}"\nfix = "f"\n\n'
+                   for t in templates)
+    text = ('[source]\nname = "t"\nrepository = "r"\nversion = "v"\npaths = ["p"]\n'
+            'url = "https://example.org"\n\n' + body)
+    return read_catalogue(text, "t", codes)[1]
+
+
+def test_a_catalogue_entry_trains_on_its_templates_words_not_their_holes():
+    (category, words), = catalogue_documents(
+        _entries("LOG005", "Tried to allocate %s (GPU %d; %s total capacity)"))
+    assert category == "gpu_out_of_memory"
+    assert {"tried", "allocate", "gpu", "total", "capacity"} <= words
+    assert not any("%" in w or w in {"s", "d"} for w in words)
+
+
+def test_the_catalogues_words_name_a_category_no_thread_taught():
+    """Trained on catalogue documents alone (no solved thread), a message in a wording no
+    template spells is read by the catalogue's words: the fallback's use of them."""
+    docs = (catalogue_documents(_entries("LOG005", "peer memory pool exhausted on %s",
+                                         "peer memory pool allocation refused",
+                                         "pool exhausted while allocating %zu bytes"))
+            + catalogue_documents(_entries("LOG002", "shared memory segment %s too small",
+                                           "cannot create shared memory segment in /dev/shm",
+                                           "shm segment size %d below need")))
+    model = SoftmaxRegression.train(docs, epochs=30)
+    guess = model.guess(["fatal: the memory pool was exhausted, allocating 4096 bytes"])
+    assert guess is not None and guess.category == "gpu_out_of_memory"
+    other = model.guess(["could not create a segment in /dev/shm: too small"])
+    assert other is not None and other.category == "nccl_shared_memory"
+
+
+def test_the_shipped_model_trains_on_every_catalogue():
+    from ddp_doctor.diagnose.similar import load_index
+    from ddp_doctor.logrules import CATALOGUES
+
+    entries = [e for _, found in CATALOGUES.values() for e in found]
+    catalogued = shipped_catalogue_documents()
+    assert len(catalogued) == sum(1 for e in entries if e.code.category.value in LEAD_CODES)
+    assert len(catalogued) > 250
+    from importlib.resources import files
+
+    shipped = json.loads(files("ddp_doctor.knowledge").joinpath("fallback_model.json")
+                         .read_text(encoding="utf-8"))
+    docs = documents(load_index().threads) + catalogued
+    taught = Counter(category for category, _ in docs)
+    # every document of a category the model names (MIN_THREADS or more documents)
+    assert shipped["trained_on"] == sum(n for n in taught.values() if n >= MIN_THREADS)
+    assert shipped["trained_on"] > len(load_index().threads) + 250
 
 
 @pytest.mark.slow

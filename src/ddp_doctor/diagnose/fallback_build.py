@@ -1,4 +1,5 @@
-"""Train the fallback classifier on the shipped solved threads and print its weights.
+"""Train the fallback classifier on the shipped solved threads and the catalogues' messages
+and print its weights.
 
 Regenerate it after the index (``knowledge/solved_threads.json``) is rebuilt; the test of
 the shipped model (tests/diagnose/test_fallback.py) fails until it is a fresh build::
@@ -14,12 +15,17 @@ from __future__ import annotations
 import json
 import sys
 
-from ddp_doctor.diagnose.fallback import SoftmaxRegression, documents
+from ddp_doctor.diagnose.fallback import (
+    SoftmaxRegression,
+    documents,
+    shipped_catalogue_documents,
+)
 from ddp_doctor.diagnose.similar import load_index
 
 
 def build() -> dict[str, object]:
-    return SoftmaxRegression.train(documents(load_index().threads)).to_dict()
+    return SoftmaxRegression.train(documents(load_index().threads)
+                                   + shipped_catalogue_documents()).to_dict()
 
 
 def main() -> int:

@@ -242,6 +242,12 @@ def template_head(template: str) -> str | None:
     return None
 
 
+def template_text(template: str) -> str:
+    """The template's literal text, each hole a blank: what every line printed from it
+    spells, whatever the program filled in (the fallback classifier trains on its words)."""
+    return " ".join(text if kind == "text" else " " for kind, text in _pieces(template))
+
+
 def literal_length(template: str) -> int:
     """How many literal characters a template spells: how specific a reading it is."""
     return sum(len(text.strip()) for kind, text in _core(template) if kind == "text")
