@@ -404,6 +404,35 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "symbol: _ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEE", "LOG025", "package_conflict"),
     ("ImportError: /opt/conda/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: undefined "
      "symbol: ncclCommRegister", "LOG022", "torch_missing"),
+    # after blind split W: cuRAND's statuses by Marian's number and by CuPy's name
+    ("[2018-11-03 19:40:29] Curand error 203 - /home/u/marian-dev/src/tensors/rand.cpp:80: "
+     "curandCreateGenerator(&generator_, CURAND_RNG_PSEUDO_DEFAULT)", "LOG014",
+     "cuda_init_failure"),
+    ("cupy_backends.cuda.libs.curand.CURANDError: CURAND_STATUS_ARCH_MISMATCH", "LOG028",
+     "torch_arch_unsupported"),
+    ("CURANDError: CURAND_STATUS_ALLOCATION_FAILED", "LOG005", "gpu_out_of_memory"),
+    # a process pool's worker gone without an exception, with its class name or pasted alone
+    ("concurrent.futures.process.BrokenProcessPool: A process in the process pool was "
+     "terminated abruptly while the future was running or pending.", "LOG006",
+     "host_out_of_memory"),
+    ("A process in the process pool was terminated abruptly while the future was running or "
+     "pending.", "LOG006", "host_out_of_memory"),
+    # torch 1.5+ DataParallel replicas hold no parameters
+    ("StopIteration: Caught StopIteration in replica 1 on device 1.", "LOG083",
+     "package_conflict"),
+    # c10d cannot resolve the store's host name (a warning: it retries)
+    ("[W socket.cpp:601] [c10d] The IPv6 network addresses of (ai-server, 44927) cannot be "
+     "retrieved (gai error: -3 - Temporary failure in name resolution).", "LOG054",
+     "rendezvous_failure"),
+    # TensorFlow pinning an op to a GPU it does not have, with and without its reason
+    ("InvalidArgumentError (see above for traceback): Cannot assign a device for operation 'a': "
+     "Could not satisfy explicit device specification '/device:GPU:2' because no devices "
+     "matching that specification are registered in this process; available devices: "
+     "/job:localhost/replica:0/task:0/device:CPU:0", "LOG029", "gpu_not_visible"),
+    ("Could not satisfy explicit device specification '/gpu:3'", "LOG029", "gpu_not_visible"),
+    # FlashAttention 1's bare TORCH_CHECK of the GPU
+    ("RuntimeError: Expected is_sm8x || is_sm75 to be true, but got false.", "LOG098",
+     "torch_arch_unsupported"),
 ])
 
 
@@ -411,6 +440,19 @@ def test_categories_agree_with_codes_and_codes_are_declared():
 def test_example_messages_get_their_cause(tmp_path, line, code, category):
     found = lead(tmp_path, line + "\n")
     assert (found.code.id, found.code.category.value) == (code, category)
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Caught RuntimeError in replica 0 on device 0.",
+    "InvalidArgumentError: Cannot assign a device for operation 'MatMul_1': Could not satisfy "
+    "explicit device specification '/device:GPU:0' because no supported kernel for GPU devices "
+    "is available.",
+    "Curand error 2031 in a sample",
+])
+def test_what_the_split_w_entries_leave_to_others(tmp_path, line):
+    """A replica's other exceptions, an op with no GPU kernel (the code's matter) and a status
+    number that is not cuRAND's are not read by these entries."""
+    assert not {"LOG083", "LOG029", "LOG014"} & set(log_codes(tmp_path, line + "\n"))
 
 
 @pytest.mark.parametrize("line", [

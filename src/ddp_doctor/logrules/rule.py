@@ -29,7 +29,7 @@ GATES: tuple[str, ...] = (
     "exited with code", "invalid config", "interface found", "event queue overflow",
     "rbac_access_denied", "fbgemm_gpu", "not accessible", "due to shape mismatches",
     "disabled between", "out of resource", "unknown backend", "triton installation",
-    "zlibwapi",
+    "zlibwapi", "terminated abruptly", "caught stopiteration",
 )
 """Lowercase substrings; a line is a candidate for a rule when it contains one of the
 rule's anchors (compare against the lowercased line). "cud" stands for both "cuda" and
@@ -96,7 +96,13 @@ installation" is torch.compile's TritonMissing ("torch._inductor.exc.TritonMissi
 find a working triton installation", torch/_inductor/exc.py), whose class name holds no other
 gate (the `torch` catalogue, LOG129). After blind split U: "zlibwapi" is the zlib DLL cuDNN 8
 on Windows cannot find ("Could not locate zlibwapi.dll. Please make sure it is in your library
-path!"), printed alone by the cuDNN library (the `cudnn` catalogue, LOG033). No gate
+path!"), printed alone by the cuDNN library (the `cudnn` catalogue, LOG033). After blind split
+W: "terminated abruptly" is concurrent.futures' BrokenProcessPool ("A process in the process
+pool was terminated abruptly while the future was running or pending.",
+Lib/concurrent/futures/process.py), whose class name spells no gate (the `python` catalogue,
+LOG006), and "caught stopiteration" is nn.DataParallel re-raising a replica's StopIteration
+("StopIteration: Caught StopIteration in replica 0 on device 0.", torch 1.5 and later: the
+`torch` catalogue, LOG083). No gate
 may hold a digit: the scan remembers a line that said nothing by its shape (digits read as 0) only
 while every gate is digit-free (``diagnose/scan.py``, ``_digit_free_gates``); a first try,
 "p2p or ib", made the realistic log of ``bench/diagnose_throughput.py`` 1.3 times slower.
