@@ -17,8 +17,10 @@ from __future__ import annotations
 import ddp_doctor.diagnose.accelerate_state
 import ddp_doctor.diagnose.compose
 import ddp_doctor.diagnose.context
+import ddp_doctor.diagnose.data_wait
 import ddp_doctor.diagnose.fallback
 import ddp_doctor.diagnose.similar
+import ddp_doctor.diagnose.stated_memory
 import ddp_doctor.diagnose.stated_slowness
 import ddp_doctor.diagnose.transport
 import ddp_doctor.forensics.codes
@@ -41,7 +43,9 @@ FAMILY_MODULES: dict[Family, tuple[str, ...]] = {
     # (diagnose's package binds the name ``compose`` to its function: the module's name)
     Family.DIAGNOSE: ("ddp_doctor.diagnose.compose", ddp_doctor.diagnose.context.__name__,
                       ddp_doctor.diagnose.accelerate_state.__name__,
+                      ddp_doctor.diagnose.data_wait.__name__,
                       ddp_doctor.diagnose.similar.__name__, ddp_doctor.diagnose.fallback.__name__,
+                      ddp_doctor.diagnose.stated_memory.__name__,
                       ddp_doctor.diagnose.stated_slowness.__name__,
                       ddp_doctor.diagnose.transport.__name__),
     Family.POLICY: (ddp_doctor.policy.codes.__name__,),

@@ -422,8 +422,7 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "package_conflict"),
     # c10d cannot resolve the store's host name (a warning: it retries)
     ("[W socket.cpp:601] [c10d] The IPv6 network addresses of (ai-server, 44927) cannot be "
-     "retrieved (gai error: -3 - Temporary failure in name resolution).", "LOG054",
-     "rendezvous_failure"),
+     "retrieved (gai error: -2 - Name or service not known).", "LOG054", "rendezvous_failure"),
     # TensorFlow pinning an op to a GPU it does not have, with and without its reason
     ("InvalidArgumentError (see above for traceback): Cannot assign a device for operation 'a': "
      "Could not satisfy explicit device specification '/device:GPU:2' because no devices "

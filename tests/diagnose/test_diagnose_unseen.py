@@ -77,7 +77,14 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # code when it was read, 25/42 on 23e6b4e) joined, then its even positions moved to the
 # corpus to be studied (13/22 before the study), its held-out half stayed (13/20 before that
 # study, 14/20 after it with the index and the fallback rebuilt): 431/585.
-FLOOR = 431 / 585
+# The fallback trained on the catalogues' templates too: 433/585.
+# Split W (81, collected by six helpers, scored blind: 43/81 on df5508b, the code it was
+# collected against, 45/81 on 61d731b, the catalogue-trained fallback written before W was
+# read) joined, then its even positions moved to the corpus to be studied (22/43 before the
+# study), its held-out half stayed (23/38 before that study, 24/38 after it with the index and
+# the fallback rebuilt; nothing aimed at it). The fallback's calibrated threshold rose from 0.4
+# to 0.5 with W's studied half in the corpus (the band below 0.5 right in 18 of 48): 455/623.
+FLOOR = 455 / 623
 
 
 @cache

@@ -519,17 +519,6 @@ def _two_cuda_wheels(scan: ScanResult, many: bool) -> list[Seen]:
     return []
 
 
-def _document_lines(context: DocumentContext) -> list[tuple[int, str]]:
-    """The numbered lines of a document's start and (past it) end."""
-    numbered = [(number, read_window(line))
-                for number, line in enumerate(context.head.split("\n"), start=1)]
-    last = numbered[-1][0] if numbered else 0
-    numbered += [(context.tail_first_line + i, read_window(line))
-                 for i, line in enumerate(context.tail.split("\n"))
-                 if context.tail_first_line + i > last]
-    return numbered
-
-
 def _long_bars(scan: ScanResult, lead: Finding, many: bool) -> list[Seen]:
     """Progress bars whose elapsed time reaches the collective's timeout (90% of it: the bar
     is redrawn only as items finish), the longest first."""
@@ -538,7 +527,7 @@ def _long_bars(scan: ScanResult, lead: Finding, many: bool) -> list[Seen]:
     timeout_s = int(stated.group(1)) / 1000 if stated else DEFAULT_TIMEOUT_S
     found: list[tuple[int, Seen]] = []
     for context in scan.contexts:
-        for number, line in _document_lines(context):
+        for number, line in context.numbered_lines():
             for bar in BAR_ELAPSED.finditer(line):
                 elapsed = _seconds(bar)
                 if elapsed >= 0.9 * timeout_s:
@@ -555,7 +544,7 @@ def _bar_then_traceback(scan: ScanResult, many: bool) -> list[Seen]:
     for context in scan.contexts:
         if not DISTRIBUTED_MARK.search(context.head):
             continue
-        lines = _document_lines(context)
+        lines = context.numbered_lines()
         for position, (number, line) in enumerate(lines):
             bars = [bar for bar in BAR_ELAPSED.finditer(line)
                     if _seconds(bar) >= 0.9 * DEFAULT_TIMEOUT_S]
@@ -612,7 +601,7 @@ def _shared_device(scan: ScanResult, many: bool) -> list[tuple[str, str]]:
     """accelerate's state lines showing every process on one GPU (``accelerate_state``)."""
     return ranks_on_one_device(
         (line_label(context.document, number, many), line)
-        for context in scan.contexts for number, line in _document_lines(context))
+        for context in scan.contexts for number, line in context.numbered_lines())
 
 
 def _container_without_gpus(scan: ScanResult, many: bool) -> list[Seen]:
@@ -818,7 +807,7 @@ def refine(findings: list[tuple[Finding, int]], scan: ScanResult,
         wrapped = tuple(Evidence(line_label(context.document, number, many),
                                  redact_text(text)[:300], "load_state_dict's report")
                         for context in scan.contexts
-                        for number, text in prefix_mismatch(_document_lines(context)))
+                        for number, text in prefix_mismatch(context.numbered_lines()))
         if wrapped:
             return [_made(CHECKPOINT_WRAPPER_PREFIX, wrapped[:2], CHECKPOINT_STEPS), *findings]
         # last: the whole-log readings above say more than one quoted phrase does

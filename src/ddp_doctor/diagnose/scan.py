@@ -182,6 +182,17 @@ class DocumentContext:
     tail: str = ""
     tail_first_line: int = 1
 
+    def numbered_lines(self) -> list[tuple[int, str]]:
+        """The numbered lines of the document's start and (past it) end, each long line by
+        its window (``read_window``)."""
+        numbered = [(number, read_window(line))
+                    for number, line in enumerate(self.head.split("\n"), start=1)]
+        last = numbered[-1][0] if numbered else 0
+        numbered += [(self.tail_first_line + i, read_window(line))
+                     for i, line in enumerate(self.tail.split("\n"))
+                     if self.tail_first_line + i > last]
+        return numbered
+
 
 @dataclass
 class ScanResult:

@@ -1,0 +1,101 @@
+"""Host memory running out, stated in words, for a log in which no message names a cause.
+
+When the kernel's OOM killer ends a training process, the process prints nothing: the shell
+may print "Killed", the launcher an exit code of -9, and often the user pastes neither and
+writes what they saw instead ("the process got killed while loading the model", "it dies
+without an error message", "RAM usage keeps increasing until the machine crashes"; in Chinese
+"进程被killed", "超内存", "内存不足"). The kernel's own report is read by the rules (LOG038) and
+the shell's and launchers' by LOG007; this reader takes the user's statement as the best
+evidence left, as a low-confidence host-memory lead that says so, with the commands that
+confirm it (the kernel log, the memory the job peaks at).
+
+Why it is safe enough to lead: a process killed without a word is, on Linux, most often the OOM
+killer's doing (the kernel's memory-management concepts,
+https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer: when memory cannot be
+reclaimed, the kernel picks a task and kills it; SIGKILL cannot be caught, signal(7)). In the
+corpus, all 8 threads whose text states it so were host memory; 3 of them (split W's studied
+half, which this reader was written after) had no other line. It never outranks a message: a
+log that fails with an error and also says "killed" is read by its error. A program's own
+output ("Killed" alone, a logger's line) is not a statement
+(``stated_slowness.PROGRAM_OUTPUT``); a GPU's memory ("GPU memory", "VRAM", Chinese 显存) is
+not the host's.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import islice
+
+from ddp_doctor.categories import Category
+from ddp_doctor.codes import declare
+from ddp_doctor.diagnose.scan import ScanResult
+from ddp_doctor.diagnose.stated_slowness import PROGRAM_OUTPUT
+from ddp_doctor.model import Evidence, Finding, Severity, Step
+
+# Each alternative is a way users state that the host's memory ran out or that the process was
+# killed without a message; "GPU"/"CUDA"/"VRAM" memory is the device's, not the host's.
+HOST_MEMORY = re.compile(
+    r"\b(?:process(?:es)?|job|training|program|script|python|worker|run)\s+(?:\w+\s+){0,2}"
+    r"(?:was|were|got|gets|get|is|being|has been)\s+killed\b"
+    r"|\b(?:dies|died|crash(?:es|ed)?|exits?|exited|stops?|stopped)\s+without\s+(?:an?y?\s+)?"
+    r"(?:error|message|traceback|warning)"
+    r"|(?<!gpu )(?<!cuda )(?<!video )\b(?:ram|host memory|system memory|cpu memory|main memory)"
+    r"\b[^.\n]{0,40}?\b(?:is full|full\b|exhaust\w*|runs? out|ran out|crash\w*|explod\w*"
+    r"|overflow\w*|blows? up|maxed|insufficient|not enough|keeps? (?:increas|grow)\w*|leak\w*)"
+    r"|\b(?:run|ran|running|runs)\s+out\s+of\s+(?:ram|host memory|system memory|cpu memory)\b"
+    # Chinese: killed (被kill, 被杀), memory (内存, the host's; 显存 is the GPU's) short,
+    # overflowing, full or leaking, "over the memory" (超内存), "memory blew up" (爆内存)
+    r"|被\s*(?:kill(?:ed)?|杀)|进程被?杀|(?<!显)内存(?:不足|溢出|不够|爆了|爆掉|泄漏|泄露|占满|耗尽|被占满)"
+    r"|超内存|爆内存",
+    re.IGNORECASE)
+MAX_QUOTES = 3
+MAX_LINE = 2000  # a statement is a sentence, not a minified dump
+
+STATED_HOST_MEMORY = declare(
+    "DIAG151", Category.HOST_OUT_OF_MEMORY,
+    "Low confidence: the text says the process was killed or the host's memory ran out",
+    what="No log rule matched, and the text states in words that the training process was "
+         "killed or died without an error, or that the host's memory (RAM) ran out. That is "
+         "what the kernel's OOM killer leaves behind: it ends a process with SIGKILL, which "
+         "the process cannot report.",
+    why="Host memory runs out where every rank loads the whole checkpoint or dataset into "
+        "RAM, DataLoader workers each copy it, or a model is built on the CPU before it moves "
+        "to the GPU; the job dies at the same point each time.",
+    fix="Confirm it in the kernel log, then lower the host memory the job peaks at: load "
+        "checkpoints with mmap or one rank at a time, build the model on the GPU or the "
+        "'meta' device, use fewer DataLoader workers, or give the machine (or container) more "
+        "memory and swap.",
+    severity=Severity.WARNING,
+    docs_url="https://docs.kernel.org/admin-guide/mm/concepts.html#oom-killer")
+
+STEPS: tuple[Step, ...] = (
+    Step("Look for the OOM killer naming the process at the time it died.",
+         command="sudo dmesg -T | grep -i -E 'killed process|out of memory' | tail -5"),
+    Step("Watch the host memory while the job starts and runs (used climbing to total, then "
+         "the process gone, is the OOM killer).",
+         command="free -g -s 5"),
+    Step("Inside a container, compare the job's peak with the container's memory limit.",
+         command="cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.peak 2>/dev/null"),
+)
+
+
+def stated_host_memory(scan: ScanResult) -> Finding | None:
+    """The low-confidence host-memory lead of a log whose text states that the process was
+    killed or the host's memory ran out, or None."""
+    many = len(scan.documents) > 1
+    statements = ((context.document, number, line.strip())
+                  for context in scan.contexts for number, line in context.numbered_lines()
+                  if len(line) <= MAX_LINE and not PROGRAM_OUTPUT.search(line)
+                  and HOST_MEMORY.search(line))
+    found = list(islice(statements, MAX_QUOTES))
+    if not found:
+        return None
+    evidence = tuple(
+        Evidence(f"{document} line {line}" if many else f"line {line}", text[:300], document)
+        for document, line, text in found)
+    return Finding(
+        STATED_HOST_MEMORY,
+        "LOW CONFIDENCE: no message names a cause; the text says the process was killed or "
+        "the host's memory ran out",
+        (*evidence, Evidence("reading", "host memory stated in words, not measured: a lead")),
+        STEPS, docs_url=STATED_HOST_MEMORY.docs_url)

@@ -1,0 +1,86 @@
+"""A training loop waiting for its data, read from its own progress lines
+(diagnose/data_wait.py, DIAG028)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddp_doctor.diagnose.data_wait import PROGRESS
+from tests.support.corpus import LOGS
+from tests.support.rules import diagnosed, lead
+
+# torchvision's MetricLogger (references/classification/utils.py, log_every), its copies, and
+# detectron2's CommonMetricPrinter (detectron2/utils/events.py); the values invented, the
+# layouts the programs'.
+TORCHVISION = ("Epoch: [3]  [{step:4d}/5005]  eta: 1:02:03  lr: 0.1  loss: 2.1 (2.3)  "
+               "time: {time} ({time})  data: {data} ({data})  max mem: 10768")
+DETECTRON2 = ("[11/28 12:00:00 d2.utils.events]:  eta: 1 day, 2:00:00  iter: {step}  "
+              "total_loss: 1.2  time: {time}  data_time: {data}  lr: 0.0001  max_mem: 5000M")
+
+
+def _log(template: str, data: str, time: str = "1.2000", steps=range(20, 120, 20)) -> str:
+    return "\n".join(template.format(step=s, time=time, data=data) for s in steps) + "\n"
+
+
+@pytest.mark.parametrize("template", [TORCHVISION, DETECTRON2])
+def test_steps_spent_mostly_in_data_are_a_data_bound_loop(tmp_path, template):
+    found = lead(tmp_path, _log(template, data="0.9000"))
+    assert found.code.id == "DIAG028" and found.code.category.value == "performance_degraded"
+    assert "75%" in found.title
+    assert any("data:" in e.value or "data_time:" in e.value for e in found.evidence)
+
+
+@pytest.mark.parametrize("template", [TORCHVISION, DETECTRON2])
+def test_a_healthy_loop_is_not(tmp_path, template):
+    findings = diagnosed(tmp_path, _log(template, data="0.0123", time="0.4321"))
+    assert "DIAG028" not in {f.code.id for f in findings}
+
+
+def test_the_first_step_which_starts_the_workers_is_left_out(tmp_path):
+    """Step 0's data time includes starting the DataLoader's workers: a slow first batch alone
+    says nothing of the loop."""
+    first = _log(TORCHVISION, data="16.9000", time="17.2000", steps=[0])
+    rest = _log(TORCHVISION, data="0.0100", time="0.4000", steps=[20, 40])
+    assert lead(tmp_path, first).code.id == "DIAG001"
+    assert "DIAG028" not in {f.code.id for f in diagnosed(tmp_path, first + rest)}
+
+
+def test_most_lines_decide_not_one_slow_batch(tmp_path):
+    text = (_log(TORCHVISION, data="0.9000", steps=[20])
+            + _log(TORCHVISION, data="0.0100", steps=[40, 60, 80]))
+    assert "DIAG028" not in {f.code.id for f in diagnosed(tmp_path, text)}
+
+
+def test_an_error_leads_over_a_data_bound_loop(tmp_path):
+    text = _log(TORCHVISION, data="0.9000") + (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 23.68 GiB of which 1.2 GiB is free.\n")
+    findings = diagnosed(tmp_path, text)
+    assert findings[0].code.category.value == "gpu_out_of_memory"
+    assert "DIAG028" not in {f.code.id for f in findings}
+
+
+@pytest.mark.parametrize("line", [
+    "time: 0.4321 (0.4512)  data: 0.0123 (0.0150)",
+    "Epoch: 3, Iter: 100/9000, batch_time: 2.1000s, data_time: 1.9000s",
+    "iter_time: 0.4300 (0.4500), data_time: 0.0100 (0.0200)",
+])
+def test_the_progress_formats_are_read(line):
+    assert PROGRESS.search(line)
+
+
+@pytest.mark.parametrize("line", [
+    "Total time: 12:00:00 (0.4321 s / it)",
+    "data: /datasets/imagenet  time: 2024-01-01",
+    "Loading data: 100%|██████████| 5005/5005 time: 03:21",
+])
+def test_other_times_are_not_progress(line):
+    assert not PROGRESS.search(line)
+
+
+def test_the_corpus_thread_that_asked_why_pretraining_was_slow():
+    """klauscc/VindLU#10: 38 of every 40 seconds spent waiting for data."""
+    from ddp_doctor.diagnose import diagnose
+
+    found = diagnose(str(LOGS / "gh-klauscc-VindLU-10.log")).report.results[0].findings[0]
+    assert found.code.id == "DIAG028"

@@ -1,0 +1,63 @@
+"""Host memory running out, stated in words: the low-confidence lead of a log no message
+explains (diagnose/stated_memory.py, DIAG151)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddp_doctor.diagnose.stated_memory import HOST_MEMORY
+from tests.support.rules import diagnosed, lead
+
+STATED = [
+    "When I run train.py the process got killed after loading the dataset",
+    "The training process was killed during the first epoch, no error message",
+    "the script dies without an error message on lines 449 - 450",
+    "Ram memory still cost to 16G then computer crashed",
+    "RAM usage keeps increasing every epoch",
+    "We ran out of host memory while building the feature maps",
+    "使用2个V100进行单机多卡微调的时候出现了进程被杀",
+    "单机多卡微调 进程被killed",
+    "进行chatglm2 ptuning时，sh train.sh超内存",
+    "加载数据时内存不足",
+]
+NOT_STATED = [
+    "Killed",  # the shell's own report (LOG007 reads it)
+    "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "GPU memory is full after the first step",
+    "显存不足，batch size 调小后可以运行",  # the GPU's memory
+    "I killed the process with Ctrl-C and restarted it",
+    "The ram disk is mounted at /dev/shm",
+]
+
+
+@pytest.mark.parametrize("line", STATED)
+def test_statements_of_a_killed_process_or_full_ram_are_read(line):
+    assert HOST_MEMORY.search(line), line
+
+
+@pytest.mark.parametrize("line", NOT_STATED)
+def test_the_gpus_memory_and_a_users_own_kill_are_not(line):
+    assert not HOST_MEMORY.search(line), line
+
+
+@pytest.mark.parametrize("line", STATED[:3] + STATED[-2:])
+def test_a_statement_alone_is_a_low_confidence_host_memory_lead(tmp_path, line):
+    found = lead(tmp_path, line + "\n")
+    assert (found.code.id, found.code.category.value) == ("DIAG151", "host_out_of_memory")
+    assert found.title.startswith("LOW CONFIDENCE")
+    assert any(e.value == line for e in found.evidence)
+
+
+def test_a_message_outranks_the_statement(tmp_path):
+    text = ("The training process was killed during the first epoch\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+            "a total capacity of 23.68 GiB of which 1.2 GiB is free.\n")
+    findings = diagnosed(tmp_path, text)
+    assert findings[0].code.category.value == "gpu_out_of_memory"
+    assert "DIAG151" not in {f.code.id for f in findings}
+
+
+def test_program_output_is_not_a_statement(tmp_path):
+    """A logger's line that happens to spell it is the program's, not the user's."""
+    text = "2024-01-01 12:00:00,123 - INFO - worker.py:88: process was killed by the pool\n"
+    assert lead(tmp_path, text).code.id != "DIAG151"
