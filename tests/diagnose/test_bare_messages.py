@@ -31,6 +31,15 @@ def test_a_catalogued_message_without_its_exception_type_is_read(tmp_path: Path)
     assert found.evidence[0].value == "Invalid rank 4, rank should be in the interval [0, 3]"
 
 
+def test_a_bare_message_at_the_end_of_a_long_log_is_read(tmp_path: Path) -> None:
+    """Past the 256 KB of a document's start the scan keeps, its last 64 KB are searched too:
+    the message a job ends with follows its progress output."""
+    noise = "step 1234 loss 0.5 lr 0.001 throughput 812 samples per second\n" * 6000  # 372 KB
+    found = lead(tmp_path, noise + "Invalid rank 4, rank should be in the interval [0, 3]\n")
+    assert found.code.id == "LOG057"
+    assert found.evidence[0].label == "line 6001"
+
+
 def test_a_bare_message_in_a_sentence_is_read(tmp_path: Path) -> None:
     found = lead(tmp_path, "Training stops: peer access is not supported between these two "
                            "devices, on a pair of RTX 4090s\n")

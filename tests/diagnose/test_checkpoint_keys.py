@@ -52,3 +52,20 @@ def test_launcher_prefixes_and_single_quotes_are_read() -> None:
              (8, "[rank0]:     Unexpected key(s) in state_dict: 'module.fc.weight', "
                  "'module.fc.bias'.")]
     assert [number for number, _ in prefix_mismatch(lines)] == [7, 8]
+
+
+def test_openmmlabs_unquoted_lists_are_read(tmp_path: Path) -> None:
+    """mmcv's and mmengine's load_state_dict print the lists unquoted, comma-separated."""
+    text = ("The model and loaded state dict do not match exactly\n\n"
+            "unexpected key in source state_dict: module.backbone.conv1.weight, "
+            "module.backbone.bn1.weight\n\n"
+            "missing keys in source state_dict: backbone.conv1.weight, backbone.bn1.weight\n")
+    found = lead(tmp_path, text)
+    assert found.code.id == "DIAG027"
+    assert [e.label for e in found.evidence] == ["line 5", "line 3"]
+
+
+def test_openmmlabs_lists_of_other_weights_are_not_the_prefix() -> None:
+    lines = [(1, "unexpected key in source state_dict: module.head.fc.weight"),
+             (2, "missing keys in source state_dict: backbone.conv1.weight")]
+    assert prefix_mismatch(lines) == []

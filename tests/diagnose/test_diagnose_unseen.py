@@ -84,7 +84,11 @@ from tests.support.corpus import LOGS, UNSEEN, confusion, read_cases
 # study), its held-out half stayed (23/38 before that study, 24/38 after it with the index and
 # the fallback rebuilt; nothing aimed at it). The fallback's calibrated threshold rose from 0.4
 # to 0.5 with W's studied half in the corpus (the band below 0.5 right in 18 of 48): 455/623.
-FLOOR = 455 / 623
+# After review: the calibration left out, fold by fold, the catalogue entries written from a
+# held-out thread, and held the threshold to 80% on the corpus threads no rule explains (the
+# ones the fallback serves: 75% at 0.5), which made it 0.8; the unseen splits' fallback leads
+# went from 35 right of 48 to 22 of 26 (totals only): 439/623.
+FLOOR = 439 / 623
 
 
 @cache

@@ -15,6 +15,7 @@ from ddp_doctor.diagnose import diagnose
 from ddp_doctor.diagnose.fallback import (
     CV_COVERAGE,
     CV_PRECISION,
+    CV_SERVED,
     LEAD_CODES,
     MIN_TERMS,
     MIN_THREADS,
@@ -136,20 +137,34 @@ def test_the_shipped_model_trains_on_every_catalogue():
 
 @pytest.mark.slow
 def test_the_shipped_threshold_is_right_80_percent_of_the_time_on_unseen_threads():
-    from fallback_calibration import chosen_threshold, cross_validate, lower_bound
+    from fallback_calibration import (
+        SERVED_PRECISION,
+        chosen_threshold,
+        cross_validate_indexed,
+        lower_bound,
+        served,
+    )
 
     from ddp_doctor.diagnose.similar import load_index
 
-    rows = cross_validate()
+    threads = list(load_index().threads)
+    indexed = cross_validate_indexed()
+    rows = [row for _, row in indexed]
     chosen = [r for r in rows if r[0] >= THRESHOLD and r[2] >= MIN_TERMS]
     right = sum(1 for r in chosen if r[1])
     precision = right / len(chosen)
-    coverage = len(chosen) / len(load_index().threads)
+    coverage = len(chosen) / len(threads)
     assert lower_bound(right, len(chosen)) >= 0.80, precision
     assert abs(precision - CV_PRECISION) < 0.02, precision
     assert abs(coverage - CV_COVERAGE) < 0.02, coverage
-    # the lowest threshold on the grid with 80% at 95% confidence
-    assert chosen_threshold(rows) == THRESHOLD
+    # on the threads no rule explains, the ones diagnose hands the model
+    asked = served(threads)
+    served_rows = [row for i, row in indexed if i in asked]
+    leads = [r for r in served_rows if r[0] >= THRESHOLD and r[2] >= MIN_TERMS]
+    assert (sum(1 for r in leads if r[1]), len(leads)) == CV_SERVED
+    assert CV_SERVED[0] >= SERVED_PRECISION * CV_SERVED[1]
+    # the lowest threshold on the grid that meets both
+    assert chosen_threshold(rows, served_rows=served_rows) == THRESHOLD
 
 
 def test_the_lower_bound_is_below_the_measured_share_and_narrows_with_more_leads():

@@ -180,9 +180,9 @@ def test_an_error_outranks_timings_too(tmp_path):
 
 def test_timings_give_way_to_the_fallbacks_reading_of_an_error_line(tmp_path):
     """Timings are weaker evidence than error lines the fallback can read: its guess leads."""
-    # NCCL's topology detection failing on a device's sysfs path: no rule reads it
-    text = ("NCCL WARN Could not find real path of /sys/class/net/ib0/device (No such file or "
-            "directory)\n" + TIMED_SLOWER[0])
+    # aws-ofi-nccl failing to register memory with the EFA device: no rule reads it
+    text = ("register_rail_mr_buffer:1015 NCCL WARN NET/OFI Unable to register memory (type = "
+            "2) for device 4. RC: -22, Error: Invalid argument\n" + TIMED_SLOWER[0])
     first = diagnosed(tmp_path, text)[0]
     assert first.code.id.startswith("DIAG1") and first.code.id != "DIAG150"
     assert first.category.value == "nccl_network"

@@ -5,13 +5,15 @@ template that spells none is read after its source's prefix ("CUDA error: ", "Va
 "), so that a common phrase in prose is not taken for the error. Users paste such messages
 without that prefix all the same: an issue title, a sentence quoting the error, a line
 copied without its exception type ("Invalid rank 4, rank should be in the interval [0,
-3]"). When the scan read no error in a log, its start is searched for the messages whose
+3]"). When the scan read no error in a log, its start and end are searched for the messages whose
 templates are long enough to name their cause alone (``logrules.catalogue.bare_message``):
 most specific first, the first line that holds one and that no rule reads (a warning the
 scan read keeps its own reading, whatever launcher prefix its line carries).
 
 One prefix-tree filter over every such message's phrases rejects most lines before any
-pattern runs, so this costs a pass over each document's start (256 KB at most).
+pattern runs, so this costs a pass over each document's start and end (the 256 KB and 64 KB
+the scan keeps of it: a message at the end of a long log, after its progress output, is read
+too).
 """
 
 from __future__ import annotations
@@ -55,13 +57,13 @@ _PHRASES: tuple[str, ...] | None = (
 
 
 def find_bare(scan: ScanResult) -> BareReading | None:
-    """The first catalogued message pasted bare in the start of the scanned documents, the
+    """The first catalogued message pasted bare in the start or end of the scanned documents, the
     most specific where one line holds several; None when there is none."""
     if not _BARE:
         return None
     line_filter = phrase_test(_PHRASES) if _PHRASES else None
     for context in scan.contexts:
-        for number, whole in enumerate(context.head.split("\n"), start=1):
+        for number, whole in context.numbered_lines():
             line = whole[:MAX_LINE_CHARS]
             low = line.lower()
             if line_filter is not None and not line_filter(

@@ -4,7 +4,9 @@ DistributedDataParallel and DataParallel keep the model as their ``.module``, so
 state_dict names each weight "module.<name>". torch's ``Module.load_state_dict``
 (torch/nn/modules/module.py) reports what it could not place on lines of their own after its
 RuntimeError: "Missing key(s) in state_dict: "conv1.weight", ..." and "Unexpected key(s) in
-state_dict: "module.conv1.weight", ...". A prefix on one list alone is not the sign: a wrapped
+state_dict: "module.conv1.weight", ..."; OpenMMLab's loader (mmcv, mmengine) the same lists,
+unquoted, as "missing keys in source state_dict: ..." and "unexpected key in source state_dict:
+...". A prefix on one list alone is not the sign: a wrapped
 model's own keys all carry it, and an architecture change then lists "module." keys on both
 sides. The sign is one list prefixed and the other not, naming the same weights once the prefix
 is taken off; ``torch.nn.modules.utils.consume_prefix_in_state_dict_if_present`` (torch 1.9
@@ -39,12 +41,18 @@ CHECKPOINT_WRAPPER_PREFIX = declare(
              "consume_prefix_in_state_dict_if_present.html")
 
 PREFIX = "module."
-_KEY_LIST = re.compile(r"\b(missing|unexpected) key\(s\) in state_dict: (.+)", re.IGNORECASE)
+# torch's "Missing key(s) in state_dict: "a", "b"." and OpenMMLab's loader (mmcv
+# mmcv/runner/checkpoint.py, mmengine mmengine/runner/checkpoint.py, load_state_dict): "missing
+# keys in source state_dict: a, b" and "unexpected key in source state_dict: a, b", unquoted.
+_KEY_LIST = re.compile(r"\b(missing|unexpected) key(?:\(s\)|s)? in (?:source )?state_dict: (.+)",
+                       re.IGNORECASE)
 _KEY = re.compile(r"[\"']([^\"'\s]+)[\"']")
+_BARE_KEY = re.compile(r"[\w.]+")
 
 
 def _keys(listed: str) -> set[str]:
-    return set(_KEY.findall(listed))
+    """The keys of a list: torch quotes each one, OpenMMLab separates them by commas."""
+    return set(_KEY.findall(listed)) or set(_BARE_KEY.findall(listed))
 
 
 def prefix_mismatch(lines: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -3,24 +3,28 @@ progress lines.
 
 The progress lines of most vision code bases print, beside the loss, how long a step took and
 how much of it went to fetching the batch: torchvision's reference scripts and every code base
-that copied their ``MetricLogger`` ("time: 0.4321 (0.4512)  data: 0.0123 (0.0150)",
-references/classification/utils.py, ``log_every``: the time from one batch to the next, and
-the part of it spent in the DataLoader's ``next``), detectron2's ``CommonMetricPrinter``
-("time: 0.4321  data_time: 0.0123", detectron2/utils/events.py) and the loggers modelled on
-them ("batch_time: 0.43s, data_time: 0.01s"; mmcv's "time: 0.432, data_time: 0.012"). A
-healthy loop spends a few percent of a step in data; where the data part is most of the
-step, the GPUs wait for the input pipeline: too few (or too many) DataLoader workers for the
-CPU cores, a slow disk or network file system, heavy decoding on the CPU. That is the
-commonest cause of multi-GPU training that is slower than it should be (PyTorch's performance
-tuning guide, https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html: "enable async
-data loading and augmentation").
+that copied their ``MetricLogger`` ("time: 0.4321  data: 0.0123", references/classification/
+utils.py, ``log_every``: each the average over the last 20 steps of the time from one batch to
+the next and of the part spent in the DataLoader's ``next``), detectron2's
+``CommonMetricPrinter`` ("time: 0.4321  data_time: 0.0123" in v0.6, "time: 0.4321  last_time:
+0.4400  data_time: 0.0123  last_data_time: 0.0100" later; detectron2/utils/events.py) and the
+loggers modelled on them ("batch_time: 0.43s, data_time: 0.01s"). A healthy loop spends a few
+percent of a step in data; where the data part is most of the step, the GPUs wait for the
+input pipeline: too few (or too many) DataLoader workers for the CPU cores, a slow disk or
+network file system, heavy decoding on the CPU. That is the commonest cause of multi-GPU
+training that is slower than it should be (PyTorch's performance tuning guide,
+https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html: "enable async data loading
+and augmentation").
 
 Why a reading of its own: a user asking why pre-training is slow pastes these lines and no
 error (klauscc/VindLU#10: "time: 40.1906  data: 38.0570", 32 workers per GPU on a slow disk);
-no rule reads them, and the words of the question may not say "slow". The first logged step is
-left out (it includes starting the workers), and a step's data time must be at least
-``DATA_SHARE`` of its time in most of the lines read. diagnose asks it only where nothing else
-was found, before the statements of slowness in words.
+no rule reads them, and the words of the question may not say "slow". What it leaves out:
+the first ``WARM_STEPS`` steps (their averages hold the first batch, which waits for the
+workers to start; the step index may sit a line or two above a wrapped progress line) and
+evaluation loops ("Test:", "Eval", "Val" headers: no optimizer step, so data is most of a
+short step). A step's data time must be at least ``DATA_SHARE`` of its time in most of the
+lines read; read from fewer than ``FEW_LINES`` lines the finding says it is low confidence.
+diagnose asks it only where no error line reports a failure and nothing else was found.
 """
 
 from __future__ import annotations
@@ -34,17 +38,27 @@ from ddp_doctor.diagnose.scan import ScanResult
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.wording import count
 
-# "time: 40.1906  data: 38.0570", "time: 0.4321 (0.4512)  data: 0.0123 (0.0150)",
-# "time: 0.4321  data_time: 0.0123", "batch_time: 0.43s, data_time: 0.01s",
-# "iter_time: 0.43 (0.45), data_time: 0.01 (0.02)": the step's time, then the data's.
+# "time: 40.1906  data: 38.0570", "time: 0.4321  last_time: 0.44  data_time: 0.0123",
+# "batch_time: 0.43s, data_time: 0.01s", "iter_time: 0.43 (0.45), data_time: 0.01 (0.02)": the
+# step's time, then the data's. Every run of separators is bounded: unbounded ones made a line
+# of blanks after "time: 1" a quadratic search (0.5 s for 8,000 blanks).
+_SEP = r"[ \t,|]{1,8}"
 PROGRESS = re.compile(
-    r"\b(?:batch_|iter_)?time\s*[:=]\s*(?P<step>\d+(?:\.\d+)?)\s*s?(?:\s*\([\d.]+\s*s?\))?"
-    r"[\s,|]+data(?:_time)?\s*[:=]\s*(?P<data>\d+(?:\.\d+)?)\s*s?\b",
+    r"\b(?:batch_|iter_)?time[ \t]{0,3}[:=][ \t]{0,3}(?P<step>\d+(?:\.\d+)?)s?"
+    r"(?:[ \t]{0,3}\([\d.]{1,12}s?\))?" + _SEP
+    + r"(?:last_time[ \t]{0,3}[:=][ \t]{0,3}[\d.]{1,12}s?" + _SEP + r")?"
+    r"data(?:_time)?[ \t]{0,3}[:=][ \t]{0,3}(?P<data>\d+(?:\.\d+)?)s?\b",
     re.IGNORECASE | re.ASCII)
 # The step a progress line reports: "[  200/10175]", "iter: 200", "Iter: 200/90000".
 STEP_INDEX = re.compile(r"\[\s*(?P<bracket>\d+)\s*/\s*\d+\s*\]|\biter(?:ation)?\s*[:=]?\s*"
                         r"(?P<iter>\d+)\b", re.IGNORECASE | re.ASCII)
+# An evaluation loop's header (torchvision's "Test:", detectron2's and others' "Eval"/"Val"):
+# no backward pass, so data is most of a short step.
+EVALUATION = re.compile(r"\b(?:test|eval\w*|val|valid\w*|inference)\b\s*:?", re.IGNORECASE)
+LOOK_BACK = 3  # lines above a progress line where its step index and header may sit (wrapped)
+WARM_STEPS = 20  # SmoothedValue's window: the averages of the first steps hold the first batch
 DATA_SHARE = 0.5  # the data part of a step, at or above which the loop waits for its input
+FEW_LINES = 3  # read from fewer lines, the finding says it is low confidence
 MAX_LINES = 400  # progress lines read, at most
 MAX_QUOTES = 2
 
@@ -80,11 +94,19 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def _first_step(line: str) -> bool:
-    """Whether the progress line reports the loop's first step (index 0), whose data time
-    includes starting the workers."""
-    index = STEP_INDEX.search(line)
-    return index is not None and int(index["bracket"] or index["iter"]) == 0
+def _warming_or_evaluating(lines: list[tuple[int, str]], at: int) -> bool:
+    """Whether the progress line at index ``at`` reports one of the first ``WARM_STEPS``
+    steps or an evaluation loop, judged on its own line and the ``LOOK_BACK`` lines above it
+    back to the nearest step index (a progress line wrapped by the terminal or the issue form
+    keeps its "[  200/10175]" a line or two above its "time:")."""
+    for back in range(at, max(-1, at - LOOK_BACK - 1), -1):
+        text = lines[back][1]
+        if EVALUATION.search(text[:40]):
+            return True
+        index = STEP_INDEX.search(text)
+        if index is not None:
+            return int(index["bracket"] or index["iter"]) < WARM_STEPS
+    return False
 
 
 def data_bound(scan: ScanResult) -> Finding | None:
@@ -93,9 +115,10 @@ def data_bound(scan: ScanResult) -> Finding | None:
     many = len(scan.documents) > 1
     read: list[tuple[float, str, str]] = []  # (data share, where, line)
     for context in scan.contexts:
-        for number, line in context.numbered_lines():
+        lines = context.numbered_lines()
+        for at, (number, line) in enumerate(lines):
             found = PROGRESS.search(line)
-            if found is None or _first_step(line):
+            if found is None or _warming_or_evaluating(lines, at):
                 continue
             step, data = float(found["step"]), float(found["data"])
             if step <= 0 or data > step * 1.05:  # not a step and its data part
@@ -109,9 +132,10 @@ def data_bound(scan: ScanResult) -> Finding | None:
     slowest = sorted(read, key=lambda r: -r[0])[:MAX_QUOTES]
     evidence = tuple(Evidence(where, text[:300], "the log") for _, where, text in slowest)
     share = median(s for s, _, _ in read)
+    few = "LOW CONFIDENCE (few lines): " if len(read) < FEW_LINES else ""
     return Finding(
         DATA_BOUND,
-        f"The progress lines show {share:.0%} of each step spent waiting for data",
+        f"{few}The progress lines show {share:.0%} of each step spent waiting for data",
         (*evidence, Evidence("reading", f"data time / step time, median over "
                                         f"{count(len(read), 'progress line')}: {share:.0%} "
                                         f"(at or above {DATA_SHARE:.0%}: data-bound)")),

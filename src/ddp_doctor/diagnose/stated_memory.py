@@ -33,20 +33,33 @@ from ddp_doctor.diagnose.stated_slowness import PROGRAM_OUTPUT
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 
 # Each alternative is a way users state that the host's memory ran out or that the process was
-# killed without a message; "GPU"/"CUDA"/"VRAM" memory is the device's, not the host's.
+# killed without a message. A clean exit ("exits without any error") is no kill, and "full" or
+# "not enough" near "RAM" says so only as "RAM is full" / "RAM is not enough" ("256GB of RAM
+# and not enough GPUs", "RAM 1TB, full log below" do not).
 HOST_MEMORY = re.compile(
     r"\b(?:process(?:es)?|job|training|program|script|python|worker|run)\s+(?:\w+\s+){0,2}"
     r"(?:was|were|got|gets|get|is|being|has been)\s+killed\b"
-    r"|\b(?:dies|died|crash(?:es|ed)?|exits?|exited|stops?|stopped)\s+without\s+(?:an?y?\s+)?"
-    r"(?:error|message|traceback|warning)"
-    r"|(?<!gpu )(?<!cuda )(?<!video )\b(?:ram|host memory|system memory|cpu memory|main memory)"
-    r"\b[^.\n]{0,40}?\b(?:is full|full\b|exhaust\w*|runs? out|ran out|crash\w*|explod\w*"
-    r"|overflow\w*|blows? up|maxed|insufficient|not enough|keeps? (?:increas|grow)\w*|leak\w*)"
+    r"|\b(?:dies|died|crash(?:es|ed)?)\s+without\s+(?:an?y?\s+)?(?:error|message|traceback)"
+    r"|\b(?:ram|host memory|system memory|cpu memory|main memory)\b[^.\n]{0,40}?"
+    r"(?:\b(?:is|was|are|were|gets?|got|becomes?)\s+(?:full|not enough|insufficient)\b"
+    r"|\b(?:exhaust\w*|runs? out|ran out|crash\w*|explod\w*|overflow\w*|blows? up|maxed"
+    r"|keeps? (?:increas|grow)\w*|leak\w*))"
     r"|\b(?:run|ran|running|runs)\s+out\s+of\s+(?:ram|host memory|system memory|cpu memory)\b"
-    # Chinese: killed (被kill, 被杀), memory (内存, the host's; 显存 is the GPU's) short,
-    # overflowing, full or leaking, "over the memory" (超内存), "memory blew up" (爆内存)
-    r"|被\s*(?:kill(?:ed)?|杀)|进程被?杀|(?<!显)内存(?:不足|溢出|不够|爆了|爆掉|泄漏|泄露|占满|耗尽|被占满)"
+    # Chinese: killed (被kill, 被杀); memory (内存, the host's) short, overflowing, full or
+    # leaking; "over the memory" (超内存), "memory blew up" (爆内存)
+    r"|被\s*(?:kill(?:ed)?|杀)|进程被?杀|内存(?:不足|溢出|不够|爆了|爆掉|泄漏|泄露|占满|耗尽|被占满)"
     r"|超内存|爆内存",
+    re.IGNORECASE)
+# Memory that is not the host's, just before the statement: the GPU's ("GPU's RAM", "GPU-RAM",
+# "CUDA内存", 显卡内存 graphics-card memory, 显存) and shared memory (/dev/shm, 共享内存).
+NOT_HOST = re.compile(r"(?:gpu|cuda|vram|video|graphics|shared|显卡|显|共享)\W{0,3}(?:'s\W{0,2})?$",
+                      re.IGNORECASE)
+# A kill the user or the system meant: by hand, by a scheduler's time limit, by the launcher
+# after another rank failed, by a watchdog or a timeout. Not the OOM killer's doing.
+OTHER_KILL = re.compile(
+    r"\bby\s+(?:me|myself|hand|the\s+scheduler|slurm|torchrun|the\s+launcher|the\s+watchdog)\b"
+    r"|\bctrl\W{0,2}c\b|time\s?limit|timeout|timed\s+out|another\s+rank|\bnccl\b|sigterm|sigint"
+    r"|超时",
     re.IGNORECASE)
 MAX_QUOTES = 3
 MAX_LINE = 2000  # a statement is a sentence, not a minified dump
@@ -79,6 +92,16 @@ STEPS: tuple[Step, ...] = (
 )
 
 
+def states_host_memory(line: str) -> bool:
+    """Whether ``line`` states that the host's memory ran out or the process was killed
+    without a message: a ``HOST_MEMORY`` statement not about another memory (``NOT_HOST``)
+    on a line that names no other reason for a kill (``OTHER_KILL``)."""
+    if OTHER_KILL.search(line):
+        return False
+    return any(not NOT_HOST.search(line[max(0, m.start() - 16):m.start()])
+               for m in HOST_MEMORY.finditer(line))
+
+
 def stated_host_memory(scan: ScanResult) -> Finding | None:
     """The low-confidence host-memory lead of a log whose text states that the process was
     killed or the host's memory ran out, or None."""
@@ -86,7 +109,7 @@ def stated_host_memory(scan: ScanResult) -> Finding | None:
     statements = ((context.document, number, line.strip())
                   for context in scan.contexts for number, line in context.numbered_lines()
                   if len(line) <= MAX_LINE and not PROGRAM_OUTPUT.search(line)
-                  and HOST_MEMORY.search(line))
+                  and states_host_memory(line))
     found = list(islice(statements, MAX_QUOTES))
     if not found:
         return None
