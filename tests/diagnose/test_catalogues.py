@@ -429,9 +429,22 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "matching that specification are registered in this process; available devices: "
      "/job:localhost/replica:0/task:0/device:CPU:0", "LOG029", "gpu_not_visible"),
     ("Could not satisfy explicit device specification '/gpu:3'", "LOG029", "gpu_not_visible"),
-    # FlashAttention 1's bare TORCH_CHECK of the GPU
+    # FlashAttention 1's bare TORCH_CHECK of the GPU, and its backward's shared-memory check
     ("RuntimeError: Expected is_sm8x || is_sm75 to be true, but got false.", "LOG098",
      "torch_arch_unsupported"),
+    ("RuntimeError: Expected is_sm80 to be true, but got false.", "LOG118",
+     "torch_arch_unsupported"),
+    # after blind split X: Caffe's CUDA error 30 (no /dev/nvidia-uvm), Open MPI missing, torch
+    # 0.x's warning of a build older than the GPU, a library's "CUDA is not available", an
+    # installer's "+cpu" requirement
+    ("F0528 22:26:23.117558 13844 syncedmem.hpp:18] Check failed: error == cudaSuccess (30 vs. "
+     "0) unknown error", "LOG014", "cuda_init_failure"),
+    ("ImportError: libmpi.so.40: cannot open shared object file: No such file or directory",
+     "LOG133", "package_conflict"),
+    ("    Found GPU0 GeForce RTX 2070 which requires CUDA_VERSION >= 9000 for", "LOG028",
+     "torch_arch_unsupported"),
+    ("ValueError: Cuda is not available on this machine", "LOG024", "torch_cpu_only"),
+    ("> 'https://download.pytorch.org/whl/cpu', 'torch>=2+cpu'", "LOG112", "torch_cpu_only"),
 ])
 
 

@@ -45,6 +45,10 @@ HOST_MEMORY = re.compile(
     r"|\b(?:exhaust\w*|runs? out|ran out|crash\w*|explod\w*|overflow\w*|blows? up|maxed"
     r"|keeps? (?:increas|grow)\w*|leak\w*))"
     r"|\b(?:run|ran|running|runs)\s+out\s+of\s+(?:ram|host memory|system memory|cpu memory)\b"
+    r"|\b(?:exceed\w*|surpass\w*)\s+(?:the\s+)?(?:available\s+)?(?:ram|host memory|system memory)\b"
+    # the system named as the killer: "every time the system kills the process"
+    r"|\b(?:system|kernel|os|linux)\s+kill(?:s|ed)\s+(?:the\s+|my\s+|our\s+)?"
+    r"(?:process|job|training|program|script)"
     # Chinese: killed (被kill, 被杀); memory (内存, the host's) short, overflowing, full or
     # leaking; "over the memory" (超内存), "memory blew up" (爆内存)
     r"|被\s*(?:kill(?:ed)?|杀)|进程被?杀|内存(?:不足|溢出|不够|爆了|爆掉|泄漏|泄露|占满|耗尽|被占满)"

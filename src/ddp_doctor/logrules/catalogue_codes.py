@@ -716,15 +716,16 @@ MODULE_NOT_INSTALLED = declare(
 # OpenCV's libGL and GLib (cv2, imported by Ultralytics, mmcv, albumentations).
 SYSTEM_LIBRARY_MISSING = declare(
     "LOG133", Category.PACKAGE_CONFLICT,
-    "A system library that a Python package needs is not installed (OpenCV's libGL)",
-    what="The opencv-python wheel links against the desktop's OpenGL and GLib libraries "
-         "(libGL.so.1, libgthread-2.0.so.0), which slim container images and minimal server "
-         "installs do not have, so importing cv2 fails; the trainer that imports it stops "
-         "before training.",
+    "A system library that a Python package needs is not installed (OpenCV's libGL, Open MPI)",
+    what="A wheel links against system libraries it does not ship: opencv-python against the "
+         "desktop's OpenGL and GLib (libGL.so.1, libgthread-2.0.so.0), Horovod, mpi4py and the "
+         "GPU builds of some frameworks against Open MPI (libmpi.so.40). Slim container images "
+         "and minimal server installs do not have them, so the import fails; the trainer that "
+         "imports it stops before training.",
     why="The training script fails at its imports.",
-    fix="Install the system libraries (apt-get install -y libgl1 libglib2.0-0; dnf install "
-        "mesa-libGL glib2), or replace opencv-python by opencv-python-headless, which needs "
-        "neither.",
+    fix="Install the system library the message names (apt-get install -y libgl1 "
+        "libglib2.0-0 for OpenCV, or use opencv-python-headless; apt-get install -y "
+        "libopenmpi-dev openmpi-bin for Open MPI).",
     docs_url="https://github.com/opencv/opencv-python#installation-and-usage")
 # libnvidia-container under WSL 2 (src/nvc.c and src/dxcore.c, dxcore_init_context and
 # dxcore_add_adapter): libdxcore is there, so this is WSL, but no GPU adapter it can use was

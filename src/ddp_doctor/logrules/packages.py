@@ -43,8 +43,12 @@ INSTALL_CUDA_TORCH = Step(
 # "PyTorch version: 2.1.0+cpu", "torch_version: 1.13.1+cpu", "torch.__version__ =
 # '2.0.1+cpu'"): the +cpu local version tag is the CPU wheel's (download.pytorch.org/whl/cpu).
 # In the corpus, every log that shows one (3 of 598) is a torch_cpu_only thread.
+# A requirement an installer wrote with the tag ("torch>=2+cpu", anomalib's installer choosing
+# https://download.pytorch.org/whl/cpu where it found no CUDA: open-edge-platform/anomalib#2068)
+# names the same build.
 CPU_TORCH_BUILD = re.compile(r"\b(?:py)?torch(?:==|-|\s+|[\s_.]*version[_\s]*(?:[:=]\s*)?['\"]?)"
-                             r"v?\d+\.\d+(?:\.\d+)?(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b",
+                             r"v?\d+\.\d+(?:\.\d+)?(?:\.?(?:a|b|rc|post|dev)\d*)?\+cpu\b"
+                             r"|\btorch\s*(?:>=|<=|~=|>|<)\s*\d+(?:\.\d+)*\+cpu\b",
                              re.IGNORECASE)
 PAIR = Step("Reinstall torch and torchvision as a pair from the index of torch's CUDA "
             "variant (the +cuXYZ suffix printed above; cu126 here is an example), or check "
@@ -284,6 +288,10 @@ RULES: tuple[Rule, ...] = (
                      # fp16 asked of a process without CUDA: accelerate's Accelerator and
                      # transformers' TrainingArguments check torch.cuda.is_available() first
                      r"error: fp16 mixed precision requires a gpu",
+                     # a library's own check of torch.cuda.is_available(), raised as an error
+                     # (FATE's "ValueError: Cuda is not available on this machine",
+                     # FederatedAI/FATE#5034: a CPU-only torch)
+                     r"(?:error|exception):\s*cuda is not available\b",
                      r"fp16 mixed precision training with amp or apex \(`--fp16`\)[^\n]*can "
                      r"only be used on cuda"),
          ("cud", "error"),
@@ -297,6 +305,7 @@ RULES: tuple[Rule, ...] = (
              "to the CPU.",
              "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
              "ValueError: fp16 mixed precision requires a GPU",
+             "ValueError: Cuda is not available on this machine",
              "FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision "
              "evaluation (`--fp16_full_eval`) can only be used on CUDA devices."),
          symptom_of=("LOG009", "LOG010", "LOG011", "LOG013", "LOG014", "LOG015", "LOG016",
