@@ -40,6 +40,7 @@ from ddp_doctor.diagnose.fallback import (
     shipped_catalogue_entries,
     shows_a_failure,
 )
+from ddp_doctor.diagnose.literals import required_literals
 from ddp_doctor.diagnose.similar import SolvedThread, load_index
 from ddp_doctor.logrules.catalogue import entry_rule
 from tests.support.corpus import LOGS, read_cases
@@ -58,16 +59,21 @@ def catalogue_readers(threads: list[SolvedThread]) -> list[set[int]]:
     files = {case["url"]: case["file"] for case in read_cases(LOGS, "cases_*.toml")}
     logs = [(LOGS / files[t.url]).read_text(encoding="utf-8", errors="replace").splitlines()
             if t.url in files else [] for t in threads]
+    lowered = [[line[:LONG_LINE].lower() for line in lines] for lines in logs]
     readers: list[set[int]] = []
     for entry in shipped_catalogue_entries():
         rule = entry_rule(entry)
+        bare = rule.bare_message
+        # the literal phrases a bare message must hold: most lines are rejected by them
+        phrases = required_literals(bare) if bare is not None else None
         reads: set[int] = set()
         for index, lines in enumerate(logs):
-            for whole in lines:
+            for whole, low in zip(lines, lowered[index], strict=True):
                 line = whole[:LONG_LINE]
-                low = line.lower()
                 if ((any(a in low for a in rule.anchors) and rule.pattern.search(line))
-                        or (rule.bare_message is not None and rule.bare_message.search(line))):
+                        or (bare is not None
+                            and (phrases is None or any(p in low for p in phrases))
+                            and bare.search(line))):
                     reads.add(index)
                     break
         readers.append(reads)
