@@ -441,8 +441,14 @@ def test_categories_agree_with_codes_and_codes_are_declared():
      "0) unknown error", "LOG014", "cuda_init_failure"),
     ("ImportError: libmpi.so.40: cannot open shared object file: No such file or directory",
      "LOG133", "package_conflict"),
-    ("    Found GPU0 GeForce RTX 2070 which requires CUDA_VERSION >= 9000 for", "LOG028",
+    ("    Found GPU0 GeForce RTX 2070 which requires CUDA_VERSION >= 9000 for", "LOG137",
      "torch_arch_unsupported"),
+    ("RuntimeError: cusolver error: CUSOLVER_STATUS_NOT_INITIALIZED, when calling "
+     "`cusolverDnCreate(handle)`", "LOG037", "gpu_out_of_memory"),
+    # a Kubernetes service's full name does not resolve: read (only the local names are not)
+    ("[W socket.cpp:558] [c10d] The IPv6 network addresses of (myjob-master-0.myjob.default.svc."
+     "cluster.local, 23456) cannot be retrieved (gai error: -2 - Name or service not known).",
+     "LOG054", "rendezvous_failure"),
     ("ValueError: Cuda is not available on this machine", "LOG024", "torch_cpu_only"),
     ("> 'https://download.pytorch.org/whl/cpu', 'torch>=2+cpu'", "LOG112", "torch_cpu_only"),
 ])

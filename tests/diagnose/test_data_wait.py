@@ -66,6 +66,33 @@ def test_an_evaluation_loop_is_not_the_training_loop(tmp_path):
     assert "DIAG028" not in {f.code.id for f in diagnosed(tmp_path, train + evaluation)}
 
 
+def test_mmengines_validation_loop_is_not_the_training_loop(tmp_path):
+    """mmengine puts "Epoch(val)" after its logger's prefix, past a line's first characters."""
+    text = "".join(f"2022/08/22 15:52:51 - mmengine - INFO - Epoch(val) [1][{s}/313]    eta: "
+                   f"0:00:03  time: 0.0122  data_time: 0.0097\n" for s in range(20, 140, 20))
+    assert "DIAG028" not in {f.code.id for f in diagnosed(tmp_path, text)}
+
+
+def test_the_step_index_is_the_steps_not_the_epochs(tmp_path):
+    """"Epoch [3/100], Step [200/600]": step 200 of epoch 3, past the warm-up."""
+    text = "".join(f"Epoch [3/100], Step [{s}/600], loss: 0.5, time: 0.50, data: 0.40\n"
+                   for s in (200, 300, 400))
+    assert lead(tmp_path, text).code.id == "DIAG028"
+
+
+def test_a_metric_named_error_is_no_failure(tmp_path):
+    text = (_log(TORCHVISION, data="1.0500")
+            + "Epoch 3 done. train error: 0.231, val error: 0.254\n")
+    assert lead(tmp_path, text).code.id == "DIAG028"
+
+
+def test_a_statement_about_the_data_does_not_hide_the_loop(tmp_path):
+    """Only a stated kill outranks the progress lines: a dataset larger than the RAM is none."""
+    text = ("My dataset is 500GB and exceeds the RAM, so I stream it from a NFS share.\n"
+            + _log(TORCHVISION, data="1.0500"))
+    assert lead(tmp_path, text).code.id == "DIAG028"
+
+
 def test_few_lines_make_a_low_confidence_finding(tmp_path):
     one = lead(tmp_path, _log(TORCHVISION, data="0.9000", steps=[40]))
     assert one.code.id == "DIAG028" and one.title.startswith("LOW CONFIDENCE")

@@ -15,7 +15,6 @@ from ddp_doctor.diagnose import diagnose
 from ddp_doctor.diagnose.fallback import (
     CV_COVERAGE,
     CV_PRECISION,
-    CV_SERVED,
     LEAD_CODES,
     MIN_TERMS,
     MIN_THREADS,
@@ -138,6 +137,7 @@ def test_the_shipped_model_trains_on_every_catalogue():
 @pytest.mark.slow
 def test_the_shipped_threshold_is_right_80_percent_of_the_time_on_unseen_threads():
     from fallback_calibration import (
+        MIN_SERVED_LEADS,
         SERVED_PRECISION,
         chosen_threshold,
         cross_validate_indexed,
@@ -157,12 +157,13 @@ def test_the_shipped_threshold_is_right_80_percent_of_the_time_on_unseen_threads
     assert lower_bound(right, len(chosen)) >= 0.80, precision
     assert abs(precision - CV_PRECISION) < 0.02, precision
     assert abs(coverage - CV_COVERAGE) < 0.02, coverage
-    # on the threads no rule explains, the ones diagnose hands the model
+    # on the threads no rule explains, the ones diagnose hands the model (the bench pools five
+    # fold seeds for CV_SERVED; one seed here, to keep the suite's time)
     asked = served(threads)
     served_rows = [row for i, row in indexed if i in asked]
     leads = [r for r in served_rows if r[0] >= THRESHOLD and r[2] >= MIN_TERMS]
-    assert (sum(1 for r in leads if r[1]), len(leads)) == CV_SERVED
-    assert CV_SERVED[0] >= SERVED_PRECISION * CV_SERVED[1]
+    assert len(leads) >= MIN_SERVED_LEADS
+    assert sum(1 for r in leads if r[1]) >= SERVED_PRECISION * len(leads)
     # the lowest threshold on the grid that meets both
     assert chosen_threshold(rows, served_rows=served_rows) == THRESHOLD
 

@@ -47,6 +47,18 @@ NOT_STATED = [
     "The GPU's RAM is full",
     "the GPU-RAM runs out",
     "DataLoader 报共享内存不足",
+    # a second review's lines: denied, supposed, about the data, the GPU's memory named otherwise
+    "My dataset is 500GB and exceeds the RAM, so I stream it from a NFS share.",
+    "Make sure the batch does not exceed the available RAM.",
+    "I checked that the system memory is not leaking.",
+    "There is no RAM leak, usage is flat at 20GB.",
+    "Host memory is not exhausted (20 of 256 GB), but the job hangs",
+    "On Linux the OS kills the process if it uses too much memory, but here nothing happens",
+    "The GPU’s RAM is full",
+    "both GPUs' RAM is full",
+    "GPU 0 RAM is full",
+    "the graphics card RAM is full",
+    "the RAM of the GPU is full",
 ]
 
 

@@ -35,6 +35,8 @@ STATED = [
 ]
 # Program output and identifiers that spell "slow" or "utilization" without stating slowness.
 NOT_STATED = [
+    "The speed is not lower than with one GPU, but the loss diverges.",
+    "Throughput was no worse with 8 GPUs; the problem is the accuracy drop.",
     "the learning rate is lower than before",
     "throughput is fine; loss is lower",
     "        HW Slowdown                       : Not Active",  # nvidia-smi -q clock reasons

@@ -217,10 +217,9 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         [*lead, *fold_explained([finding for finding, _ in ranked], RELATIONS)], [*lead, *env])
     if not recorded and not any(f.effective_severity is not Severity.INFO for f in findings):
         findings.append(nothing_matched(scan))
-        from ddp_doctor.diagnose.data_wait import data_bound
-        from ddp_doctor.diagnose.fallback import fallback_lead, shows_a_failure
-        from ddp_doctor.diagnose.similar import error_lines
-        from ddp_doctor.diagnose.stated_memory import stated_host_memory
+        from ddp_doctor.diagnose.data_wait import data_bound, nothing_failed
+        from ddp_doctor.diagnose.fallback import fallback_lead
+        from ddp_doctor.diagnose.stated_memory import stated_host_memory, stated_kill
         from ddp_doctor.diagnose.stated_slowness import stated_slowness, stated_timings
 
         # Where no error line reports a failure and nobody says the process was killed: the
@@ -228,10 +227,9 @@ def diagnose(target: str, stdin: IO[bytes] | None = None,
         # leads, said to be ones: slowness the text states in words, the category the error
         # lines resemble, a killed process or the host's memory gone stated in words,
         # slowness stated in timings.
-        killed = stated_host_memory(scan)
-        quiet = killed is None and not shows_a_failure(error_lines(scan))
+        quiet = not stated_kill(scan) and nothing_failed(scan)
         guessed = ((data_bound(scan) if quiet else None) or stated_slowness(scan)
-                   or fallback_lead(scan) or killed or stated_timings(scan))
+                   or fallback_lead(scan) or stated_host_memory(scan) or stated_timings(scan))
         if guessed is not None:
             findings.insert(0, guessed)
     if notes:

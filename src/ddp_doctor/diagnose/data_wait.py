@@ -34,7 +34,9 @@ from statistics import median
 
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
+from ddp_doctor.diagnose.fallback import shows_a_failure
 from ddp_doctor.diagnose.scan import ScanResult
+from ddp_doctor.diagnose.similar import error_lines
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 from ddp_doctor.wording import count
 
@@ -49,12 +51,17 @@ PROGRESS = re.compile(
     + r"(?:last_time[ \t]{0,3}[:=][ \t]{0,3}[\d.]{1,12}s?" + _SEP + r")?"
     r"data(?:_time)?[ \t]{0,3}[:=][ \t]{0,3}(?P<data>\d+(?:\.\d+)?)s?\b",
     re.IGNORECASE | re.ASCII)
-# The step a progress line reports: "[  200/10175]", "iter: 200", "Iter: 200/90000".
-STEP_INDEX = re.compile(r"\[\s*(?P<bracket>\d+)\s*/\s*\d+\s*\]|\biter(?:ation)?\s*[:=]?\s*"
-                        r"(?P<iter>\d+)\b", re.IGNORECASE | re.ASCII)
-# An evaluation loop's header (torchvision's "Test:", detectron2's and others' "Eval"/"Val"):
-# no backward pass, so data is most of a short step.
-EVALUATION = re.compile(r"\b(?:test|eval\w*|val|valid\w*|inference)\b\s*:?", re.IGNORECASE)
+# The step a progress line reports: "iter: 200", "Step [200/600]", "Iter: 200/90000", else the
+# last "[  200/10175]" of the line (an epoch's "[3/100]" comes first where both are printed).
+STEP_NAMED = re.compile(r"\b(?:iter(?:ation)?|step)\s*[:=]?\s*\[?\s*(?P<n>\d+)\b",
+                        re.IGNORECASE | re.ASCII)
+STEP_BRACKET = re.compile(r"\[\s*(?P<n>\d+)\s*/\s*\d+\s*\]", re.ASCII)
+# An evaluation loop's header before the times (torchvision's "Test:", mmengine's
+# "Epoch(val)" / "Iter(test)", others' "Eval"/"Val"): no backward pass, so data is most of a
+# short step.
+EVALUATION = re.compile(r"\b(?:test|eval\w*|val|valid\w*|inference)\b", re.IGNORECASE)
+# A metric named "error" ("train error: 0.231", normalised "train error: <n>"), no failure
+METRIC = re.compile(r"\berror\s*[:=]\s*(?:[\d.]+|<n>)\s*(?:[,;|]|$)", re.IGNORECASE)
 LOOK_BACK = 3  # lines above a progress line where its step index and header may sit (wrapped)
 WARM_STEPS = 20  # SmoothedValue's window: the averages of the first steps hold the first batch
 DATA_SHARE = 0.5  # the data part of a step, at or above which the loop waits for its input
@@ -94,19 +101,34 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def _warming_or_evaluating(lines: list[tuple[int, str]], at: int) -> bool:
-    """Whether the progress line at index ``at`` reports one of the first ``WARM_STEPS``
-    steps or an evaluation loop, judged on its own line and the ``LOOK_BACK`` lines above it
-    back to the nearest step index (a progress line wrapped by the terminal or the issue form
-    keeps its "[  200/10175]" a line or two above its "time:")."""
+def _step(text: str) -> int | None:
+    """The step index ``text`` reports, or None."""
+    named = STEP_NAMED.search(text)
+    if named is not None:
+        return int(named["n"])
+    brackets = STEP_BRACKET.findall(text)
+    return int(brackets[-1]) if brackets else None
+
+
+def _warming_or_evaluating(lines: list[tuple[int, str]], at: int, times_at: int) -> bool:
+    """Whether the progress line at index ``at`` (its times starting at ``times_at``) reports
+    one of the first ``WARM_STEPS`` steps or an evaluation loop, judged on its text before the
+    times and the ``LOOK_BACK`` lines above it back to the nearest step index (a progress line
+    wrapped by the terminal or the issue form keeps its "[  200/10175]" a line or two above
+    its "time:")."""
     for back in range(at, max(-1, at - LOOK_BACK - 1), -1):
-        text = lines[back][1]
-        if EVALUATION.search(text[:40]):
+        text = lines[back][1][:times_at] if back == at else lines[back][1]
+        if EVALUATION.search(text):
             return True
-        index = STEP_INDEX.search(text)
-        if index is not None:
-            return int(index["bracket"] or index["iter"]) < WARM_STEPS
+        step = _step(text)
+        if step is not None:
+            return step < WARM_STEPS
     return False
+
+
+def nothing_failed(scan: ScanResult) -> bool:
+    """Whether no error line of the log reports a failure (a metric named "error" does not)."""
+    return not shows_a_failure([line for line in error_lines(scan) if not METRIC.search(line)])
 
 
 def data_bound(scan: ScanResult) -> Finding | None:
@@ -118,7 +140,7 @@ def data_bound(scan: ScanResult) -> Finding | None:
         lines = context.numbered_lines()
         for at, (number, line) in enumerate(lines):
             found = PROGRESS.search(line)
-            if found is None or _warming_or_evaluating(lines, at):
+            if found is None or _warming_or_evaluating(lines, at, found.start()):
                 continue
             step, data = float(found["step"]), float(found["data"])
             if step <= 0 or data > step * 1.05:  # not a step and its data part

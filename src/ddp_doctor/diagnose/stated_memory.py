@@ -32,32 +32,48 @@ from ddp_doctor.diagnose.scan import ScanResult
 from ddp_doctor.diagnose.stated_slowness import PROGRAM_OUTPUT
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 
-# Each alternative is a way users state that the host's memory ran out or that the process was
-# killed without a message. A clean exit ("exits without any error") is no kill, and "full" or
-# "not enough" near "RAM" says so only as "RAM is full" / "RAM is not enough" ("256GB of RAM
-# and not enough GPUs", "RAM 1TB, full log below" do not).
-HOST_MEMORY = re.compile(
+# Each alternative is a way users state that the process was killed without a message
+# (``KILLED``) or that the host's memory ran out (``RAM_GONE``). A clean exit ("exits without
+# any error") is no kill, and "full" or "not enough" near "RAM" says so only as "RAM is full" /
+# "RAM is not enough" ("256GB of RAM and not enough GPUs", "RAM 1TB, full log below" do not).
+KILLED = re.compile(
     r"\b(?:process(?:es)?|job|training|program|script|python|worker|run)\s+(?:\w+\s+){0,2}"
     r"(?:was|were|got|gets|get|is|being|has been)\s+killed\b"
     r"|\b(?:dies|died|crash(?:es|ed)?)\s+without\s+(?:an?y?\s+)?(?:error|message|traceback)"
-    r"|\b(?:ram|host memory|system memory|cpu memory|main memory)\b[^.\n]{0,40}?"
+    # the system named as the killer: "every time the system kills the process"
+    r"|\b(?:system|kernel|os|linux)\s+kill(?:s|ed)\s+(?:the\s+|my\s+|our\s+)?"
+    r"(?:process|job|training|program|script)"
+    # Chinese: killed (被kill, 被杀)
+    r"|被\s*(?:kill(?:ed)?|杀)|进程被?杀",
+    re.IGNORECASE)
+RAM_GONE = re.compile(
+    r"\b(?:ram|host memory|system memory|cpu memory|main memory)\b[^.\n]{0,40}?"
     r"(?:\b(?:is|was|are|were|gets?|got|becomes?)\s+(?:full|not enough|insufficient)\b"
     r"|\b(?:exhaust\w*|runs? out|ran out|crash\w*|explod\w*|overflow\w*|blows? up|maxed"
     r"|keeps? (?:increas|grow)\w*|leak\w*))"
     r"|\b(?:run|ran|running|runs)\s+out\s+of\s+(?:ram|host memory|system memory|cpu memory)\b"
-    r"|\b(?:exceed\w*|surpass\w*)\s+(?:the\s+)?(?:available\s+)?(?:ram|host memory|system memory)\b"
-    # the system named as the killer: "every time the system kills the process"
-    r"|\b(?:system|kernel|os|linux)\s+kill(?:s|ed)\s+(?:the\s+|my\s+|our\s+)?"
-    r"(?:process|job|training|program|script)"
-    # Chinese: killed (被kill, 被杀); memory (内存, the host's) short, overflowing, full or
-    # leaking; "over the memory" (超内存), "memory blew up" (爆内存)
-    r"|被\s*(?:kill(?:ed)?|杀)|进程被?杀|内存(?:不足|溢出|不够|爆了|爆掉|泄漏|泄露|占满|耗尽|被占满)"
-    r"|超内存|爆内存",
+    # the job's memory (its usage, it) going past the RAM: "used memory ... surpasses available
+    # RAM"; not a dataset larger than the RAM
+    r"|\b(?:memory|usage|consumption|it)\b[^.\n]{0,60}?\b(?:exceed\w*|surpass\w*)\s+"
+    r"(?:the\s+)?(?:available\s+)?(?:ram|host memory|system memory)\b"
+    # Chinese: memory (内存, the host's) short, overflowing, full or leaking; "over the memory"
+    # (超内存), "memory blew up" (爆内存)
+    r"|内存(?:不足|溢出|不够|爆了|爆掉|泄漏|泄露|占满|耗尽|被占满)|超内存|爆内存",
     re.IGNORECASE)
-# Memory that is not the host's, just before the statement: the GPU's ("GPU's RAM", "GPU-RAM",
-# "CUDA内存", 显卡内存 graphics-card memory, 显存) and shared memory (/dev/shm, 共享内存).
-NOT_HOST = re.compile(r"(?:gpu|cuda|vram|video|graphics|shared|显卡|显|共享)\W{0,3}(?:'s\W{0,2})?$",
-                      re.IGNORECASE)
+# Memory that is not the host's, just before the statement: the GPU's ("GPU's RAM", "GPU’s",
+# "GPUs' RAM", "GPU 0 RAM", "graphics card RAM", "CUDA内存", 显卡内存, 显存) and shared memory
+# (/dev/shm, 共享内存); or named just after it ("the RAM of the GPU").
+NOT_HOST = re.compile(r"(?:gpu|cuda|vram|video|graphics|shared|显卡|显|共享)s?['’]?s?\W{0,3}"
+                      r"(?:\d+\W{0,2})?(?:(?:card|device)\W{0,2})?$", re.IGNORECASE)
+OF_THE_GPU = re.compile(r"\b(?:of|on|in)\s+(?:the\s+|my\s+|each\s+)?(?:gpus?|device|graphics)\b",
+                        re.IGNORECASE)
+# A condition right after a kill ("the OS kills the process if it uses too much memory")
+CONDITION_AFTER = re.compile(r"^\W{0,3}(?:if|unless|when(?:ever)?)\b", re.IGNORECASE)
+# A statement denied or supposed: "not", "no", "never" just before or inside it ("there is no
+# RAM leak", "memory is not exhausted"), or a condition ("if it uses too much memory", "make
+# sure ... does not exceed").
+NEGATED = re.compile(r"\b(?:not|no|never|nothing|if|would|could|might|whether|unless)\b|n['’]t\b",
+                     re.IGNORECASE)
 # A kill the user or the system meant: by hand, by a scheduler's time limit, by the launcher
 # after another rank failed, by a watchdog or a timeout. Not the OOM killer's doing.
 OTHER_KILL = re.compile(
@@ -96,14 +112,38 @@ STEPS: tuple[Step, ...] = (
 )
 
 
+def _stated(pattern: re.Pattern[str], line: str) -> bool:
+    """Whether ``pattern`` states it on ``line``: a match not about another memory
+    (``NOT_HOST`` before it, ``OF_THE_GPU`` in or after it), not denied or supposed
+    (``NEGATED`` in the match or the 20 characters before it, ``CONDITION_AFTER``), on a line
+    that names no other reason for a kill (``OTHER_KILL``)."""
+    for found in pattern.finditer(line):
+        before = line[max(0, found.start() - 20):found.start()]
+        after = line[found.end():found.end() + 24]
+        if (NOT_HOST.search(line[max(0, found.start() - 16):found.start()])
+                or OF_THE_GPU.match(after.lstrip(" ,")) or OF_THE_GPU.search(found.group())
+                or NEGATED.search(before) or NEGATED.search(found.group())
+                or CONDITION_AFTER.search(after)):
+            continue
+        return not OTHER_KILL.search(line)
+    return False
+
+
+def states_a_kill(line: str) -> bool:
+    """Whether ``line`` states that the process was killed without a message."""
+    return _stated(KILLED, line)
+
+
 def states_host_memory(line: str) -> bool:
-    """Whether ``line`` states that the host's memory ran out or the process was killed
-    without a message: a ``HOST_MEMORY`` statement not about another memory (``NOT_HOST``)
-    on a line that names no other reason for a kill (``OTHER_KILL``)."""
-    if OTHER_KILL.search(line):
-        return False
-    return any(not NOT_HOST.search(line[max(0, m.start() - 16):m.start()])
-               for m in HOST_MEMORY.finditer(line))
+    """Whether ``line`` states that the process was killed without a message or that the
+    host's memory ran out."""
+    return states_a_kill(line) or _stated(RAM_GONE, line)
+
+
+def stated_kill(scan: ScanResult) -> bool:
+    """Whether the text states anywhere that the process was killed without a message."""
+    return any(len(line) <= MAX_LINE and not PROGRAM_OUTPUT.search(line) and states_a_kill(line)
+               for context in scan.contexts for _, line in context.numbered_lines())
 
 
 def stated_host_memory(scan: ScanResult) -> Finding | None:

@@ -57,7 +57,7 @@ SLOWNESS = re.compile(
     # a speed or throughput stated lower or worse ("the speed is up to 50% LOWER than with a
     # single GPU": keras-team/keras#11342), not a learning rate or a loss
     r"|\b(?:speed|throughput|samples/s|it/s)\s+(?:is|was|are|were|gets?|got|becomes?)\s+"
-    r"[^.;,\n]{0,25}?\b(?:lower|worse|slower|dropp\w*|decreas\w*)\b"
+    r"(?:(?!\b(?:not|no|never)\b|n't)[^.;,\n]){0,25}?\b(?:lower|worse|slower|dropp\w*|decreas\w*)\b"
     # the GPUs' utilisation (said, or left implicit), not a disk's, a CPU's or the memory's
     r"|(?:\bgpus?(?:['\u2019]s?)?\s+(?:usage\s+|load\s+)?(?:utili[sz](?:ation|ed)?|usage|load)"
     r"|(?<!disk )(?<!cpu )(?<!ram )(?<!memory )(?<!network )(?<!io )\butili[sz](?:ation|ed))\b"

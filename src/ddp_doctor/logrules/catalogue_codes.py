@@ -726,7 +726,7 @@ SYSTEM_LIBRARY_MISSING = declare(
     fix="Install the system library the message names (apt-get install -y libgl1 "
         "libglib2.0-0 for OpenCV, or use opencv-python-headless; apt-get install -y "
         "libopenmpi-dev openmpi-bin for Open MPI).",
-    docs_url="https://github.com/opencv/opencv-python#installation-and-usage")
+    docs_url="https://man7.org/linux/man-pages/man8/ld.so.8.html")
 # libnvidia-container under WSL 2 (src/nvc.c and src/dxcore.c, dxcore_init_context and
 # dxcore_add_adapter): libdxcore is there, so this is WSL, but no GPU adapter it can use was
 # enumerated: none is passed to the VM, or each was skipped (a Windows driver before WDDM 2.8,
@@ -770,6 +770,23 @@ SHM_REGION_TOO_SMALL = declare(
         "Kubernetes an emptyDir with medium: Memory mounted at /dev/shm), or start fewer "
         "instances.",
     docs_url="https://github.com/triton-inference-server/python_backend")
+# torch 0.3-0.4's warning when the GPU's architecture is newer than the build's CUDA knows
+# (torch/cuda/__init__.py at v0.4.1, _check_capability): the build has no native kernels for
+# it and runs through PTX JIT, so the job starts slowly and the cuDNN of that CUDA may not
+# support the GPU (lquirosd/P2PaLA#11: a CUDA 8 build on an RTX 2070, then
+# CUDNN_STATUS_EXECUTION_FAILED). A warning: a run may go on.
+BUILD_OLDER_THAN_GPU = declare(
+    "LOG137", Category.TORCH_ARCH_UNSUPPORTED,
+    "The GPU needs a newer CUDA than this torch was built with (old torch's warning)",
+    what="torch 0.3-0.4 warned that the GPU requires a newer CUDA_VERSION than the one the "
+         "build was compiled with: it has no native kernels for this GPU and compiles PTX at "
+         "start-up, and the cuDNN of that CUDA may not support the GPU at all.",
+    why="Start-up is slow at best; cuDNN calls may fail (CUDNN_STATUS_EXECUTION_FAILED) on "
+        "the newer GPU.",
+    fix="Install a torch built with a CUDA that supports this GPU (for Turing and newer, torch "
+        "1.0 or later built with CUDA 10 or newer).",
+    severity=Severity.WARNING,
+    docs_url="https://pytorch.org/get-started/previous-versions/")
 CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            GRAD_LAYOUT, WRAPPER_ATTRIBUTE,
                            NO_MAIN_GUARD, SOCKET_PATH_TOO_LONG, MODEL_DIFFERS,
@@ -787,5 +804,6 @@ CODES: tuple[Code, ...] = (EXTENSION_BUILD, FATAL_SIGNAL, RDMA_PROVIDER_MISSING,
                            ZERO3_DEVICE_MAP, TRITON_MISSING, PCI_BAR_UNASSIGNED,
                            DRIVER_OOPS, MODULE_NOT_INSTALLED,
                            SYSTEM_LIBRARY_MISSING, WSL_NO_GPU_ADAPTER,
-                           NCCL_NO_GRAPH_CAPTURE, SHM_REGION_TOO_SMALL)
+                           NCCL_NO_GRAPH_CAPTURE, SHM_REGION_TOO_SMALL,
+                           BUILD_OLDER_THAN_GPU)
 """Every code declared here, for the catalogue loader."""
