@@ -24,7 +24,8 @@ workers to start; the step index may sit a line or two above a wrapped progress 
 evaluation loops ("Test:", "Eval", "Val" headers: no optimizer step, so data is most of a
 short step). A step's data time must be at least ``DATA_SHARE`` of its time in most of the
 lines read; read from fewer than ``FEW_LINES`` lines the finding says it is low confidence.
-diagnose asks it only where no error line reports a failure and nothing else was found.
+diagnose asks it only where nothing else was found, no error line reports a failure (a
+metric named "error" does not) and the text does not say the process was killed.
 """
 
 from __future__ import annotations
