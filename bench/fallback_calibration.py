@@ -52,11 +52,16 @@ GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # steps of 0.1
 LONG_LINE = 8192  # a line is read up to here, as the scan reads its first part
 
 
+def _corpus_files() -> dict[str, str]:
+    """Each corpus case's log file by its thread's URL (the index keeps the URL)."""
+    return {case["url"]: case["file"] for case in read_cases(LOGS, "cases_*.toml")}
+
+
 def catalogue_readers(threads: list[SolvedThread]) -> list[set[int]]:
     """For each of ``shipped_catalogue_entries()``, the indices of the threads one of whose
     logged lines the entry reads (its rule, or its bare message): many entries were written
     from a corpus thread, whose answer they would hand the model when it is held out."""
-    files = {case["url"]: case["file"] for case in read_cases(LOGS, "cases_*.toml")}
+    files = _corpus_files()
     logs = [(LOGS / files[t.url]).read_text(encoding="utf-8", errors="replace").splitlines()
             if t.url in files else [] for t in threads]
     lowered = [[line[:LONG_LINE].lower() for line in lines] for lines in logs]
@@ -87,7 +92,7 @@ def served(threads: list[SolvedThread]) -> set[int]:
     readings, the fallback among them."""
     from ddp_doctor.diagnose import diagnose
 
-    files = {case["url"]: case["file"] for case in read_cases(LOGS, "cases_*.toml")}
+    files = _corpus_files()
     return {i for i, t in enumerate(threads) if t.url in files
             and any(f.code.id == "DIAG001"
                     for f in diagnose(str(LOGS / files[t.url])).report.results[0].findings)}

@@ -182,13 +182,14 @@ class DocumentContext:
     tail: str = ""
     tail_first_line: int = 1
 
-    def numbered_lines(self) -> list[tuple[int, str]]:
+    def numbered_lines(self, window: bool = True) -> list[tuple[int, str]]:
         """The numbered lines of the document's start and (past it) end, each long line by
-        its window (``read_window``)."""
-        numbered = [(number, read_window(line))
+        its window (``read_window``) unless ``window`` is False."""
+        shown = read_window if window else str
+        numbered = [(number, shown(line))
                     for number, line in enumerate(self.head.split("\n"), start=1)]
         last = numbered[-1][0] if numbered else 0
-        numbered += [(self.tail_first_line + i, read_window(line))
+        numbered += [(self.tail_first_line + i, shown(line))
                      for i, line in enumerate(self.tail.split("\n"))
                      if self.tail_first_line + i > last]
         return numbered

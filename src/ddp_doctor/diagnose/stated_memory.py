@@ -29,7 +29,7 @@ from itertools import islice
 from ddp_doctor.categories import Category
 from ddp_doctor.codes import declare
 from ddp_doctor.diagnose.scan import ScanResult
-from ddp_doctor.diagnose.stated_slowness import PROGRAM_OUTPUT
+from ddp_doctor.diagnose.stated_slowness import statement_evidence, written_lines
 from ddp_doctor.model import Evidence, Finding, Severity, Step
 
 # Each alternative is a way users state that the process was killed without a message
@@ -142,27 +142,23 @@ def states_host_memory(line: str) -> bool:
 
 def stated_kill(scan: ScanResult) -> bool:
     """Whether the text states anywhere that the process was killed without a message."""
-    return any(len(line) <= MAX_LINE and not PROGRAM_OUTPUT.search(line) and states_a_kill(line)
-               for context in scan.contexts for _, line in context.numbered_lines())
+    return any(len(line) <= MAX_LINE and states_a_kill(line)
+               for _, _, line in written_lines(scan))
 
 
 def stated_host_memory(scan: ScanResult) -> Finding | None:
     """The low-confidence host-memory lead of a log whose text states that the process was
     killed or the host's memory ran out, or None."""
-    many = len(scan.documents) > 1
-    statements = ((context.document, number, line.strip())
-                  for context in scan.contexts for number, line in context.numbered_lines()
-                  if len(line) <= MAX_LINE and not PROGRAM_OUTPUT.search(line)
-                  and states_host_memory(line))
+    statements = ((document, number, line.strip())
+                  for document, number, line in written_lines(scan)
+                  if len(line) <= MAX_LINE and states_host_memory(line))
     found = list(islice(statements, MAX_QUOTES))
     if not found:
         return None
-    evidence = tuple(
-        Evidence(f"{document} line {line}" if many else f"line {line}", text[:300], document)
-        for document, line, text in found)
     return Finding(
         STATED_HOST_MEMORY,
         "LOW CONFIDENCE: no message names a cause; the text says the process was killed or "
         "the host's memory ran out",
-        (*evidence, Evidence("reading", "host memory stated in words, not measured: a lead")),
+        (*statement_evidence(scan, found),
+         Evidence("reading", "host memory stated in words, not measured: a lead")),
         STEPS, docs_url=STATED_HOST_MEMORY.docs_url)

@@ -267,19 +267,30 @@ def _timings(lines: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
     return []
 
 
-def _lines(scan: ScanResult) -> Iterator[tuple[str, int, str]]:
+def written_lines(scan: ScanResult) -> Iterator[tuple[str, int, str]]:
     """(document, line, text) of each line a user may have written, in the order read: the
-    head's lines, then the tail's past the head's end (the two overlap in a short log), less
-    the lines a program printed (``PROGRAM_OUTPUT``)."""
+    head's lines, then the tail's past the head's end, whole (``numbered_lines`` without the
+    rules' window), less the lines a program printed (``PROGRAM_OUTPUT``). The statements of
+    stated_memory are read from the same lines."""
     for context in scan.contexts:
-        head_lines = context.head.count("\n") + 1
-        parts = [(1, context.head, 0)]
-        if context.tail:
-            parts.append((context.tail_first_line, context.tail, head_lines))
-        for first, text, read_up_to in parts:
-            for offset, line in enumerate(text.split("\n")):
-                if first + offset > read_up_to and not PROGRAM_OUTPUT.search(line):
-                    yield context.document, first + offset, line.strip()
+        for number, line in context.numbered_lines(window=False):
+            if not PROGRAM_OUTPUT.search(line):
+                yield context.document, number, line
+
+
+def _lines(scan: ScanResult) -> Iterator[tuple[str, int, str]]:
+    """``written_lines``, each stripped."""
+    return ((document, number, line.strip()) for document, number, line in written_lines(scan))
+
+
+def statement_evidence(scan: ScanResult,
+                       statements: list[tuple[str, int, str]]) -> tuple[Evidence, ...]:
+    """The quoted statements (document, line, text) as evidence: "line N", or "doc line N"
+    where the input held several documents."""
+    many = len(scan.documents) > 1
+    return tuple(
+        Evidence(f"{document} line {line}" if many else f"line {line}", text[:300], document)
+        for document, line, text in statements)
 
 
 def _finding(scan: ScanResult, statements: list[tuple[str, int, str]],
@@ -287,14 +298,10 @@ def _finding(scan: ScanResult, statements: list[tuple[str, int, str]],
     """The low-confidence performance lead quoting ``statements``, or None without any."""
     if not statements:
         return None
-    many = len(scan.documents) > 1
-    evidence = tuple(
-        Evidence(f"{document} line {line}" if many else f"line {line}", text[:300], document)
-        for document, line, text in statements)
     return Finding(
         STATED_SLOWNESS,
         "LOW CONFIDENCE: no message names a cause; the text says training is slow",
-        (*evidence, Evidence("reading", stated)),
+        (*statement_evidence(scan, statements), Evidence("reading", stated)),
         STEPS, docs_url=STATED_SLOWNESS.docs_url)
 
 
